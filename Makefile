@@ -1,0 +1,35 @@
+# onnx2hw — everything a newcomer needs: `make demo`, `make test`, `make bench`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_WORKERS ?= 2
+
+.PHONY: install demo test test-fast bench clean
+
+# Create the virtual environment and install the package with its test extras.
+# Re-runs only when pyproject.toml changes (the stamp is newer otherwise).
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/onnx2hw inspect examples/digits_mlp.onnx
+
+# Whole suite (unit, sim and synth tiers). pytest exit 5 = no tests collected: a failure here.
+test: install
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q -rs --durations=15 ; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not sim and not synth and not slow"
+
+bench: install
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf build .pytest_cache sim_build

@@ -1,0 +1,1 @@
+"""One module per op; each defines ``run(node, *inputs)``. See ``..registry``."""

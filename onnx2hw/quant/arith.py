@@ -1,0 +1,82 @@
+"""Exact integer arithmetic shared by the quantizer, the golden executor and the RTL.
+
+These NumPy functions *define* the integer semantics; hardware blocks are tested
+against them bit for bit. All inputs are integer arrays; results are ``int64``.
+
+Requantization (rounding rule: **round half up**, i.e. towards +inf on ties)::
+
+    y = clamp(zp + ((acc * M + (1 << (s - 1))) >> s), lo, hi)     for s >= 1
+    y = clamp(zp + acc * M, lo, hi)                                 for s == 0
+
+``>>`` is an arithmetic (flooring) shift. In hardware this is one multiply, one
+constant add and a wire shift. ``M`` is an unsigned or signed integer of at most
+32 bits, ``0 <= s <= 62``. ``M``/``s``/``zp`` are scalars (per tensor) or arrays
+broadcast over the channel axis (per channel; channels last, NHWC).
+
+Multi-threshold activation (FINN style), for outputs of at most 4 bits::
+
+    y = lo + sum_i (acc >= T[..., i])
+
+with ``T`` of shape ``(C, 2**bits - 1)`` (or ``(1, n)`` per tensor), each row
+non-decreasing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["int_range", "requantize", "multithreshold", "acc_bits", "clamp"]
+
+
+def int_range(bits: int, signed: bool, narrow: bool = False) -> tuple[int, int]:
+    """Inclusive range of a ``bits``-wide integer (``narrow`` drops the most negative)."""
+    if not 1 <= bits <= 64:
+        raise ValueError(f"bit width must be 1..64, not {bits!r}")
+    if signed:
+        return -(1 << (bits - 1)) + int(narrow), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1 - int(narrow)
+
+
+def clamp(x, lo: int, hi: int) -> np.ndarray:
+    return np.clip(np.asarray(x, dtype=np.int64), lo, hi)
+
+
+def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int) -> np.ndarray:
+    """Multiply-and-shift requantization with round-half-up (see module docstring).
+
+    Products are computed in Python integers when they could overflow int64.
+    """
+    acc = np.asarray(acc, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    zp = np.asarray(zero_point, dtype=np.int64)
+    if np.any(s < 0) or np.any(s > 62):
+        raise ValueError(f"shift must be in 0..62, not {shift!r}")
+    amax = int(np.max(np.abs(acc))) if acc.size else 0
+    mmax = int(np.max(np.abs(m))) if m.size else 0
+    if amax * mmax >= (1 << 62):
+        prod = acc.astype(object) * m.astype(object)
+        half = np.where(s > 0, np.left_shift(1, np.maximum(s - 1, 0)), 0).astype(object)
+        y = ((prod + half) >> s.astype(object)) + zp.astype(object)
+        return np.clip(y, lo, hi).astype(np.int64)
+    half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    y = ((acc * m + half) >> s) + zp
+    return np.clip(y, lo, hi)
+
+
+def multithreshold(acc, thresholds, lo: int = 0) -> np.ndarray:
+    """``lo + count(acc >= T)`` per channel (channel = last axis of ``acc``)."""
+    acc = np.asarray(acc, dtype=np.int64)
+    t = np.asarray(thresholds, dtype=np.int64)
+    if t.ndim != 2:
+        raise ValueError(f"thresholds must be 2-D (channels, steps), not shape {t.shape!r}")
+    if t.shape[0] == 1:
+        t = np.broadcast_to(t, (acc.shape[-1], t.shape[1]))
+    return lo + np.sum(acc[..., None] >= t, axis=-1, dtype=np.int64)
+
+
+def acc_bits(lo: int, hi: int) -> int:
+    """Smallest two's-complement width holding every integer in ``[lo, hi]``."""
+    bits = 1
+    while not (-(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1):
+        bits += 1
+    return bits
