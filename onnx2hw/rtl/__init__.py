@@ -1,0 +1,4 @@
+"""Parametrized Amaranth streaming operator blocks."""
+from .cost import Cost
+
+__all__ = ["Cost"]
