@@ -1,0 +1,147 @@
+"""Helpers shared by the Amaranth-simulator and cocotb stream harnesses.
+
+Payload packing follows Amaranth's ``data.ArrayLayout``: lane ``j`` of a transfer occupies
+bits ``[j*w, (j+1)*w)`` of the flat payload. Pause patterns are deterministic for a seed
+so the two harnesses drive identical valid/ready sequences.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PAUSES = ("none", "3of4", "random")
+
+
+@dataclass(frozen=True)
+class PortInfo:
+    """Element shape and lane count of one stream port's payload."""
+
+    name: str
+    is_input: bool
+    width: int
+    signed: bool
+    lanes: int
+
+    @property
+    def lo(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def hi(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+
+def stream_ports(component) -> dict[str, PortInfo]:
+    """Every ``stream.Signature`` port of an Amaranth component, by name."""
+    from amaranth.hdl import Shape
+    from amaranth.lib import data, stream, wiring
+
+    ports = {}
+    for name, member in component.signature.members.items():
+        if not (member.is_signature and isinstance(member.signature, stream.Signature)):
+            continue
+        iface = getattr(component, name)
+        payload = iface.payload
+        if isinstance(payload, data.View):
+            layout = payload.shape()
+            if isinstance(layout, data.ArrayLayout):
+                elem = Shape.cast(layout.elem_shape)
+                info = PortInfo(name, member.flow == wiring.In, elem.width, elem.signed,
+                                layout.length)
+            else:
+                info = PortInfo(name, member.flow == wiring.In, layout.size, False, 1)
+        else:
+            shape = payload.shape()
+            info = PortInfo(name, member.flow == wiring.In, shape.width, shape.signed, 1)
+        if info.width < 1:
+            raise ValueError(f"port {name!r} has a zero-width payload element")
+        ports[name] = info
+    return ports
+
+
+def as_transfers(name: str, arr, info: PortInfo) -> np.ndarray:
+    """Validate a feed for ``info`` and return it as a ``(transfers, lanes)`` int64 array."""
+    a = np.asarray(arr)
+    if a.dtype.kind not in "iub":
+        raise TypeError(f"feed {name!r} must be an integer array, not dtype {a.dtype!r}")
+    a = a.astype(np.int64)
+    if a.ndim == 1 and info.lanes == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[1] != info.lanes:
+        raise ValueError(f"feed {name!r} must have shape (transfers, {info.lanes}), "
+                         f"not {a.shape!r}")
+    if a.size and (a.min() < info.lo or a.max() > info.hi):
+        raise ValueError(f"feed {name!r} has values outside [{info.lo}, {info.hi}] "
+                         f"(min {int(a.min())!r}, max {int(a.max())!r})")
+    return a
+
+
+def pack(a: np.ndarray, info: PortInfo) -> list[int]:
+    """Flat payload integers (unsigned) for each row of ``a``."""
+    mask = (1 << info.width) - 1
+    out = []
+    for row in a.tolist():
+        v = 0
+        for j, x in enumerate(row):
+            v |= (x & mask) << (j * info.width)
+        out.append(v)
+    return out
+
+
+def unpack(values: list[int], info: PortInfo) -> np.ndarray:
+    """Inverse of :func:`pack`; signed lanes are sign-extended. Returns int64 ``(n, lanes)``."""
+    w, mask = info.width, (1 << info.width) - 1
+    rows = []
+    for v in values:
+        row = []
+        for j in range(info.lanes):
+            x = (v >> (j * w)) & mask
+            if info.signed and x >> (w - 1):
+                x -= 1 << w
+            row.append(x)
+        rows.append(row)
+    return np.array(rows, dtype=np.int64).reshape(len(values), info.lanes)
+
+
+class Pause:
+    """Per-cycle "may act" decisions for one port.
+
+    ``"none"``: always; ``"3of4"``: one cycle in four (three in four paused);
+    ``"random"``: seeded coin flip, 50 %.
+    """
+
+    def __init__(self, kind: str, seed: int, salt: int):
+        if kind not in PAUSES:
+            raise ValueError(f"pause pattern must be one of {PAUSES!r}, not {kind!r}")
+        self.kind = kind
+        self._rng = np.random.default_rng([seed & 0xFFFFFFFF, salt])
+        self._buf = np.zeros(0, dtype=bool)
+
+    def __call__(self, cycle: int) -> bool:
+        if self.kind == "none":
+            return True
+        if self.kind == "3of4":
+            return cycle % 4 == 3
+        if cycle >= self._buf.size:
+            more = self._rng.random(max(4096, cycle + 1 - self._buf.size)) < 0.5
+            self._buf = np.concatenate([self._buf, more])
+        return bool(self._buf[cycle])
+
+
+def check_names(ports: dict[str, PortInfo], feeds: dict, expect: dict) -> None:
+    for name in feeds:
+        if name not in ports or not ports[name].is_input:
+            raise ValueError(f"feed {name!r} is not an input stream port "
+                             f"(inputs: {sorted(n for n, p in ports.items() if p.is_input)!r})")
+    for name, n in expect.items():
+        if name not in ports or ports[name].is_input:
+            raise ValueError(f"expect {name!r} is not an output stream port "
+                             f"(outputs: {sorted(n for n, p in ports.items() if not p.is_input)!r})")
+        if not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"expect[{name!r}] must be a transfer count >= 0, not {n!r}")
+
+
+def default_max_cycles(feeds: dict[str, np.ndarray], expect: dict[str, int]) -> int:
+    n = sum(len(a) for a in feeds.values()) + sum(int(v) for v in expect.values())
+    return 4096 + 64 * n
