@@ -1,17 +1,54 @@
-"""``onnx2hw`` command line. Every error is one ``error:`` line on stderr, exit 2."""
+"""``onnx2hw`` command line.
+
+Each verb lives in ``onnx2hw/commands/<verb>.py`` with ``HELP``, ``configure(parser)`` and
+``run(args) -> int``. Every user error is one ``error:`` line on stderr and exit status 2;
+never a traceback for bad input.
+"""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-__all__ = ["main"]
+__all__ = ["main", "VERBS", "UsageError"]
+
+#: verb -> module in onnx2hw.commands (order = order in --help)
+VERBS = ("inspect", "quantize")
+
+
+class UsageError(Exception):
+    """A bad option or input file detected by a command (printed as ``error: ...``)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="onnx2hw", description="ONNX to FPGA streaming dataflow compiler")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb in VERBS:
+        module = importlib.import_module(f"onnx2hw.commands.{verb}")
+        p = sub.add_parser(verb, help=module.HELP, description=module.HELP)
+        module.configure(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def _error(message: str) -> int:
+    first = " ".join(str(message).split())  # one line
+    print(f"error: {first}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="onnx2hw")
-    parser.add_subparsers(dest="verb", required=True)
-    parser.parse_args(argv)
-    return 0
+    from .ir.errors import ModelError
+
+    args = _parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except (ModelError, UsageError, ValueError, TypeError) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+    except KeyboardInterrupt:
+        return _error("interrupted")
 
 
 if __name__ == "__main__":
