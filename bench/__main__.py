@@ -1,0 +1,35 @@
+"""`make bench`: every benchmark of the project in one run, printed as a readable report.
+
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl; default all)
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+
+#: name -> (module, function); each function prints its own table
+BENCHES = {
+    "golden": ("bench.golden", "bench_golden"),
+    "quant": ("bench.quant", "bench_quant"),
+    "rtl": ("bench.rtl", "bench_rtl"),
+}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(BENCHES)
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown:
+        print(f"error: unknown benchmark {unknown[0]!r} (choose from {', '.join(BENCHES)})", file=sys.stderr)
+        return 2
+    for name in names:
+        module, func = BENCHES[name]
+        print(f"\n=== {name} ===", flush=True)
+        t0 = time.perf_counter()
+        getattr(importlib.import_module(module), func)()
+        print(f"({name}: {time.perf_counter() - t0:.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

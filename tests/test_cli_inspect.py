@@ -1,0 +1,85 @@
+"""`onnx2hw inspect`: figures from an independent count, and one-line errors for bad files."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx2hw.cli import main
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+MLP = EXAMPLES / "digits_mlp.onnx"
+
+
+def _inspect_json(capsys, path):
+    assert main(["inspect", str(path), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_inspect_mlp_counts(capsys):
+    s = _inspect_json(capsys, MLP)
+    model = onnx.load(MLP)
+    gemm_weights = [numpy_helper.to_array(t) for t in model.graph.initializer if t.name.endswith("weight")]
+    # Gemm with transB=1: weight (N, K) -> N*K MACs per sample
+    assert s["total_macs"] == sum(w.size for w in gemm_weights) == 64 * 64 + 64 * 32 + 32 * 10
+    assert s["parameters"] == sum(numpy_helper.to_array(t).size for t in model.graph.initializer)
+    assert s["inputs"] == [{"name": "input", "type": "float", "shape": ["N", 64]}]
+    assert s["op_histogram"] == {"Gemm": 3, "Relu": 2}
+    assert all(h["supported"] for h in s["hardware"])
+    assert s["metadata"]["dataset"] == "sklearn digits"
+
+
+def test_inspect_conv_macs_and_unsupported(capsys, tmp_path):
+    w = np.zeros((4, 2, 3, 3), np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Softmax", ["c"], ["y"], name="sm", axis=1)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+    path = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    s = _inspect_json(capsys, path)
+    assert s["layers"] == [{"name": "conv", "op": "Conv", "macs": 4 * 5 * 7 * 2 * 3 * 3}]
+    assert s["inputs"][0]["shape"] == ["batch", 2, 5, 7]
+    assert {h["op"]: h["supported"] for h in s["hardware"]} == {"Conv": True, "Softmax": False}
+    assert main(["inspect", str(path)]) == 0
+    assert "not mappable to hardware: Softmax" in capsys.readouterr().out
+
+
+def _bad_files(tmp_path):
+    good = MLP.read_bytes()
+    files = {
+        "missing": tmp_path / "missing.onnx",
+        "directory": tmp_path,
+        "empty": tmp_path / "empty.onnx",
+        "truncated": tmp_path / "truncated.onnx",
+        "not_onnx": tmp_path / "text.onnx",
+    }
+    files["empty"].write_bytes(b"")
+    files["truncated"].write_bytes(good[: len(good) // 3])
+    files["not_onnx"].write_text("this is not a protobuf\n" * 20)
+    return files
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "empty", "truncated", "not_onnx"])
+def test_inspect_bad_file_is_one_error_line(capsys, tmp_path, kind):
+    path = _bad_files(tmp_path)[kind]
+    assert main(["inspect", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+
+
+def test_console_script_exit_status(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage")
+    exe = pathlib.Path(sys.executable).parent / "onnx2hw"
+    proc = subprocess.run([str(exe), "inspect", str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+    ok = subprocess.run([str(exe), "inspect", str(MLP)], capture_output=True, text=True)
+    assert ok.returncode == 0 and "Gemm" in ok.stdout
