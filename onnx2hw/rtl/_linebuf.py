@@ -1,0 +1,116 @@
+"""Parameter normalisation and geometry shared by the window and pooling blocks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Shape
+
+__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2"]
+
+
+def clog2(n: int) -> int:
+    """Bits needed to count ``n`` distinct values (``ceil(log2(n))``, 0 for ``n <= 1``)."""
+    return max(0, (int(n) - 1).bit_length())
+
+
+def _pos_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
+    return value
+
+
+def pair(name, value, minimum=1) -> tuple[int, int]:
+    """``value`` as an ``(h, w)`` pair of integers >= ``minimum`` (an int means both)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{name} must be an integer or a pair of integers, not {value!r}")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise ValueError(f"{name} entries must be integers >= {minimum}, not {value!r}")
+    return int(value[0]), int(value[1])
+
+
+def quad(name, value) -> tuple[int, int, int, int]:
+    """Padding ``(top, left, bottom, right)``; an int means all four, a pair (h, w) both sides."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value,) * 4
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        value = (value[0], value[1], value[0], value[1])
+    if not isinstance(value, (tuple, list)) or len(value) != 4:
+        raise TypeError(f"{name} must be an integer, (h, w) or (top, left, bottom, right), "
+                        f"not {value!r}")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} entries must be integers >= 0, not {value!r}")
+    return tuple(int(v) for v in value)
+
+
+def shape_of(elem_shape) -> Shape:
+    """Cast ``elem_shape`` to a plain integer ``Shape`` (``signed(w)``/``unsigned(w)``)."""
+    try:
+        shape = Shape.cast(elem_shape)
+    except TypeError as exc:
+        raise TypeError(f"elem_shape must be signed(w) or unsigned(w), not {elem_shape!r}") from exc
+    if not isinstance(elem_shape, Shape) and not isinstance(elem_shape, int):
+        raise TypeError(f"elem_shape must be signed(w) or unsigned(w), not {elem_shape!r}")
+    if shape.width < 1:
+        raise ValueError(f"elem_shape must be at least 1 bit wide, not {elem_shape!r}")
+    return shape
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Validated image/kernel geometry of a window or pooling block."""
+
+    height: int
+    width: int
+    channels: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    pads: tuple  # (top, left, bottom, right)
+    simd: int
+
+    @classmethod
+    def make(cls, height, width, channels, kernel, stride, pads, dilation, simd):
+        height = _pos_int("height", height)
+        width = _pos_int("width", width)
+        channels = _pos_int("channels", channels)
+        simd = _pos_int("simd", simd)
+        kh, kw = pair("kernel", kernel)
+        sh, sw = pair("stride", stride)
+        if pair("dilation", dilation) != (1, 1):
+            raise ValueError(f"only dilation 1 is supported, not {dilation!r}")
+        pads = quad("pads", pads)
+        if channels % simd:
+            raise ValueError(f"simd {simd!r} must divide channels {channels!r}")
+        top, left, bottom, right = pads
+        if height + top + bottom < kh or width + left + right < kw:
+            raise ValueError(f"kernel {(kh, kw)!r} larger than the padded image "
+                             f"{(height + top + bottom, width + left + right)!r}")
+        return cls(height, width, channels, kh, kw, sh, sw, pads, simd)
+
+    @property
+    def fold(self) -> int:
+        """Transfers per pixel (``channels / simd``)."""
+        return self.channels // self.simd
+
+    @property
+    def out_h(self) -> int:
+        return (self.height + self.pads[0] + self.pads[2] - self.kh) // self.sh + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.width + self.pads[1] + self.pads[3] - self.kw) // self.sw + 1
+
+    @property
+    def in_transfers(self) -> int:
+        return self.height * self.width * self.fold
+
+    @property
+    def out_pixels(self) -> int:
+        return self.out_h * self.out_w

@@ -1,0 +1,395 @@
+"""Sliding-window generator (im2col on a stream) with line buffers in block RAM."""
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import C, Cat, Elaboratable, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ._linebuf import Geometry, clog2, shape_of
+from .cost import FAMILIES, Cost
+
+__all__ = ["SlidingWindow", "bench_config"]
+
+
+def _signed_for(lo: int, hi: int):
+    """``signed`` shape holding every integer in ``[lo, hi]``."""
+    bits = 1
+    while not (-(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1):
+        bits += 1
+    return signed(bits)
+
+
+class SlidingWindow(wiring.Component):
+    """Turn an NHWC pixel stream into the stream of k×k windows a convolution consumes.
+
+    For each output pixel ``(oh, ow)`` in raster order the block emits the window
+    ``x_pad[oh*sh + kh, ow*sw + kw, c]`` for all ``kh < KH, kw < KW, c < C``, ``simd``
+    channels per transfer:
+
+    * ``depthwise=False`` (default): order ``(kh, kw, c-fold)``, channels fastest — exactly
+      one im2col row, so an MVU with ``K = KH*KW*C`` and ``simd`` lanes consumes it directly.
+    * ``depthwise=True``: order ``(c-fold, kh, kw)`` — the ``KH*KW`` transfers of one channel
+      group are contiguous (for depthwise convolution and pooling).
+
+    Padding elements are ``pad_value`` (the input zero point for a convolution). Images follow
+    each other back to back with no gap and no state carried between them.
+
+    Parameters
+    ----------
+    height, width, channels : int
+        Input image ``H``, ``W``, ``C``. A 1-D convolution is ``height=1`` with ``kernel=(1, k)``.
+    kernel, stride : int or (int, int)
+        Kernel ``(KH, KW)`` and stride ``(SH, SW)``.
+    pads : int, (h, w) or (top, left, bottom, right)
+        Zero-or-more padding rows/columns on each side (ONNX ``pads`` order for 2-D).
+    dilation : int or (int, int)
+        Only 1 is supported (``ValueError`` otherwise).
+    elem_shape : Shape
+        ``signed(w)`` or ``unsigned(w)``; payloads are ``data.ArrayLayout(elem_shape, simd)``.
+    simd : int
+        Channels per transfer; must divide ``channels``. Lane ``j`` of transfer ``t`` of a
+        pixel carries channel ``t*simd + j``.
+    pad_value : int
+        Value of padding elements; must fit ``elem_shape``.
+    depthwise : bool
+        Window element order, see above.
+    buffer_rows : int, optional
+        Input rows held in the circular line buffer (block RAM of ``buffer_rows*W*C/simd``
+        words of ``simd*w`` bits). Default ``KH + SH``, which lets the writer fill the rows of
+        the next output row while the current one is read; ``KH`` is the minimum (less RAM,
+        input and output then alternate instead of overlapping).
+
+    Interface
+    ---------
+    i : In(stream.Signature(ArrayLayout(elem_shape, simd)))
+        ``H*W*C/simd`` transfers per image.
+    o : Out(stream.Signature(ArrayLayout(elem_shape, simd)))
+        ``OH*OW*KH*KW*C/simd`` transfers per image.
+
+    Timing
+    ------
+    Initiation interval: about ``max(H*W*C/simd, OH*OW*KH*KW*C/simd)`` cycles per image (the
+    larger of input and output transfers, one of each per cycle at most) plus a small bubble
+    per image when the first output row needs more than ``SH`` new rows (see ``estimate``).
+    Latency: the first window is emitted 2 cycles after the last input transfer it needs, i.e.
+    after ``((KH-1-top)*W + KW-1-left + 1) * C/simd`` input transfers (clipped at 1 pixel).
+
+    Backpressure: ``o.valid`` and ``o.payload`` come from registers / the RAM output latch and
+    hold while ``o.ready`` is low; ``i.ready`` is low only while the writer waits for a free
+    line-buffer row. No data is lost or duplicated under any stall pattern.
+    """
+
+    def __init__(self, height, width, channels, kernel, *, stride=1, pads=0, dilation=1,
+                 elem_shape=unsigned(8), simd=1, pad_value=0, depthwise=False, buffer_rows=None):
+        self.geom = g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
+        self.elem_shape = shape_of(elem_shape)
+        lo = -(1 << (self.elem_shape.width - 1)) if self.elem_shape.signed else 0
+        hi = (1 << (self.elem_shape.width - (1 if self.elem_shape.signed else 0))) - 1
+        if isinstance(pad_value, bool) or not isinstance(pad_value, (int, np.integer)):
+            raise TypeError(f"pad_value must be an integer, not {pad_value!r}")
+        if not lo <= int(pad_value) <= hi:
+            raise ValueError(f"pad_value {pad_value!r} does not fit {self.elem_shape!r}")
+        self.pad_value = int(pad_value)
+        self.depthwise = bool(depthwise)
+        rows = g.kh + g.sh if buffer_rows is None else buffer_rows
+        if isinstance(rows, bool) or not isinstance(rows, int):
+            raise TypeError(f"buffer_rows must be an integer, not {buffer_rows!r}")
+        if rows < g.kh:
+            raise ValueError(f"buffer_rows {buffer_rows!r} must be at least the kernel height {g.kh!r}")
+        self.buffer_rows = rows
+        self.layout = data.ArrayLayout(self.elem_shape, g.simd)
+        super().__init__({
+            "i": In(stream.Signature(self.layout)),
+            "o": Out(stream.Signature(self.layout)),
+        })
+
+    # -- geometry helpers -------------------------------------------------------------
+    @property
+    def out_shape(self) -> tuple[int, int]:
+        return self.geom.out_h, self.geom.out_w
+
+    @property
+    def in_transfers(self) -> int:
+        """Input transfers per image."""
+        return self.geom.in_transfers
+
+    @property
+    def out_transfers(self) -> int:
+        """Output transfers per image."""
+        g = self.geom
+        return g.out_pixels * g.kh * g.kw * g.fold
+
+    # -- cost model ---------------------------------------------------------------------
+    @staticmethod
+    def estimate(height, width, channels, kernel, *, stride=1, pads=0, dilation=1,
+                 elem_shape=unsigned(8), simd=1, pad_value=0, depthwise=False, buffer_rows=None,
+                 family="ecp5") -> Cost:
+        """Cost without elaboration (calibrated against Yosys ``synth_ecp5``/``synth_ice40``)."""
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
+        g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
+        w = shape_of(elem_shape).width
+        rows = g.kh + g.sh if buffer_rows is None else int(buffer_rows)
+        cf = g.fold
+        depth = rows * g.width * cf
+        word = w * g.simd
+        out_t = g.out_pixels * g.kh * g.kw * cf
+        in_t = g.in_transfers
+        # Per-image bubble: rows the first output row needs beyond what the writer may
+        # pre-fill while the previous image's last output row is read.
+        first_rows = max(0, min(g.kh - g.pads[0], g.height))
+        bubble = max(0, first_rows - (rows - min(g.kh, g.height))) * g.width * cf
+        cycles = max(in_t, out_t) + (bubble if out_t >= in_t else 0) + 2
+        latency = (max(0, g.kh - 1 - g.pads[0]) * g.width + max(0, g.kw - 1 - g.pads[1]) + 1) * cf + 2
+        abits = clog2(depth)
+        # Counter / address state (bits), fitted to Yosys stat.
+        hb, wb = clog2(g.height + g.pads[0] + g.pads[2] + 2) + 1, clog2(g.width + g.pads[1] + g.pads[3] + 2) + 1
+        cfb = clog2(cf)
+        ctrl_ff = (2 * abits + 3 * hb + 4 * wb + 3 * (abits + 1) + 2 * cfb
+                   + clog2(g.kh) + clog2(g.kw) + clog2(g.out_h) + clog2(g.out_w)
+                   + clog2(rows + g.height + 1) + 8)
+        ff = ctrl_ff + 1
+        ebr, mem_lut, mem_ff = _ram_cost(depth, word, family)
+        lut = int(round(2.6 * ctrl_ff + 1.2 * abits + 12 + word + mem_lut))
+        return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff + mem_ff, dsp=0, ebr=ebr)
+
+    # -- hardware -----------------------------------------------------------------------
+    def elaborate(self, platform):
+        g = self.geom
+        m = Module()
+        H, W, CF = g.height, g.width, g.fold
+        KH, KW, SH, SW = g.kh, g.kw, g.sh, g.sw
+        PT, PL, PB, PR = g.pads
+        OH, OW = g.out_h, g.out_w
+        R = self.buffer_rows
+        WCF = W * CF
+        D = R * WCF
+        word = self.elem_shape.width * g.simd
+
+        mem = memory.Memory(shape=unsigned(word), depth=D, init=[])
+        m.submodules.mem = mem
+        wp = mem.write_port()
+        rp = mem.read_port()
+
+        def wrap_add(x, c):
+            """``(x + c) mod D`` for a register ``x`` in ``[0, D)`` and constant ``0 <= c < D``."""
+            c %= D
+            if c == 0:
+                return x
+            t = x + c
+            return Mux(t >= D, t - D, t)
+
+        # ---------------- writer ----------------
+        w_cf = Signal(range(max(CF, 2)))
+        w_col = Signal(range(W + 1))
+        w_row = Signal(range(H + 1))
+        w_addr = Signal(range(max(D, 2)))
+        credit = Signal(range(R + H + 2), init=R)
+        row_start = (w_col == 0) & (w_cf == 0)
+        w_fire = Signal()
+        w_consume = Signal()
+        w_img_done = Signal()
+        m.d.comb += [
+            self.i.ready.eq(~row_start | (credit != 0)),
+            w_fire.eq(self.i.valid & self.i.ready),
+            w_consume.eq(w_fire & row_start),
+            wp.addr.eq(w_addr),
+            wp.data.eq(self.i.payload.as_value()),
+            wp.en.eq(w_fire),
+        ]
+        last_cf = (w_cf == CF - 1)
+        with m.If(w_fire):
+            m.d.sync += w_addr.eq(Mux(w_addr == D - 1, 0, w_addr + 1))
+            with m.If(last_cf):
+                m.d.sync += w_cf.eq(0)
+                with m.If(w_col == W - 1):
+                    m.d.sync += w_col.eq(0)
+                    with m.If(w_row == H - 1):
+                        m.d.sync += w_row.eq(0)
+                        m.d.comb += w_img_done.eq(1)
+                    with m.Else():
+                        m.d.sync += w_row.eq(w_row + 1)
+                with m.Else():
+                    m.d.sync += w_col.eq(w_col + 1)
+            with m.Else():
+                m.d.sync += w_cf.eq(w_cf + 1)
+
+        # ---------------- reader (window generator) ----------------
+        ushape = _signed_for(-PT - 1, (OH - 1) * SH + KH + 1)
+        vshape = _signed_for(-PL - 1, (OW - 1) * SW + KW + 1)
+        u = Signal(ushape, init=-PT)            # input row of window top
+        v = Signal(vshape, init=-PL)            # input column of window left
+        ih = Signal(ushape, init=-PT)           # input row of the next element
+        iw = Signal(vshape, init=-PL)           # input column of the next element
+        cshape = _signed_for(-PL * CF - CF, ((OW - 1) * SW + KW + 1) * CF)
+        vcf = Signal(cshape, init=-PL * CF)     # v * CF
+        coff = Signal(cshape, init=-PL * CF)    # iw * CF
+        abits = max(1, clog2(D))
+        img_base = Signal(range(max(D, 2)))                     # row 0 of the reader's image
+        top_init = (-PT % R) * WCF
+        top_addr = Signal(range(max(D, 2)), init=top_init)      # row u
+        row_addr = Signal(range(max(D, 2)), init=top_init)      # row ih
+        r_kh = Signal(range(max(KH, 2)))
+        r_kw = Signal(range(max(KW, 2)))
+        r_cf = Signal(range(max(CF, 2)))
+        r_ow = Signal(range(max(OW, 2)))
+        r_oh = Signal(range(max(OH, 2)))
+        ahead = Signal(_signed_for(-1, R + 2))  # images finished by writer minus reader
+
+        # Is the whole window of output pixel (u, v) written?
+        r_last = Signal(_signed_for(-PT - 1, max(H, (OH - 1) * SH + KH + 1)))
+        c_last = Signal(_signed_for(-PL - 1, max(W, (OW - 1) * SW + KW + 1)))
+        m.d.comb += [
+            r_last.eq(Mux(u + (KH - 1) > H - 1, H - 1, u + (KH - 1))),
+            c_last.eq(Mux(v + (KW - 1) > W - 1, W - 1, v + (KW - 1))),
+        ]
+        w_row_s = Cat(w_row, C(0, 1)).as_signed()
+        w_col_s = Cat(w_col, C(0, 1)).as_signed()
+        data_ok = Signal()
+        m.d.comb += data_ok.eq((ahead > 0) | ((ahead == 0) & (
+            (w_row_s > r_last) | ((w_row_s == r_last) & (w_col_s > c_last)))))
+
+        s1_valid = Signal()
+        s1_pad = Signal()
+        advance = Signal()
+        issue = Signal()
+        m.d.comb += [
+            advance.eq(~s1_valid | self.o.ready),
+            issue.eq(advance & data_ok),
+            rp.en.eq(advance),
+            rp.addr.eq((row_addr + coff + r_cf)[:abits]),
+        ]
+        padded = (ih < 0) | (ih > H - 1) | (iw < 0) | (iw > W - 1)
+        with m.If(advance):
+            m.d.sync += [s1_valid.eq(issue), s1_pad.eq(padded)]
+
+        pad_raw = 0
+        mask = (1 << self.elem_shape.width) - 1
+        for j in range(g.simd):
+            pad_raw |= (self.pad_value & mask) << (j * self.elem_shape.width)
+        m.d.comb += [
+            self.o.valid.eq(s1_valid),
+            self.o.payload.eq(Mux(s1_pad, C(pad_raw, word), rp.data)),
+        ]
+
+        # Loop state transitions on issue.
+        last_kh = r_kh == KH - 1
+        last_kw = r_kw == KW - 1
+        last_cfr = r_cf == CF - 1
+        last_ow = r_ow == OW - 1
+        last_oh = r_oh == OH - 1
+        win_done = last_kh & last_kw & last_cfr
+        row_done = Signal()
+        img_done = Signal()
+        m.d.comb += [
+            row_done.eq(issue & win_done & last_ow),
+            img_done.eq(row_done & last_oh),
+        ]
+
+        def step_kw():
+            m.d.sync += [r_kw.eq(r_kw + 1), iw.eq(iw + 1), coff.eq(coff + CF)]
+
+        def restart_kw():
+            m.d.sync += [r_kw.eq(0), iw.eq(v), coff.eq(vcf)]
+
+        def step_kh():
+            m.d.sync += [r_kh.eq(r_kh + 1), ih.eq(ih + 1), row_addr.eq(wrap_add(row_addr, WCF))]
+
+        def restart_kh():
+            m.d.sync += [r_kh.eq(0), ih.eq(u), row_addr.eq(top_addr)]
+
+        with m.If(issue):
+            if not self.depthwise:          # (kh, kw, cf), cf fastest
+                with m.If(~last_cfr):
+                    m.d.sync += r_cf.eq(r_cf + 1)
+                with m.Elif(~last_kw):
+                    m.d.sync += r_cf.eq(0)
+                    step_kw()
+                with m.Elif(~last_kh):
+                    m.d.sync += r_cf.eq(0)
+                    restart_kw()
+                    step_kh()
+            else:                           # (cf, kh, kw), kw fastest
+                with m.If(~last_kw):
+                    step_kw()
+                with m.Elif(~last_kh):
+                    restart_kw()
+                    step_kh()
+                with m.Elif(~last_cfr):
+                    m.d.sync += r_cf.eq(r_cf + 1)
+                    restart_kw()
+                    restart_kh()
+            with m.If(win_done):
+                # next output pixel: first element at (u', v')
+                m.d.sync += [r_kh.eq(0), r_kw.eq(0), r_cf.eq(0)]
+                with m.If(~last_ow):
+                    m.d.sync += [r_ow.eq(r_ow + 1), v.eq(v + SW), iw.eq(v + SW),
+                                 vcf.eq(vcf + SW * CF), coff.eq(vcf + SW * CF),
+                                 ih.eq(u), row_addr.eq(top_addr)]
+                with m.Else():
+                    m.d.sync += [r_ow.eq(0), v.eq(-PL), iw.eq(-PL), vcf.eq(-PL * CF),
+                                 coff.eq(-PL * CF)]
+                    with m.If(~last_oh):
+                        nt = wrap_add(top_addr, SH * WCF)
+                        m.d.sync += [r_oh.eq(r_oh + 1), u.eq(u + SH), ih.eq(u + SH),
+                                     top_addr.eq(nt), row_addr.eq(nt)]
+                    with m.Else():
+                        nb = wrap_add(img_base, H * WCF)
+                        nt = wrap_add(nb, (-PT % R) * WCF)
+                        m.d.sync += [r_oh.eq(0), u.eq(-PT), ih.eq(-PT), img_base.eq(nb),
+                                     top_addr.eq(nt), row_addr.eq(nt)]
+
+        # Row release: rows [lo(oh), lo(oh+1)) are no longer needed once output row oh is issued.
+        lo_shape = unsigned(clog2(H + 1) + 1)
+        def clip_row(x):
+            return Mux(x < 0, 0, Mux(x > H, H, x))
+        lo_now = Signal(lo_shape)
+        lo_next = Signal(lo_shape)
+        release = Signal(lo_shape)
+        m.d.comb += [
+            lo_now.eq(clip_row(u)),
+            lo_next.eq(Mux(last_oh, H, clip_row(u + SH))),
+            release.eq(Mux(row_done, lo_next - lo_now, 0)),
+        ]
+        m.d.sync += credit.eq(credit + release - w_consume)
+        m.d.sync += ahead.eq(ahead + w_img_done - img_done)
+        return m
+
+
+def _ram_cost(depth: int, word: int, family: str) -> tuple[int, int, int]:
+    """(EBR blocks, extra LUTs, extra FFs) of a ``depth`` x ``word`` simple dual-port RAM."""
+    bits = depth * word
+    if family == "ice40":
+        # SB_RAM40_4K: 256x16, 512x8, 1024x4, 2048x2
+        best = None
+        for d, wd in ((256, 16), (512, 8), (1024, 4), (2048, 2)):
+            n = -(-depth // d) * -(-word // wd)
+            best = n if best is None else min(best, n)
+        return best, 0, 0
+    if bits <= 64 or depth <= 2:
+        # Tiny memories stay in flip-flops.
+        return 0, 2 * bits, bits + word
+    # ECP5 DP16KD: 16Kx1, 8Kx2, 4Kx4, 2Kx9, 1Kx18, 512x36 (pseudo dual port)
+    best = None
+    for d, wd in ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)):
+        n = -(-depth // d) * -(-word // wd)
+        best = n if best is None else min(best, n)
+    return best, 0, 0
+
+
+def bench_config():
+    """Representative configurations: ``[(name, factory, feeds, expect)]``."""
+    rng = np.random.default_rng(1)
+    out = []
+    for name, kw in (
+        ("window_3x3_c8_s1_p1_simd4", dict(height=8, width=8, channels=8, kernel=3, pads=1, simd=4)),
+        ("window_3x3_c3_s2_asym", dict(height=5, width=7, channels=3, kernel=3, stride=2,
+                                       pads=(1, 0, 0, 1), simd=3)),
+    ):
+        def factory(kw=kw):
+            return SlidingWindow(**kw, elem_shape=unsigned(8))
+        blk = factory()
+        x = rng.integers(0, 256, size=(2 * blk.in_transfers, blk.geom.simd))
+        out.append((name, factory, {"i": x}, {"o": 2 * blk.out_transfers}))
+    return out
