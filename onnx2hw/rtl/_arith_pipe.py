@@ -1,0 +1,75 @@
+"""Pipeline plumbing shared by the arithmetic blocks (MVU, Requantize, Thresholds).
+
+The blocks use a *global-enable* pipeline: every stage register advances when ``en`` is high,
+with ``en = ~o.valid | o.ready`` (the last stage is the output register). The input side has a
+one-entry skid register so that ``i.ready`` is a flip-flop: ready paths never chain
+combinationally through several blocks.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Const, Signal, Value, unsigned
+from amaranth.lib import data, memory
+
+
+def input_skid(m, port, take, name="i"):
+    """One-entry skid register in front of a consumer.
+
+    Returns ``(valid, payload)`` of the buffered-or-direct source; ``take`` (driven by the caller,
+    may depend on ``valid``) consumes it. ``port.ready`` is a register: high while the skid is empty.
+    """
+    width = Value.cast(port.payload).shape().width
+    skid_v = Signal(name=f"{name}_skid_v")
+    skid_d = Signal(width, name=f"{name}_skid_d")
+    flat = Value.cast(port.payload)
+    valid = Signal()
+    data = Signal(width)
+    m.d.comb += [
+        port.ready.eq(~skid_v),
+        valid.eq(skid_v | port.valid),
+        data.eq(flat),
+    ]
+    with m.If(skid_v):
+        m.d.comb += data.eq(skid_d)
+        with m.If(take):
+            m.d.sync += skid_v.eq(0)
+    with m.Elif(port.valid & ~take):
+        m.d.sync += [skid_v.eq(1), skid_d.eq(flat)]
+    return valid, data
+
+
+def delay(m, en, value, stages, name="d"):
+    """``value`` delayed by ``stages`` enabled clock edges (list of every stage, index 0 = value)."""
+    out = [value]
+    for k in range(stages):
+        shape = value.shape() if isinstance(value, data.View) else Value.cast(value).shape()
+        r = Signal(shape, name=f"{name}{k + 1}")
+        with m.If(en):
+            m.d.sync += r.eq(out[-1])
+        out.append(r)
+    return out
+
+
+def rom(m, words, width, addr, en, name):
+    """Synchronous-read ROM of ``words`` (``width``-bit ints); 1-cycle latency, holds when ``en`` is low.
+
+    A one-word ROM is a constant (the data is valid from reset on).
+    """
+    words = [int(w) for w in words]
+    if len(words) == 1:
+        return Const(words[0], unsigned(max(width, 1)))
+    mem = memory.Memory(shape=unsigned(width), depth=len(words), init=words)
+    m.submodules[name] = mem
+    rd = mem.read_port()
+    m.d.comb += [rd.addr.eq(addr), rd.en.eq(en)]
+    return rd.data
+
+
+def pack_words(rows, width):
+    """Pack rows of non-negative field values (each ``width`` bits, element 0 lowest) into ints."""
+    out = []
+    for row in rows:
+        w = 0
+        for k, v in enumerate(row):
+            w |= (int(v) & ((1 << width) - 1)) << (k * width)
+        out.append(w)
+    return out

@@ -1,0 +1,127 @@
+"""Products and pipelined sums for the arithmetic blocks.
+
+* :func:`lut_product` — ``a*b`` from shifts and adds (no ``*``, so Yosys keeps it in LUT/carry logic).
+* :func:`dsp_chunks` / :func:`split_product` — products of any width split into signed 18×18
+  pieces (one ECP5 ``MULT18X18D`` each), registered in and out, partial sums pipelined.
+* :func:`adder_tree` — pairwise sum with a register boundary every ``per_stage`` levels.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Mux, Signal, Value
+
+DSP_SIGNED = 18     # MULT18X18D operand width (signed)
+CHUNK = 17          # unsigned low chunk width when splitting wider operands
+
+
+def lut_product(a, b):
+    """``a * b`` as a sum of shifted copies of the wider operand, selected by the narrower's bits."""
+    a, b = Value.cast(a), Value.cast(b)
+    if a.shape().width > b.shape().width:
+        a, b = b, a
+    n = a.shape().width
+    total = None
+    for k in range(n):
+        term = Mux(a[k], b << k, 0)
+        if a.shape().signed and k == n - 1:
+            total = -term if total is None else total - term
+        else:
+            total = term if total is None else total + term
+    return total
+
+
+def tree_registers(n_items: int, per_stage: int, extra_levels: int = 1) -> int:
+    """Register boundaries :func:`adder_tree` inserts for ``n_items`` inputs.
+
+    ``extra_levels`` counts the additions the caller performs after the tree in the same stage
+    as its last levels (e.g. the accumulator).
+    """
+    levels = max(n_items - 1, 0).bit_length()
+    return (levels + extra_levels - 1) // per_stage
+
+
+def adder_tree(m, en, items, per_stage=2, extra_levels=1, name="t"):
+    """Sum ``items`` pairwise; registers (enabled by ``en``) every ``per_stage`` levels.
+
+    Returns the combinational sum after the last register boundary; the number of boundaries is
+    :func:`tree_registers` ``(len(items), per_stage, extra_levels)``.
+    """
+    items = [Value.cast(v) for v in items]
+    regs = tree_registers(len(items), per_stage, extra_levels)
+    level = 0
+    done = 0
+    while len(items) > 1 or done < regs:
+        if len(items) > 1:
+            nxt = [items[k] + items[k + 1] for k in range(0, len(items) - 1, 2)]
+            if len(items) % 2:
+                nxt.append(items[-1])
+            items = nxt
+        level += 1
+        if done < regs and (level % per_stage == 0 or len(items) == 1):
+            regd = []
+            for k, v in enumerate(items):
+                r = Signal(v.shape(), name=f"{name}_l{level}_{k}")
+                with m.If(en):
+                    m.d.sync += r.eq(v)
+                regd.append(r)
+            items = regd
+            done += 1
+    return items[0]
+
+
+def dsp_chunks(v):
+    """Split ``v`` into ``[(piece, shift)]`` with each piece fitting a signed 18-bit DSP port."""
+    v = Value.cast(v)
+    shape = v.shape()
+    w = shape.width
+    limit = DSP_SIGNED if shape.signed else CHUNK
+    if w <= limit:
+        return [(v, 0)]
+    out = []
+    k = 0
+    while w - k > limit:
+        out.append((v[k:k + CHUNK], k))
+        k += CHUNK
+    top = v[k:]
+    out.append((top.as_signed() if shape.signed else top, k))
+    return out
+
+
+def n_dsp(a_width: int, a_signed: bool, b_width: int, b_signed: bool) -> int:
+    """MULT18X18D count of :func:`split_product` for these operand shapes."""
+    def pieces(w, s):
+        limit = DSP_SIGNED if s else CHUNK
+        return 1 if w <= limit else 1 + -(-(w - limit) // CHUNK)
+    return pieces(a_width, a_signed) * pieces(b_width, b_signed)
+
+
+def split_product_latency(a_shape, b_shape, per_stage=2) -> int:
+    n = n_dsp(a_shape.width, a_shape.signed, b_shape.width, b_shape.signed)
+    return 2 + tree_registers(n, per_stage, extra_levels=0) + (1 if n > 1 else 0)
+
+
+def split_product(m, en, a, b, per_stage=2, name="p"):
+    """Registered ``a * b`` built from 18×18 DSP pieces.
+
+    Pipeline: operand registers, piece products registered, then a pipelined sum of the shifted
+    pieces (registered). Returns ``(product_signal, latency)``; all registers advance on ``en``.
+    """
+    a, b = Value.cast(a), Value.cast(b)
+    ra = Signal(a.shape(), name=f"{name}_a")
+    rb = Signal(b.shape(), name=f"{name}_b")
+    with m.If(en):
+        m.d.sync += [ra.eq(a), rb.eq(b)]
+    parts = []
+    for ca, ka in dsp_chunks(ra):
+        for cb, kb in dsp_chunks(rb):
+            prod = ca * cb
+            r = Signal(prod.shape(), name=f"{name}_pp{len(parts)}")
+            with m.If(en):
+                m.d.sync += r.eq(prod)
+            parts.append(r << (ka + kb) if ka + kb else r)
+    if len(parts) == 1:
+        return parts[0], 2
+    total = adder_tree(m, en, parts, per_stage, extra_levels=0, name=f"{name}_s")
+    out = Signal(total.shape(), name=f"{name}_out")
+    with m.If(en):
+        m.d.sync += out.eq(total)
+    return out, split_product_latency(a.shape(), b.shape(), per_stage)

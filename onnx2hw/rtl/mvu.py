@@ -1,0 +1,360 @@
+"""Matrix-vector unit: ``y = W @ x (+ bias)`` over a stream of input vectors (FINN-style folding)."""
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..quant import arith
+from ._arith_pipe import delay, input_skid, pack_words, rom
+from ._mul import adder_tree, lut_product, tree_registers
+from .cost import FAMILIES, Cost
+
+__all__ = ["MatrixVectorUnit", "bench_config"]
+
+MUL_STYLES = ("auto", "dsp", "lut")
+
+
+def _int_matrix(name, a, ndim):
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "iub":
+        raise TypeError(f"{name} must be an integer array, not dtype {arr.dtype!r}")
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, not shape {arr.shape!r}")
+    return arr.astype(np.int64)
+
+
+def _check_bits(name, bits):
+    if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
+        raise ValueError(f"{name} must be an int in 1..32, not {bits!r}")
+
+
+class MatrixVectorUnit(wiring.Component):
+    """Folded matrix-vector product ``y = W @ x + bias`` for a stream of vectors.
+
+    ``PE`` outputs are computed in parallel, each from ``SIMD`` inputs per cycle, so one vector
+    takes ``(K/SIMD) * (N/PE)`` cycles. The first output fold reads the input stream and stores
+    the vector; the other folds re-read it from a buffer. Consecutive vectors follow without a
+    bubble.
+
+    Parameters
+    ----------
+    weights : int ndarray, shape (N, K)
+        Within ``int_range(weight_bits, weight_signed)``; with ``bipolar``, values in {-1, +1}.
+    bias : int ndarray, shape (N,), optional
+    in_bits, in_signed, weight_bits, weight_signed : int, bool
+        Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
+        at least 5 bits use ``*`` (one ECP5 ``MULT18X18D`` each for operands up to 18 bits);
+        others are shift-and-add LUT logic (see ``mul_style``).
+    bipolar : bool
+        1-bit bipolar mode: weights and inputs are ±1, inputs encoded on the stream as bit 1 = +1,
+        0 = -1 (``unsigned(1)`` lanes); products are XNOR, sums a popcount.
+    pe, simd : int
+        Output / input parallelism; must divide N / K.
+    acc_bits : int, optional
+        Accumulator / output width. Default: the smallest width that holds every possible result
+        given the actual weights, bias and input range (``arith.acc_bits`` of exact per-row bounds).
+        A narrower value is rejected.
+    mul_style : {"auto", "dsp", "lut"}
+        Force products to DSP (``*``) or LUT logic.
+
+    Ports
+    -----
+    i : In(stream.Signature(ArrayLayout(in_shape, simd)))
+        ``K/simd`` transfers per vector; lane ``j`` of transfer ``t`` is ``x[t*simd + j]``.
+    o : Out(stream.Signature(ArrayLayout(signed(acc_bits), pe)))
+        ``N/pe`` transfers per vector; lane ``j`` of transfer ``t`` is ``y[t*pe + j]``.
+
+    Timing
+    ------
+    Initiation interval: 1 cycle per (input fold × output fold) beat, i.e. ``(K/simd)*(N/pe)``
+    cycles per vector. Latency (first input transfer to first output valid) is
+    ``K/simd - 1 + stages`` where ``stages`` is :meth:`pipeline_stages`. Backpressure: a global
+    pipeline enable ``~o.valid | o.ready`` stalls every stage; ``i.ready`` is a register (one-entry
+    input skid buffer); ``o.valid`` and ``o.payload`` are registers.
+    """
+
+    def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
+                 bipolar=False, pe=1, simd=1, acc_bits=None, mul_style="auto"):
+        w = _int_matrix("weights", weights, 2)
+        n, k = w.shape
+        if n < 1 or k < 1:
+            raise ValueError(f"weights must be non-empty, not shape {w.shape!r}")
+        _check_bits("in_bits", in_bits)
+        _check_bits("weight_bits", weight_bits)
+        if mul_style not in MUL_STYLES:
+            raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
+        for name, v, full in (("pe", pe, n), ("simd", simd, k)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1 or full % v:
+                raise ValueError(f"{name} must be a positive divisor of {full}, not {v!r}")
+        self.bipolar = bool(bipolar)
+        if self.bipolar:
+            if in_bits != 1 or weight_bits != 1:
+                raise ValueError(f"bipolar mode needs 1-bit weights and inputs, not "
+                                 f"weight_bits={weight_bits!r}, in_bits={in_bits!r}")
+            if not np.all(np.abs(w) == 1):
+                bad = w[np.abs(w) != 1][0]
+                raise ValueError(f"bipolar weights must be -1 or +1, not {int(bad)!r}")
+            xlo, xhi = -1, 1
+        else:
+            wlo, whi = arith.int_range(weight_bits, weight_signed)
+            if w.min() < wlo or w.max() > whi:
+                bad = w.min() if w.min() < wlo else w.max()
+                raise ValueError(f"weight {int(bad)!r} outside the {weight_bits}-bit "
+                                 f"{'signed' if weight_signed else 'unsigned'} range [{wlo}, {whi}]")
+            xlo, xhi = arith.int_range(in_bits, in_signed)
+        if bias is None:
+            b = np.zeros(n, dtype=np.int64)
+        else:
+            b = _int_matrix("bias", bias, 1)
+            if b.shape != (n,):
+                raise ValueError(f"bias must have shape ({n},), not {b.shape!r}")
+        lo_rows = b + np.minimum(w * xlo, w * xhi).sum(axis=1)
+        hi_rows = b + np.maximum(w * xlo, w * xhi).sum(axis=1)
+        need = arith.acc_bits(int(lo_rows.min()), int(hi_rows.max()))
+        if acc_bits is None:
+            acc_bits = need
+        elif not isinstance(acc_bits, int) or isinstance(acc_bits, bool) or acc_bits < need:
+            raise ValueError(f"acc_bits must be an int >= {need} (the exact bound for these "
+                             f"weights), not {acc_bits!r}")
+        self.weights, self.bias = w, b
+        self.has_bias = bias is not None
+        self.out_features, self.in_features = n, k
+        self.in_bits, self.in_signed = in_bits, bool(in_signed) and not self.bipolar
+        self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed) and not self.bipolar
+        self.pe, self.simd, self.acc_bits = pe, simd, acc_bits
+        self.style = self._style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style)
+        in_shape = (signed if self.in_signed else unsigned)(in_bits)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(in_shape, simd))),
+            "o": Out(stream.Signature(data.ArrayLayout(signed(acc_bits), pe))),
+        })
+
+    # -- structure shared by elaborate() and estimate() -------------------------------------
+
+    @staticmethod
+    def _style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style):
+        if bipolar:
+            return "xnor"
+        if mul_style != "auto":
+            return mul_style
+        return "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
+
+    @staticmethod
+    def _stages(style, simd):
+        """Register stages from the issue cycle to the output register (inclusive)."""
+        # 1: memory read / input register; DSP: +1 operand registers; +1 product registers;
+        # adder tree boundaries; +1 accumulator (= output register).
+        return 1 + (1 if style == "dsp" else 0) + 1 + tree_registers(simd, 2) + 1
+
+    def pipeline_stages(self):
+        return self._stages(self.style, self.simd)
+
+    # -- hardware -------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
+        nf, sf = n // pe, k // simd
+        wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
+        en = Signal()
+        out_valid = Signal()
+        m.d.comb += [en.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid)]
+
+        # Issue stage: fold counters, weight address, input or buffer.
+        sf_i = Signal(range(sf), name="sf_i")
+        nf_i = Signal(range(nf), name="nf_i")
+        addr = Signal(range(nf * sf), name="waddr")
+        take = Signal()
+        src_valid, src_data = input_skid(m, self.i, take)
+        need_in = Signal()
+        issue = Signal()
+        m.d.comb += [
+            need_in.eq(nf_i == 0),
+            issue.eq(en & (~need_in | src_valid)),
+            take.eq(issue & need_in),
+        ]
+        with m.If(issue):
+            m.d.sync += addr.eq(Mux(addr == nf * sf - 1, 0, addr + 1))
+            m.d.sync += sf_i.eq(Mux(sf_i == sf - 1, 0, sf_i + 1))
+            with m.If(sf_i == sf - 1):
+                m.d.sync += nf_i.eq(Mux(nf_i == nf - 1, 0, nf_i + 1))
+
+        # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s.
+        fields = np.where(self.weights > 0, 1, 0) if self.bipolar else self.weights
+        rows = []
+        for a in range(nf):
+            for s in range(sf):
+                blk = fields[a * pe:(a + 1) * pe, s * simd:(s + 1) * simd]
+                rows.append(blk.reshape(-1))
+        wdata = rom(m, pack_words(rows, wb), pe * simd * wb, addr, en, "weights")
+
+        # Stage 1 registers.
+        ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
+        m.d.comb += [ctl.v.eq(issue), ctl.first.eq(sf_i == 0), ctl.last.eq(sf_i == sf - 1),
+                     ctl.nf.eq(nf_i)]
+        xin = Signal(simd * ib, name="x_in")
+        xsel = Signal(name="x_sel")
+        with m.If(en):
+            m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
+        if nf > 1:
+            buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[])
+            m.submodules.xbuf = buf
+            wr = buf.write_port()
+            rd = buf.read_port()
+            m.d.comb += [wr.addr.eq(sf_i), wr.data.eq(src_data), wr.en.eq(take),
+                         rd.addr.eq(sf_i), rd.en.eq(en)]
+            x1 = Mux(xsel, xin, rd.data)
+        else:
+            x1 = xin
+
+        def lanes(flat, width, count, sgn):
+            out = []
+            for j in range(count):
+                v = flat[j * width:(j + 1) * width]
+                out.append(v.as_signed() if sgn else v)
+            return out
+
+        xs = lanes(x1, ib, simd, self.in_signed)
+        ws = lanes(wdata, wb, pe * simd, self.weight_signed)
+        stages = 1
+        if self.style == "dsp":
+            xr = [Signal(v.shape(), name=f"x_r{j}") for j, v in enumerate(xs)]
+            wr_ = [Signal(v.shape(), name=f"w_r{j}") for j, v in enumerate(ws)]
+            with m.If(en):
+                m.d.sync += [r.eq(v) for r, v in zip(xr + wr_, xs + ws)]
+            xs, ws = xr, wr_
+            stages += 1
+
+        # Products, registered.
+        prods = []
+        for p in range(pe):
+            row = []
+            for s in range(simd):
+                wv, xv = ws[p * simd + s], xs[s]
+                if self.style == "xnor":
+                    e = ~(wv ^ xv)
+                elif self.style == "dsp":
+                    e = wv * xv
+                else:
+                    e = lut_product(wv, xv)
+                r = Signal(e.shape(), name=f"prod_{p}_{s}")
+                with m.If(en):
+                    m.d.sync += r.eq(e)
+                row.append(r)
+            prods.append(row)
+        stages += 1
+        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
+                for p, row in enumerate(prods)]
+        stages += tree_registers(simd, 2)
+        ctls = delay(m, en, ctl, stages, name="ctl")
+        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+
+        # Bias, read one stage ahead of the accumulator.
+        if self.has_bias:
+            bwords = pack_words(self.bias.reshape(nf, pe), ab)
+            bdata = rom(m, bwords, pe * ab, ctl_pre.nf, en, "bias")
+            biases = lanes(bdata, ab, pe, True)
+        else:
+            biases = [0] * pe
+
+        accs = [Signal(signed(ab), name=f"acc{p}") for p in range(pe)]
+        with m.If(en):
+            m.d.sync += out_valid.eq(ctl_acc.v & ctl_acc.last)
+            with m.If(ctl_acc.v):
+                for p in range(pe):
+                    contrib = sums[p]
+                    if self.style == "xnor":
+                        contrib = (sums[p] << 1) - simd
+                    m.d.sync += accs[p].eq(Mux(ctl_acc.first, biases[p], accs[p]) + contrib)
+        for p in range(pe):
+            m.d.comb += self.o.payload[p].eq(accs[p])
+        assert stages + 1 == self.pipeline_stages()
+        return m
+
+    # -- cost model -------------------------------------------------------------------------
+
+    @classmethod
+    def estimate(cls, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
+                 bipolar=False, pe=1, simd=1, acc_bits=None, mul_style="auto", family="ecp5"):
+        """Cost without elaboration (calibrated against Yosys ``synth_ecp5`` stat)."""
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
+        self = cls.__new__(cls)
+        cls.__init__(self, weights, bias, in_bits=in_bits, in_signed=in_signed,
+                     weight_bits=weight_bits, weight_signed=weight_signed, bipolar=bipolar,
+                     pe=pe, simd=simd, acc_bits=acc_bits, mul_style=mul_style)
+        return self._cost(family)
+
+    def _cost(self, family):
+        n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
+        nf, sf = n // pe, k // simd
+        ab, wb, ib = self.acc_bits, self.weight_bits, self.in_bits
+        stages = self.pipeline_stages()
+        cycles = nf * sf
+        latency = sf - 1 + stages
+        mults = pe * simd
+        pw = 2 if self.style == "xnor" else wb + ib   # product width
+        # Adder tree: (simd - 1) adders per PE of growing width; one adder per PE accumulates.
+        tree_w = min(ab, pw + max(simd - 1, 0).bit_length())
+        tree_lut = pe * (simd - 1) * tree_w
+        acc_lut = pe * ab * 2           # adder + first/bias mux
+        if self.style == "lut":
+            small = min(wb, ib)
+            prod_lut = mults * small * (max(wb, ib) + small)
+        elif self.style == "xnor":
+            prod_lut = mults
+        else:
+            prod_lut = 0
+        ctrl_lut = 3 * max(1, (nf * sf).bit_length()) + 20
+        # Memories: weight ROM (nf*sf words of pe*simd*wb bits) and the input buffer.
+        wbits_word = pe * simd * wb
+        ebr, rom_lut = _mem_cost(nf * sf, wbits_word)
+        if nf > 1:
+            e2, l2 = _mem_cost(sf, simd * ib, ram=True)
+            ebr += e2
+            rom_lut += l2
+        lut = prod_lut + tree_lut + acc_lut + ctrl_lut + rom_lut + simd * ib
+        dsp = mults if self.style == "dsp" else 0
+        ff = (2 * simd * ib + pe * ab + mults * pw
+              + (mults * (wb + ib) if self.style == "dsp" else 0)
+              + tree_registers(simd, 2) * pe * tree_w + 4 * stages + 30)
+        if family == "ice40":
+            lut = int(lut * 1.1)
+        return Cost(cycles=cycles, latency=latency, lut=int(lut), ff=int(ff), dsp=dsp, ebr=ebr)
+
+
+def _mem_cost(depth, width, ram=False):
+    """(EBR blocks, LUTs) for a depth×width memory as Yosys maps it on ECP5 (approximate)."""
+    if depth <= 1:
+        return 0, 0
+    bits = depth * width
+    if depth <= 16 or bits < 2048:
+        # Distributed (LUT) RAM / logic: ~one LUT4 per 16 bits plus a read register mux.
+        return 0, -(-bits // 16) * (2 if ram else 1) + width
+    # DP16KD: 512x36 .. 16384x1; pick the cheapest aspect ratio.
+    best = None
+    for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)):
+        cnt = -(-width // dw) * -(-depth // dd)
+        best = cnt if best is None else min(best, cnt)
+    return best, 0
+
+
+def bench_config():
+    """Bench entries ``[(name, factory, feeds, expect)]``: 8-bit MVUs, 16 multipliers."""
+    rng = np.random.default_rng(1)
+    out = []
+    for name, n, k, pe, simd in (("mvu_8b_64x64_pe4_simd4", 64, 64, 4, 4),
+                                 ("mvu_8b_32x128_pe2_simd8", 32, 128, 2, 8)):
+        w = rng.integers(-128, 128, size=(n, k))
+        b = rng.integers(-1000, 1000, size=n)
+        vectors = 4
+        x = rng.integers(-128, 128, size=(vectors, k))
+
+        def factory(w=w, b=b, pe=pe, simd=simd):
+            return MatrixVectorUnit(w, b, in_bits=8, in_signed=True, weight_bits=8,
+                                    weight_signed=True, pe=pe, simd=simd)
+
+        out.append((name, factory, {"i": x.reshape(-1, simd)}, {"o": vectors * n // pe}))
+    return out
