@@ -1,0 +1,28 @@
+"""ReduceMean over ``axes`` (attribute before opset 18, optional input from 18).
+
+No axes means all axes, unless ``noop_with_empty_axes=1`` (opset 18), which returns
+the input unchanged. Narrow floats accumulate in float32; integer means are
+truncated toward zero, like the ONNX reference (``astype`` of the float mean).
+"""
+import numpy as np
+
+from ._util import as_array, float_compute, int_list, norm_axes
+
+__all__ = ["run"]
+
+
+def run(node, x, axes=None):
+    x = as_array(x)
+    if node.since_version < 18:
+        axes = node.attr("axes")
+    axes = () if axes is None else int_list(node, axes, "axes")
+    if not axes:
+        if node.attr("noop_with_empty_axes", 0):
+            return x
+        axes = tuple(range(x.ndim))
+    axes = norm_axes(node, axes, x.ndim)
+    keepdims = bool(node.attr("keepdims", 1))
+    compute = np.float64 if x.dtype.kind in "iu" else float_compute(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.mean(x.astype(compute, copy=False), axis=axes, keepdims=keepdims)
+    return as_array(out).astype(x.dtype)
