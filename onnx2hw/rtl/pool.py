@@ -1,0 +1,311 @@
+"""Pooling blocks on NHWC streams: MaxPool, AvgPool (window sum) and GlobalAvgPool (image sum).
+
+AvgPool and GlobalAvgPool output the **sum** over the window / image, widened so it never
+overflows; the division by the window size (and any rescaling to the output quantization) is
+done by the separate ``Requantize`` block (``onnx2hw.quant.arith.requantize`` semantics) with
+multiplier/shift chosen for ``1/count``. The integer ``QLinearAveragePool`` mapping is
+``sum(x) - count*zp_x`` requantized, with padding elements equal to ``zp_x``
+(``pad_value=zp_x``, ``count_include_pad=1``); ``count_include_pad=0`` with padding has a
+per-position divisor and is not supported by a single requantizer.
+"""
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import C, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..quant.arith import acc_bits
+from ._linebuf import Geometry, clog2, shape_of
+from .cost import FAMILIES, Cost
+from .window import SlidingWindow, _ram_cost
+
+__all__ = ["MaxPool", "AvgPool", "GlobalAvgPool", "sum_shape", "bench_config"]
+
+
+def _elem_range(shape):
+    w = shape.width
+    return (-(1 << (w - 1)), (1 << (w - 1)) - 1) if shape.signed else (0, (1 << w) - 1)
+
+
+def sum_shape(elem_shape, count: int):
+    """Narrowest shape holding the sum of ``count`` elements of ``elem_shape`` (same signedness)."""
+    shape = shape_of(elem_shape)
+    lo, hi = _elem_range(shape)
+    if shape.signed:
+        return signed(acc_bits(lo * count, hi * count))
+    return unsigned(max(1, (hi * count).bit_length()))
+
+
+class _WindowPool(wiring.Component):
+    """SlidingWindow (depthwise order) followed by a reduction over ``KH*KW`` transfers."""
+
+    _op = None  # "max" | "sum"
+
+    def __init__(self, height, width, channels, kernel, *, stride=None, pads=0, dilation=1,
+                 elem_shape=unsigned(8), simd=1, pad_value=None, buffer_rows=None):
+        stride = kernel if stride is None else stride
+        g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
+        self.geom = g
+        self.elem_shape = shape_of(elem_shape)
+        if any(p >= k for p, k in zip(g.pads, (g.kh, g.kw, g.kh, g.kw))):
+            raise ValueError(f"pads {pads!r} must be smaller than the kernel {(g.kh, g.kw)!r}")
+        lo, _ = _elem_range(self.elem_shape)
+        if pad_value is None:
+            pad_value = lo if self._op == "max" else 0
+        self.pad_value = pad_value
+        self._window_args = dict(height=height, width=width, channels=channels, kernel=kernel,
+                                 stride=stride, pads=pads, dilation=dilation,
+                                 elem_shape=self.elem_shape, simd=simd, pad_value=pad_value,
+                                 depthwise=True, buffer_rows=buffer_rows)
+        # validates pad_value / buffer_rows
+        self._window = SlidingWindow(**self._window_args)
+        count = g.kh * g.kw
+        self.out_elem_shape = self.elem_shape if self._op == "max" else sum_shape(self.elem_shape, count)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(self.elem_shape, g.simd))),
+            "o": Out(stream.Signature(data.ArrayLayout(self.out_elem_shape, g.simd))),
+        })
+
+    @property
+    def out_shape(self) -> tuple[int, int]:
+        return self.geom.out_h, self.geom.out_w
+
+    @property
+    def in_transfers(self) -> int:
+        return self.geom.in_transfers
+
+    @property
+    def out_transfers(self) -> int:
+        return self.geom.out_pixels * self.geom.fold
+
+    @classmethod
+    def estimate(cls, height, width, channels, kernel, *, stride=None, pads=0, dilation=1,
+                 elem_shape=unsigned(8), simd=1, pad_value=None, buffer_rows=None,
+                 family="ecp5") -> Cost:
+        """Cost without elaboration: the window generator plus the per-lane reducer."""
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
+        stride = kernel if stride is None else stride
+        shape = shape_of(elem_shape)
+        win = SlidingWindow.estimate(height, width, channels, kernel, stride=stride, pads=pads,
+                                     dilation=dilation, elem_shape=shape, simd=simd,
+                                     depthwise=True, buffer_rows=buffer_rows, family=family)
+        g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
+        count = g.kh * g.kw
+        w = shape.width
+        ow = w if cls._op == "max" else sum_shape(shape, count).width
+        if cls._op == "max":
+            lane_lut = 1.5 * w + 1 * w  # comparator carry chain + select
+        else:
+            lane_lut = ow + 0.5 * ow    # adder + first-element select
+        lut = int(round(win.lut + g.simd * lane_lut + clog2(count) * 2 + 4))
+        ff = win.ff + 2 * g.simd * ow + clog2(count) + 1
+        return Cost(cycles=win.cycles, latency=win.latency + count + 1, lut=lut, ff=ff, dsp=0,
+                    ebr=win.ebr)
+
+    def elaborate(self, platform):
+        g = self.geom
+        m = Module()
+        m.submodules.window = win = self._window
+        wiring.connect(m, wiring.flipped(self.i), win.i)
+        count = g.kh * g.kw
+        lanes = g.simd
+        acc = Signal(data.ArrayLayout(self.out_elem_shape, lanes))
+        out = Signal(data.ArrayLayout(self.out_elem_shape, lanes))
+        out_valid = Signal()
+        cnt = Signal(range(max(count, 2)))
+        last = cnt == count - 1
+        first = cnt == 0
+        m.d.comb += [
+            win.o.ready.eq(~last | ~out_valid | self.o.ready),
+            self.o.valid.eq(out_valid),
+            self.o.payload.eq(out),
+        ]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += out_valid.eq(0)
+        x = win.o.payload
+        comb = []
+        for j in range(lanes):
+            if self._op == "max":
+                r = Mux(first | (x[j] > acc[j]), x[j], acc[j])
+            else:
+                r = Mux(first, x[j], acc[j] + x[j])
+            comb.append(r)
+        with m.If(win.o.valid & win.o.ready):
+            with m.If(last):
+                m.d.sync += [out[j].eq(comb[j]) for j in range(lanes)]
+                m.d.sync += [out_valid.eq(1), cnt.eq(0)]
+            with m.Else():
+                m.d.sync += [acc[j].eq(comb[j]) for j in range(lanes)]
+                m.d.sync += cnt.eq(cnt + 1)
+        return m
+
+
+class MaxPool(_WindowPool):
+    """k×k max pooling over an NHWC stream (``signed``/``unsigned`` elements).
+
+    Built as a :class:`~onnx2hw.rtl.window.SlidingWindow` in depthwise order followed by a
+    per-lane running maximum over the ``KH*KW`` transfers of each channel group.
+
+    Parameters
+    ----------
+    height, width, channels, kernel, pads, dilation, elem_shape, simd, buffer_rows
+        As for :class:`SlidingWindow`; every pad must be smaller than the kernel (ONNX rule).
+    stride : int or (int, int), optional
+        Default: the kernel. ``ceil_mode`` is expressed by extra bottom/right padding.
+    pad_value : int, optional
+        Default the most negative value of ``elem_shape`` (so padding never wins, as ONNX's
+        -inf padding).
+
+    Interface
+    ---------
+    i : In(ArrayLayout(elem_shape, simd)), ``H*W*C/simd`` transfers per image.
+    o : Out(ArrayLayout(elem_shape, simd)), ``OH*OW*C/simd`` transfers per image, NHWC.
+
+    Timing
+    ------
+    Initiation interval ``max(H*W, OH*OW*KH*KW) * C/simd`` cycles per image (plus the window
+    generator's per-image bubble); latency = window latency + ``KH*KW`` cycles.
+    Backpressure: ``o`` is a register held until taken; the window stream stalls behind it.
+    """
+
+    _op = "max"
+
+
+class AvgPool(_WindowPool):
+    """k×k window **sum** over an NHWC stream (average pooling before requantization).
+
+    Output elements are ``sum_shape(elem_shape, KH*KW)`` wide (same signedness), so the sum
+    never overflows. Divide/rescale with the ``Requantize`` block (see module docstring).
+    Padding elements equal ``pad_value`` (default 0; use the input zero point) and are summed
+    (``count_include_pad=1``).
+
+    Parameters, interface and timing as :class:`MaxPool` (stride defaults to the kernel).
+    """
+
+    _op = "sum"
+
+
+class GlobalAvgPool(wiring.Component):
+    """Per-channel **sum** over ``H×W`` (global average pooling before requantization).
+
+    Parameters
+    ----------
+    height, width, channels : int
+        Input image; a 1-D tensor is ``height=1``.
+    elem_shape : Shape
+        ``signed(w)``/``unsigned(w)`` input elements.
+    simd : int
+        Channels per transfer; must divide ``channels``.
+
+    Interface
+    ---------
+    i : In(ArrayLayout(elem_shape, simd)), ``H*W*C/simd`` transfers per image.
+    o : Out(ArrayLayout(sum_shape(elem_shape, H*W), simd)), ``C/simd`` transfers per image
+        (one output pixel), emitted while the image's last pixel streams in.
+
+    Timing
+    ------
+    Initiation interval ``H*W*C/simd`` cycles (one input transfer per cycle); latency from
+    the last input transfer of a channel group to its output: 1 cycle. Per-channel partial
+    sums live in a ``C/simd``-deep RAM (read one transfer ahead). Backpressure: ``o`` is a
+    register held until taken; during the last pixel the input stalls behind it.
+    """
+
+    def __init__(self, height, width, channels, *, elem_shape=unsigned(8), simd=1):
+        self.geom = g = Geometry.make(height, width, channels, 1, 1, 0, 1, simd)
+        self.elem_shape = shape_of(elem_shape)
+        self.out_elem_shape = sum_shape(self.elem_shape, g.height * g.width)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(self.elem_shape, g.simd))),
+            "o": Out(stream.Signature(data.ArrayLayout(self.out_elem_shape, g.simd))),
+        })
+
+    @property
+    def in_transfers(self) -> int:
+        return self.geom.in_transfers
+
+    @property
+    def out_transfers(self) -> int:
+        return self.geom.fold
+
+    @staticmethod
+    def estimate(height, width, channels, *, elem_shape=unsigned(8), simd=1,
+                 family="ecp5") -> Cost:
+        """Cost without elaboration (calibrated against Yosys stat)."""
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
+        g = Geometry.make(height, width, channels, 1, 1, 0, 1, simd)
+        ow = sum_shape(elem_shape, g.height * g.width).width
+        cf = g.fold
+        word = ow * g.simd
+        ebr, mem_lut, mem_ff = _ram_cost(cf, word, family)
+        ctrl = clog2(cf) + clog2(g.height * g.width) + 1
+        lut = int(round(g.simd * 1.5 * ow + 2.5 * ctrl + mem_lut + 4))
+        ff = g.simd * ow + ctrl + 1 + mem_ff
+        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 1, lut=lut, ff=ff, dsp=0,
+                    ebr=ebr)
+
+    def elaborate(self, platform):
+        g = self.geom
+        m = Module()
+        CF, P = g.fold, g.height * g.width
+        lanes = g.simd
+        lay = data.ArrayLayout(self.out_elem_shape, lanes)
+        mem = memory.Memory(shape=lay, depth=CF, init=[])
+        m.submodules.mem = mem
+        wp = mem.write_port()
+        rp = mem.read_port(transparent_for=(wp,))
+        cf = Signal(range(max(CF, 2)))
+        pix = Signal(range(max(P, 2)))
+        out = Signal(lay)
+        out_valid = Signal()
+        first = pix == 0
+        last = pix == P - 1
+        fire = Signal()
+        m.d.comb += [
+            self.i.ready.eq(~last | ~out_valid | self.o.ready),
+            fire.eq(self.i.valid & self.i.ready),
+            self.o.valid.eq(out_valid),
+            self.o.payload.eq(out),
+        ]
+        nxt_cf = Mux(cf == CF - 1, 0, cf + 1)
+        m.d.comb += [rp.addr.eq(Mux(fire, nxt_cf, cf)), wp.addr.eq(cf)]
+        x = self.i.payload
+        s = [Mux(first, x[j], rp.data[j] + x[j]) for j in range(lanes)]
+        m.d.comb += [wp.data[j].eq(s[j]) for j in range(lanes)]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += out_valid.eq(0)
+        with m.If(fire):
+            m.d.sync += cf.eq(nxt_cf)
+            with m.If(cf == CF - 1):
+                m.d.sync += pix.eq(Mux(last, 0, pix + 1))
+            with m.If(last):
+                m.d.sync += [out[j].eq(s[j]) for j in range(lanes)]
+                m.d.sync += out_valid.eq(1)
+            with m.Else():
+                m.d.comb += wp.en.eq(1)
+        return m
+
+
+def bench_config():
+    """Representative configurations: ``[(name, factory, feeds, expect)]``."""
+    rng = np.random.default_rng(2)
+    cfgs = (
+        ("maxpool_2x2_c16_simd4", MaxPool, dict(height=8, width=8, channels=16, kernel=2,
+                                                elem_shape=unsigned(8), simd=4)),
+        ("avgpool_3x3_s2_c3", AvgPool, dict(height=7, width=7, channels=3, kernel=3, stride=2,
+                                            pads=1, elem_shape=signed(8), simd=3)),
+        ("globalavgpool_7x7_c16_simd4", GlobalAvgPool, dict(height=7, width=7, channels=16,
+                                                           elem_shape=signed(8), simd=4)),
+    )
+    out = []
+    for name, cls, kw in cfgs:
+        def factory(cls=cls, kw=kw):
+            return cls(**kw)
+        blk = factory()
+        lo, hi = _elem_range(blk.elem_shape)
+        x = rng.integers(lo, hi + 1, size=(2 * blk.in_transfers, blk.geom.simd))
+        out.append((name, factory, {"i": x}, {"o": 2 * blk.out_transfers}))
+    return out
