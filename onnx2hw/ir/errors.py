@@ -5,7 +5,15 @@ __all__ = ["ModelError", "UnsupportedError"]
 
 
 class ModelError(ValueError):
-    """The model violates the ONNX IR specification or cannot be read."""
+    """The model violates the ONNX IR specification or cannot be read.
+
+    The message is always a single line: embedded newlines (for example from
+    ``onnx.checker``) are folded into ``" | "``.
+    """
+
+    def __init__(self, message: object = ""):
+        text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
+        super().__init__(text)
 
 
 class UnsupportedError(ModelError):

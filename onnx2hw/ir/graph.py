@@ -10,9 +10,10 @@ Conventions
 * ``Node.attrs`` holds Python values: ``int``, ``float``, ``str`` (decoded UTF-8),
   ``np.ndarray`` (tensor attributes), :class:`Graph` (sub-graphs), tuples of those,
   or the raw ``onnx.TypeProto`` / ``SparseTensorProto`` for the rare kinds.
-* ``Graph.initializers`` holds every initializer as a NumPy array (int4/uint4
-  unpacked to int8/uint8 with the ``dtype`` recorded in ``ValueInfo.elem_type``;
-  float8/bfloat16 as ``ml_dtypes`` arrays). An initializer that is also a graph
+* ``Graph.initializers`` holds every initializer as a NumPy array (int4/uint4,
+  float8 and bfloat16 as ``ml_dtypes`` arrays, as ``onnx.numpy_helper.to_array``
+  returns them; sparse initializers densified and listed in
+  ``Graph.sparse_initializers``). An initializer that is also a graph
   input is a constant whose value a feed may override (``Graph.overridable``).
 * ``Graph.inputs`` lists only the real run-time inputs (graph inputs that have no
   initializer); ``Graph.outputs`` the graph outputs.
@@ -97,9 +98,13 @@ class Graph:
     warnings: tuple[str, ...] = ()
     #: names of outer-scope values a sub-graph reads (empty for the main graph)
     outer_scope: frozenset[str] = frozenset()
+    #: initializers that were stored as sparse tensors (densified in ``initializers``)
+    sparse_initializers: frozenset[str] = frozenset()
+    #: ``GraphProto.metadata_props`` (``metadata`` holds the model's)
+    graph_metadata: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("initializers", "value_info", "opsets", "metadata"):
+        for name in ("initializers", "value_info", "opsets", "metadata", "graph_metadata"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     @property
