@@ -64,6 +64,10 @@ def execute(graph: Graph, feeds: Mapping[str, np.ndarray], *, outputs=None,
     be fed to override it. ``outputs`` selects which values to return (default: the
     graph outputs); ``keep_intermediates`` returns every value computed.
     """
+    from ..quant.integer_graph import IntegerGraph
+    if isinstance(graph, IntegerGraph):  # exact integer path
+        from .integer import execute_integer
+        return execute_integer(graph, feeds, outputs=outputs, keep_intermediates=keep_intermediates)
     missing = unsupported_nodes(graph)
     if missing:
         raise UnsupportedError("golden executor has no implementation for: " + ", ".join(missing))
