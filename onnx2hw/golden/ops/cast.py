@@ -28,16 +28,21 @@ def _to_e8m0(x: np.ndarray, saturate: bool, round_mode: str) -> np.ndarray:
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     exp = ((bits >> 23) & 0xFF).astype(np.uint16)
     frac = bits & 0x7FFFFF
+    # value = 2**(exp-127) * (1 + frac/2**23); float32 subnormals (exp 0) are
+    # frac * 2**-149, i.e. 2**-127 * (frac / 2**22): between codes 0 and 1 when frac > 2**22
+    sub = exp == 0
     if round_mode == "up":
-        exp = exp + (frac != 0)
+        inc = np.where(sub, frac > 0x400000, frac != 0)
     elif round_mode == "nearest":
-        exp = exp + (frac >= 0x400000)
-    elif round_mode != "down":
+        inc = np.where(sub, frac >= 0x600000, frac >= 0x400000)
+    elif round_mode == "down":
+        inc = np.where(sub, frac >= 0x800000, False)
+    else:
         raise ValueError(f"unknown round_mode {round_mode!r} (expected 'up', 'down' or 'nearest')")
+    exp = exp + inc
     special = ((bits >> 23) & 0xFF) == 0xFF
     nan = special & (frac != 0)
-    inf = special & (frac == 0)
-    overflow = (exp >= 0xFF) | inf
+    overflow = (exp >= 0xFF) | (special & (frac == 0))
     code = np.minimum(exp, 0xFE).astype(np.uint8)
     if saturate:
         code[overflow] = 0xFE
