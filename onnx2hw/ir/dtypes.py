@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from .errors import ModelError
 
 __all__ = ["elem_type_name", "numpy_dtype", "storage_bits", "raw_nbytes",
-           "tensor_to_array", "sparse_to_dense", "HARDWARE_ELEM_TYPES"]
+           "check_tensor", "tensor_to_array", "sparse_to_dense", "HARDWARE_ELEM_TYPES"]
 
 #: element types the integer/float hardware path can represent
 HARDWARE_ELEM_TYPES = frozenset({
@@ -82,11 +82,11 @@ def raw_nbytes(t: TensorProto, where: str) -> int:
     return (_count(t.dims, where) * bits + 7) // 8
 
 
-def tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
-    """Decode an in-memory ``TensorProto`` (external data must already be inlined).
+def check_tensor(t: TensorProto, where: str) -> None:
+    """Cheap checks of an in-memory tensor (no decoding): type, dims, data size.
 
     Raises :class:`ModelError` naming ``where`` when the type is unknown, a
-    dimension is negative, or the stored data does not match the shape.
+    dimension is negative, or ``raw_data``/``string_data`` does not match the shape.
     """
     if t.data_location == TensorProto.EXTERNAL:
         raise ModelError(f"{where}: external data was not resolved")
@@ -95,6 +95,8 @@ def tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
     if not _known(t.data_type):
         raise ModelError(f"{where}: unknown tensor element type {t.data_type!r}")
     count = _count(t.dims, where)
+    if t.data_type in (TensorProto.UNDEFINED,):
+        raise ModelError(f"{where}: tensor has no element type")
     if t.HasField("raw_data"):
         want = raw_nbytes(t, where)
         if len(t.raw_data) != want:
@@ -103,6 +105,11 @@ def tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
     elif t.data_type == TensorProto.STRING:
         if len(t.string_data) != count:
             raise ModelError(f"{where}: {len(t.string_data)} strings for shape {list(t.dims)}")
+
+
+def tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
+    """Decode an in-memory ``TensorProto`` (external data must already be inlined)."""
+    check_tensor(t, where)
     try:
         array = numpy_helper.to_array(t)
     except Exception as exc:  # noqa: BLE001 - any decoder failure is a bad tensor

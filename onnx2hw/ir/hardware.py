@@ -24,7 +24,8 @@ NON_TENSOR_OPS = frozenset({
 
 def _value_issue(name: str, vi) -> str | None:
     if vi.kind in ("sequence", "map", "optional"):
-        return f"value {name!r} is a {vi.kind}; the hardware path supports only dense tensors"
+        article = "an" if vi.kind == "optional" else "a"
+        return f"value {name!r} is {article} {vi.kind}; the hardware path supports only dense tensors"
     if vi.kind == "sparse_tensor":
         return f"value {name!r} is a sparse tensor; the hardware path supports only dense tensors"
     if vi.kind == "unknown":

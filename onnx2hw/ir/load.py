@@ -20,9 +20,9 @@ import onnx
 from onnx import AttributeProto, TensorProto
 
 from .checks import ModelChecker, check_header, op_schema
-from .dtypes import sparse_to_dense, tensor_to_array
+from .dtypes import check_tensor, sparse_to_dense, tensor_to_array
 from .errors import ModelError
-from .external import inline_external_data
+from .external import inline_external_data, iter_tensors
 from .functions import FunctionTable, NameAllocator, expand_calls, norm_domain
 from .graph import Graph, Node, ValueInfo
 from .names import is_c90_identifier
@@ -124,9 +124,12 @@ def _load(proto: onnx.ModelProto, origin: str, folder: str | None, sort: bool) -
     if len(work.training_info):
         warnings.append(f"training_info ({len(work.training_info)} entries) is ignored")
         work.ClearField("training_info")
+    _normalize_domains(work)
     table = FunctionTable(work.functions, opsets)
     inline_external_data(work, folder)
     ModelChecker(work, opsets, table, origin, sort=sort).run()
+    for tensor, where in iter_tensors(work):
+        check_tensor(tensor, where)
     try:
         onnx.checker.check_model(work)
     except Exception as exc:  # noqa: BLE001 - ValidationError, or any C++ error
@@ -145,6 +148,27 @@ def _load(proto: onnx.ModelProto, origin: str, folder: str | None, sort: bool) -
         graph, metadata=metadata, warnings=tuple(warnings), ir_version=proto.ir_version,
         producer_name=proto.producer_name, producer_version=proto.producer_version,
         doc_string=proto.doc_string or graph.doc_string)
+
+
+def _normalize_domains(model: onnx.ModelProto) -> None:
+    """Spell the default domain ``""`` everywhere (onnx.checker treats ``"ai.onnx"`` as another domain)."""
+    def nodes(ns):
+        for n in ns:
+            if n.domain == "ai.onnx":
+                n.domain = ""
+            for a in n.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    nodes(g.node)
+
+    for imports in [model.opset_import] + [f.opset_import for f in model.functions]:
+        for imp in imports:
+            if imp.domain == "ai.onnx":
+                imp.domain = ""
+    for f in model.functions:
+        if f.domain == "ai.onnx":
+            f.domain = ""
+        nodes(f.node)
+    nodes(model.graph.node)
 
 
 def _dim(d) -> int | str | None:
