@@ -150,6 +150,33 @@ class ModelChecker:
         self.graph(g, frozenset(), "", main=True, opsets=self.opsets, in_function=False)
         for fn in self.functions:
             self.function(fn)
+        self.recursion()
+
+    def recursion(self) -> None:
+        """Model-local functions must not call themselves, directly or not."""
+        def callees(nodes):
+            for n in nodes:
+                fn = self.functions.lookup(n)
+                if fn is not None:
+                    yield fn
+                for a in n.attribute:
+                    for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                        yield from callees(g.node)
+
+        done: set[str] = set()
+
+        def visit(fn, stack):
+            if fn.label in stack:
+                chain = " -> ".join(stack[stack.index(fn.label):] + [fn.label])
+                self.fail("", f"model-local function {fn.label!r} is recursive ({chain})")
+            if fn.label in done:
+                return
+            for callee in callees(fn.proto.node):
+                visit(callee, stack + [fn.label])
+            done.add(fn.label)
+
+        for fn in self.functions:
+            visit(fn, [])
 
     # -- one node --------------------------------------------------------------------
     def node(self, n: onnx.NodeProto, label: str, opsets: Mapping[str, int], in_function: bool) -> None:
