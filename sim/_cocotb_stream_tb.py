@@ -14,7 +14,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, Timer
 
 from sim._stream import Pause, PortInfo, pack, unpack
 
@@ -60,16 +60,21 @@ async def _run(dut, spec, rundir):
         return ", ".join([f"{n}: {len(got[n])}/{want[n]} out" for n in outs if n in expect]
                          + [f"{n}: {idx[n]}/{len(packed[n])} in" for n in ins if packed[n]])
 
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     for n in ins:
         h[n][1].value = 0
     for n in outs:
         h[n][2].value = 0
-    dut.rst.value = 1
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    await FallingEdge(dut.clk)
-    dut.rst.value = 0
+    if spec["clocked"]:
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        dut.rst.value = 1
+        for _ in range(2):
+            await RisingEdge(dut.clk)
+        await FallingEdge(dut.clk)
+        dut.rst.value = 0
+        next_cycle = lambda: FallingEdge(dut.clk)  # noqa: E731
+    else:                                          # purely combinational block
+        next_cycle = lambda: Timer(10, unit="ns")  # noqa: E731
+        await Timer(5, unit="ns")
 
     idx = {n: 0 for n in ins}
     holding = {n: False for n in ins}
@@ -135,7 +140,7 @@ async def _run(dut, spec, rundir):
                 any_xfer = True
         if any_xfer:
             last_xfer = cyc
-        await FallingEdge(dut.clk)
+        await next_cycle()
         cyc += 1
     outputs = {n: unpack(got[n], ports[n]) for n in outs if n in expect}
     return outputs, (last_out + 1 if last_out >= 0 else done_at)

@@ -225,6 +225,7 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         "top_name": type(dut).__name__,
     }
     text = verilog_for(dut)
+    spec["clocked"] = re.search(r"^\s*input\s+clk\s*;", text, re.M) is not None
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))

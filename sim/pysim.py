@@ -61,7 +61,7 @@ def run_stream(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
     cycles : int
         Cycles from the first cycle to the last output transfer, inclusive.
     """
-    from amaranth.hdl import Value
+    from amaranth.hdl import Module, Signal, Value
     from amaranth.sim import Simulator
 
     ports = stream_ports(dut)
@@ -166,7 +166,11 @@ def run_stream(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
             cyc += 1
         result["cycles"] = last_out + 1 if last_out >= 0 else done_at
 
-    sim = Simulator(dut)
+    top = Module()                       # a sync domain even for purely combinational blocks
+    top.submodules.dut = dut
+    tick = Signal(name="harness_tick")
+    top.d.sync += tick.eq(~tick)
+    sim = Simulator(top)
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     if vcd_path is not None:

@@ -1,0 +1,229 @@
+"""The stream harnesses themselves: correct blocks pass, each kind of broken block is caught."""
+import os
+import time
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.cocotb_run import cache_root, run_cocotb, simulator_available
+from sim.pysim import run_stream
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
+
+
+def _layout(w=8, lanes=2, sgn=True):
+    return data.ArrayLayout(signed(w) if sgn else unsigned(w), lanes)
+
+
+class _Reg(wiring.Component):
+    """Pipeline register; ``bug`` selects a deliberate stream-rule or data violation."""
+
+    def __init__(self, bug=None, w=8, lanes=2, sgn=True, at=5):
+        self.bug, self.at = bug, at
+        lay = _layout(w, lanes, sgn)
+        super().__init__({"i": In(stream.Signature(lay)), "o": Out(stream.Signature(lay))})
+
+    def elaborate(self, platform):
+        m = Module()
+        full = Signal()
+        blink = Signal()
+        count = Signal(16)
+        take = Signal()
+        if self.bug == "comb_valid":      # valid follows ready combinationally
+            m.d.comb += [self.o.valid.eq(self.i.valid & self.o.ready),
+                         self.o.payload.eq(self.i.payload), self.i.ready.eq(self.o.ready)]
+            return m
+        if self.bug == "duplicate":       # transfer `at` is emitted twice
+            dup = Signal()
+            m.d.comb += take.eq((self.o.ready | ~full) & ~dup)
+            with m.If(dup & self.o.ready):
+                m.d.sync += dup.eq(0)
+            with m.If(take & self.i.valid):
+                m.d.sync += [full.eq(1), self.o.payload.eq(self.i.payload), count.eq(count + 1)]
+                with m.If(count == self.at):
+                    m.d.sync += dup.eq(1)
+            with m.Elif(take):
+                m.d.sync += full.eq(0)
+            m.d.comb += [self.o.valid.eq(full), self.i.ready.eq(take)]
+            return m
+        m.d.comb += take.eq(self.o.ready | ~full)
+        open_ = (count < self.at) if self.bug == "stop" else 1   # "stop": refuse input after `at`
+        with m.If(take):
+            m.d.sync += [full.eq(self.i.valid & open_), self.o.payload.eq(self.i.payload)]
+            with m.If(self.i.valid & open_):
+                m.d.sync += count.eq(count + 1)
+                if self.bug == "lose":    # transfer `at` is accepted and dropped
+                    with m.If(count == self.at):
+                        m.d.sync += full.eq(0)
+        if self.bug == "unstable":        # payload changes while stalled
+            with m.Else():
+                m.d.sync += self.o.payload[0].eq(~self.o.payload[0])
+        if self.bug == "drop_valid":      # valid blinks off while stalled
+            with m.If(full & ~self.o.ready):
+                m.d.sync += blink.eq(~blink)
+            with m.Else():
+                m.d.sync += blink.eq(0)
+        m.d.comb += [self.o.valid.eq(full & ~blink), self.i.ready.eq(take & open_)]
+        return m
+
+
+class _Fork2(wiring.Component):
+    """Two-output broadcast with per-output taken flags (exercises several output ports)."""
+
+    def __init__(self):
+        lay = _layout(4, 1, False)
+        super().__init__({"i": In(stream.Signature(lay)), "o0": Out(stream.Signature(lay)),
+                          "o1": Out(stream.Signature(lay))})
+
+    def elaborate(self, platform):
+        m = Module()
+        t0, t1 = Signal(), Signal()
+        done0 = t0 | (self.o0.valid & self.o0.ready)
+        done1 = t1 | (self.o1.valid & self.o1.ready)
+        m.d.comb += [self.o0.payload.eq(self.i.payload), self.o1.payload.eq(self.i.payload),
+                     self.o0.valid.eq(self.i.valid & ~t0), self.o1.valid.eq(self.i.valid & ~t1),
+                     self.i.ready.eq(done0 & done1)]
+        with m.If(self.i.valid & done0 & done1):
+            m.d.sync += [t0.eq(0), t1.eq(0)]
+        with m.Elif(self.i.valid):
+            m.d.sync += [t0.eq(done0), t1.eq(done1)]
+        return m
+
+
+def _data(n=600, lanes=2, seed=1):
+    return np.random.default_rng(seed).integers(-128, 128, size=(n, lanes))
+
+
+PAUSES = [("none", "none"), ("3of4", "none"), ("none", "3of4"), ("random", "random"),
+          ("3of4", "random")]
+
+
+@pytest.mark.parametrize("src,sink", PAUSES)
+def test_good_register_passes(src, sink):
+    x = _data(2000)
+    out, cycles = run_stream(_Reg(), {"i": x}, {"o": len(x)}, src_pause=src, sink_pause=sink,
+                             seed=3)
+    np.testing.assert_array_equal(out["o"], x)
+    assert out["o"].dtype == np.int64
+    if src == sink == "none":
+        assert cycles == len(x) + 1          # one register stage, one transfer per cycle
+    elif "3of4" in (src, sink):
+        assert cycles >= 4 * (len(x) - 1)    # one transfer per four cycles at best
+
+
+def test_unsigned_and_wide_lanes():
+    x = np.random.default_rng(2).integers(0, 1 << 13, size=(300, 9))
+    out, _ = run_stream(_Reg(w=13, lanes=9, sgn=False), {"i": x}, {"o": 300},
+                        src_pause="random", sink_pause="random")
+    np.testing.assert_array_equal(out["o"], x)
+
+
+def test_multiple_outputs():
+    x = np.random.default_rng(4).integers(0, 16, size=(1000, 1))
+    out, _ = run_stream(_Fork2(), {"i": x}, {"o0": 1000, "o1": 1000}, src_pause="random",
+                        sink_pause="random", seed=9)
+    np.testing.assert_array_equal(out["o0"], x)
+    np.testing.assert_array_equal(out["o1"], x)
+
+
+@pytest.mark.parametrize("bug,pattern", [
+    ("unstable", "payload changed while stalled"),
+    ("drop_valid", "valid dropped before transfer"),
+    ("comb_valid", "valid depends combinationally on o.ready"),
+    ("lose", "deadlock"),
+    ("duplicate", "more than the expected"),
+])
+def test_broken_block_is_caught(bug, pattern):
+    x = _data(200)
+    with pytest.raises(AssertionError, match=pattern):
+        run_stream(_Reg(bug), {"i": x}, {"o": len(x)}, src_pause="random",
+                   sink_pause="3of4", idle_limit=64)
+
+
+def test_timeout_names_progress():
+    x = _data(50)
+    with pytest.raises(AssertionError, match=r"timeout after 30 cycles \(o: \d+/50 out"):
+        run_stream(_Reg(), {"i": x}, {"o": 50}, max_cycles=30)
+
+
+def test_unconsumed_input_is_caught():
+    x = _data(50)
+    with pytest.raises(AssertionError, match=r"deadlock.*o: 10/10 out, i: 10/50 in"):
+        run_stream(_Reg("stop", at=10), {"i": x}, {"o": 10}, idle_limit=40)
+
+
+@pytest.mark.parametrize("feeds,expect,err,match", [
+    ({"x": np.zeros((3, 2), int)}, {"o": 3}, ValueError, "feed 'x' is not an input"),
+    ({"i": np.zeros((3, 2), int)}, {"i": 3}, ValueError, "expect 'i' is not an output"),
+    ({"i": np.zeros((3, 3), int)}, {"o": 3}, ValueError, r"shape \(transfers, 2\)"),
+    ({"i": np.full((3, 2), 200)}, {"o": 3}, ValueError, r"outside \[-128, 127\]"),
+    ({"i": np.zeros((3, 2))}, {"o": 3}, TypeError, "integer array"),
+    ({"i": np.zeros((3, 2), int)}, {"o": -1}, ValueError, "transfer count"),
+])
+def test_bad_arguments(feeds, expect, err, match):
+    with pytest.raises(err, match=match):
+        run_stream(_Reg(), feeds, expect)
+
+
+def test_bad_pause_name():
+    with pytest.raises(ValueError, match="'sometimes'"):
+        run_stream(_Reg(), {"i": _data(4)}, {"o": 4}, src_pause="sometimes")
+
+
+# --- cocotb + Verilator ---------------------------------------------------------------------
+
+def _need(simulator):
+    reason = simulator_available(simulator)
+    if reason:
+        pytest.skip(f"{simulator} unavailable: {reason}")
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("src,sink", [("none", "none"), ("random", "3of4")])
+def test_cocotb_matches_pysim(src, sink):
+    x = _data(3000)
+    out, cycles = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause=src, sink_pause=sink,
+                             seed=5)
+    np.testing.assert_array_equal(out["o"], x)
+    _, py_cycles = run_stream(_Reg(), {"i": x[:300]}, {"o": 300}, src_pause=src,
+                              sink_pause=sink, seed=5)
+    out2, cycles2 = run_cocotb(_Reg(), {"i": x[:300]}, {"o": 300}, src_pause=src,
+                               sink_pause=sink, seed=5)
+    assert cycles2 == py_cycles          # same pause sequences, same cycle count
+    if src == sink == "none":
+        assert cycles == len(x) + 1
+
+
+@pytest.mark.sim
+def test_cocotb_reuses_build():
+    x = _data(20)
+    run_cocotb(_Reg(), {"i": x}, {"o": 20})
+    before = {p.parent.name: p.stat().st_mtime for p in cache_root().glob("*/.built")}
+    t = time.monotonic()
+    out, _ = run_cocotb(lambda: _Reg(), {"i": x}, {"o": 20})
+    after = {p.parent.name: p.stat().st_mtime for p in cache_root().glob("*/.built")}
+    np.testing.assert_array_equal(out["o"], x)
+    assert before == after
+    assert time.monotonic() - t < 15
+
+
+@pytest.mark.sim
+def test_cocotb_catches_and_keeps_waveform():
+    x = _data(100)
+    with pytest.raises(AssertionError, match="payload changed while stalled") as info:
+        run_cocotb(_Reg("unstable"), {"i": x}, {"o": len(x)}, src_pause="random",
+                   sink_pause="3of4")
+    wave = str(info.value).split("waveform: ")[-1].strip()
+    assert os.path.isfile(wave) and os.path.getsize(wave) > 0
+
+
+@pytest.mark.sim
+def test_icarus():
+    _need("icarus")
+    x = _data(500)
+    out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, simulator="icarus",
+                        src_pause="random", sink_pause="random")
+    np.testing.assert_array_equal(out["o"], x)
