@@ -13,7 +13,7 @@ import sys
 __all__ = ["main", "VERBS", "UsageError"]
 
 #: verb -> module in onnx2hw.commands (order = order in --help)
-VERBS = ("inspect", "quantize")
+VERBS = ("inspect", "quantize", "sim")
 
 
 class UsageError(Exception):

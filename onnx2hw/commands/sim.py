@@ -1,0 +1,82 @@
+"""``onnx2hw sim MODEL``: simulate the accelerator bit for bit against the golden executor."""
+from __future__ import annotations
+
+import numpy as np
+
+HELP = "simulate the generated hardware (cocotb + Verilator) and compare it bit for bit with the golden model"
+
+
+def configure(parser):
+    parser.add_argument("model", help="ONNX model (quantized, or float with --calib)")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--inputs", metavar="X.npz", help="float inputs keyed by the model's input names (batch first)")
+    src.add_argument("--count", type=int, default=20, metavar="N", help="random integer inputs to simulate (default 20)")
+    parser.add_argument("--output", "-o", metavar="Y.npz", help="write what the hardware computed, keyed by output name")
+    parser.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
+    parser.add_argument("--seed", type=int, default=0, help="seed for inputs and backpressure patterns")
+    parser.add_argument("--waves", metavar="DIR", help="keep waveforms (written under the simulation cache; path printed)")
+    parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
+    parser.add_argument("--folding", metavar="FILE", help="folding JSON {layer: {pe, simd}} (default: automatic)")
+
+
+def _inputs(args, prepared):
+    from ..cli import UsageError
+    from ..flow import load_npz
+    from ..quant.integer_graph import quantize_inputs
+
+    g = prepared.integer
+    spec = g.input_specs[0]
+    if args.inputs:
+        feeds = load_npz(args.inputs, prepared.graph)
+        return quantize_inputs(g, feeds)[spec.name]
+    if args.count < 1:
+        raise UsageError(f"--count must be at least 1, not {args.count!r}")
+    rng = np.random.default_rng(args.seed)
+    if spec.dtype.bipolar:
+        return rng.choice(np.array([-1, 1]), size=(args.count,) + spec.shape)
+    return rng.integers(spec.dtype.lo, spec.dtype.hi + 1, size=(args.count,) + spec.shape)
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..cli import UsageError
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..dataflow.fold import load_folding
+    from ..flow import prepare
+    from ..quant.integer_graph import dequantize_outputs
+    from sim.cocotb_run import simulator_available
+    from sim.model_sim import simulate
+
+    con = Console(stderr=True, highlight=False)
+    reason = simulator_available(args.simulator)
+    if reason:
+        raise UsageError(f"cannot run {args.simulator}: {reason}")
+    folding = load_folding(args.folding) if args.folding else None
+    prepared = prepare(args.model, calib=args.calib, folding=folding)
+    p = prepared.pipeline
+    x = _inputs(args, prepared)
+    con.print(f"{len(p.stages)} stages, estimated II {p.ii} cycles, latency {p.latency} cycles, "
+              f"{p.multipliers} multipliers; simulating {len(x)} inferences with {args.simulator}")
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=con, transient=True) as bar:
+        task = bar.add_task("sim", total=len(x))
+        report = simulate(p, x, simulator=args.simulator, seed=args.seed, waves=bool(args.waves),
+                          progress=lambda done, total: bar.update(task, completed=done))
+    print(f"bit-exact: {report.exact}/{report.total} inferences")
+    print(f"II: measured {report.ii:.1f} cycles, estimated {p.ii}; latency: measured {report.latency}, "
+          f"estimated {p.latency} cycles")
+    rate = report.cycles / report.seconds if report.seconds else 0
+    print(f"simulation: {report.cycles} cycles in {report.seconds:.1f} s ({rate:,.0f} cycles/s)")
+    if args.output:
+        g = prepared.integer
+        outs = dequantize_outputs(g, {g.output_specs[0].name: report.hw})
+        np.savez(args.output, **outs)
+        print(f"wrote {args.output}")
+    if not report.ok:
+        i, idx, want, got = report.first_mismatch
+        where = f"; first diverging stage: {report.diverged_stage}" if report.diverged_stage else ""
+        print(f"MISMATCH: inference {i}, output element {idx}: expected {want}, got {got}{where}")
+        return 1
+    return 0

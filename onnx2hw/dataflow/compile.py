@@ -1,0 +1,144 @@
+"""``compile_pipeline(IntegerGraph, ...) -> Pipeline``: one streaming stage per layer."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.errors import ModelError, UnsupportedError
+from ..ir.names import Sanitizer
+from ..quant.integer_graph import IntegerGraph
+from ..rtl.cost import Cost
+from ._stages import build_stage, check_layer, elem_shape, fold_options
+from .fold import Budget, Folding, auto_fold
+from .pipeline import INPUT, OUTPUT, Block, Link, Pipeline, Stage
+
+__all__ = ["compile_pipeline", "check_supported"]
+
+#: FIFO depth of an ordinary link (decouples neighbouring stages' stalls)
+LINK_FIFO = 2
+
+
+def check_supported(ig: IntegerGraph) -> None:
+    """Raise one ``UnsupportedError`` listing every layer the hardware cannot build."""
+    specs = ig.specs()
+    problems = []
+    if len(ig.inputs) != 1 or len(ig.outputs) != 1:
+        problems.append(f"the model has {len(ig.inputs)} inputs and {len(ig.outputs)} outputs; "
+                        "the hardware path supports exactly one of each")
+    for layer in ig.layers:
+        why = check_layer(layer, [specs[n] for n in layer.inputs])
+        if why:
+            problems.append(f"{layer.name!r}: {why}")
+    if problems:
+        raise UnsupportedError("unsupported by the hardware path: " + "; ".join(problems))
+
+
+def _fork_stage(name: str, tensor: str, lanes: int, bits: int, signed_: bool, elements: int, family: str) -> Stage:
+    from ..rtl.fork import Fork
+
+    shape = elem_shape_of(bits, signed_)
+    params = dict(elem_shape=shape, lanes=lanes)
+    cost = Fork.estimate(**params, family=family)
+    cycles = elements // lanes
+    cost = Cost(cycles, cost.latency, cost.lut, cost.ff, cost.dsp, cost.ebr)
+    return Stage(name=name, layer="", op="fork", inputs=(tensor,), output=tensor, pe=lanes, simd=lanes,
+                 in_lanes=(lanes,), out_lanes=lanes, out_bits=bits, out_signed=signed_,
+                 blocks=(Block("Fork", params, cost),), cycles=cycles, latency=cost.latency, cost=cost)
+
+
+def elem_shape_of(bits: int, signed_: bool):
+    from amaranth.hdl import signed, unsigned
+
+    return (signed if signed_ else unsigned)(bits)
+
+
+def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget | None = None,
+                     folding: Folding | None = None, target_cycles: int | None = None) -> Pipeline:
+    """Map every layer to a stage, fold, and size the FIFOs.
+
+    ``folding`` (layer name -> (pe, simd)) overrides the automatic choice for the layers it
+    names. Residual branches: a tensor read by two layers goes through a Fork; the FIFO on each
+    fork output holds the whole tensor, so the branch that is consumed later can never stall
+    the other (deadlock-free for any stage latencies).
+    """
+    ig.validate()
+    check_supported(ig)
+    specs = ig.specs()
+    fold = auto_fold(ig, family, budget, target_cycles) if folding is None else {}
+    if folding is not None:
+        known = {layer.name for layer in ig.layers}
+        for name in folding:
+            if name not in known:
+                raise ModelError(f"folding names layer {name!r}, which the model does not have")
+        missing = known - set(folding)
+        fold = auto_fold(ig, family, None, None) if missing else {}
+        fold.update(folding)
+        for layer in ig.layers:
+            ins = [specs[n] for n in layer.inputs]
+            if tuple(fold[layer.name]) not in fold_options(layer, ins):
+                raise ModelError(f"folding {fold[layer.name]!r} is not legal for layer {layer.name!r} "
+                                 f"(pe must divide the outputs, simd the inputs)")
+    names = Sanitizer()
+    stages: list[Stage] = []
+    producer: dict[str, tuple[str, int, int, int, bool]] = {}  # tensor -> (stage, port, lanes, bits, signed)
+    in_spec = ig.input_specs[0]
+    consumers: dict[str, list] = {}
+    for layer in ig.layers:
+        for port, t in enumerate(layer.inputs):
+            consumers.setdefault(t, []).append((layer.name, port))
+    for t in (s.name for s in ig.output_specs):
+        consumers.setdefault(t, []).append((OUTPUT, 0))
+    links: list[Link] = []
+    layer_stage: dict[str, Stage] = {}
+
+    def elements(tensor: str) -> int:
+        return int(np.prod(specs[tensor].shape))
+
+    first = next(layer for layer in ig.layers if in_spec.name in layer.inputs)
+    src_lanes_in = fold[first.name][1] if ig.layers else 1
+    producer[in_spec.name] = (INPUT, 0, src_lanes_in, elem_shape(in_spec.dtype).width, elem_shape(in_spec.dtype).signed)
+
+    pending: list[tuple[str, str, int]] = []  # (tensor, dst stage, dst port) to link once sources exist
+
+    def add_forks(tensor):
+        """Insert Forks so each consumer of ``tensor`` gets its own stream."""
+        src, port, lanes, bits, sg = producer[tensor]
+        cons = consumers.get(tensor, [])
+        sources = [(src, port)]
+        while len(sources) < len(cons):  # a chain of 2-way forks
+            s_name, s_port = sources.pop(0)
+            fk = _fork_stage(names(f"fork_{tensor}"), tensor, lanes, bits, sg, elements(tensor), family)
+            stages.append(fk)
+            links.append(Link(tensor, s_name, fk.name, 0, s_port, lanes, lanes, bits, sg, elements(tensor), LINK_FIFO))
+            sources += [(fk.name, 0), (fk.name, 1)]
+        return sources
+
+    routes: dict[str, list] = {}
+    routes[in_spec.name] = add_forks(in_spec.name)
+    for layer in ig.layers:
+        ins = [specs[n] for n in layer.inputs]
+        p, s = fold[layer.name]
+        st = build_stage(names(layer.name), layer, ins, p, s, family)
+        stages.append(st)
+        layer_stage[layer.name] = st
+        producer[layer.output.name] = (st.name, 0, st.out_lanes, st.out_bits, st.out_signed)
+        routes[layer.output.name] = add_forks(layer.output.name)
+    # connect every consumer to one route of its tensor
+    used: dict[str, int] = {}
+    forked = {t for t, r in routes.items() if len(r) > 1}
+    for tensor, cons in consumers.items():
+        _, _, lanes, bits, sg = producer[tensor]
+        for dst, port in cons:
+            idx = used.get(tensor, 0)
+            used[tensor] = idx + 1
+            src, sport = routes[tensor][idx]
+            dst_name = OUTPUT if dst == OUTPUT else layer_stage[dst].name
+            dst_lanes = lanes if dst == OUTPUT else layer_stage[dst].in_lanes[port]
+            n = elements(tensor)
+            depth = LINK_FIFO if tensor not in forked else -(-n // min(lanes, dst_lanes)) + LINK_FIFO
+            links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
+    for link in links:
+        if link.elements % link.src_lanes or link.elements % link.dst_lanes:
+            raise ModelError(f"tensor {link.tensor!r}: {link.elements} elements do not divide into lanes "
+                             f"{link.src_lanes}/{link.dst_lanes}")
+    return Pipeline(graph=ig, stages=tuple(stages), links=tuple(links), family=family,
+                    folding={k: tuple(v) for k, v in fold.items()})

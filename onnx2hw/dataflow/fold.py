@@ -1,0 +1,131 @@
+"""Folding: choose (PE, SIMD) per layer so the pipeline is balanced within a resource budget."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..ir.errors import ModelError
+from ..quant.integer_graph import Add, AvgPool, Conv, Dense, IntegerGraph, MaxPool
+from ._stages import build_stage, fold_options
+
+__all__ = ["Budget", "Folding", "auto_fold", "load_folding", "save_folding", "layer_cycles"]
+
+#: layer name -> (pe, simd)
+Folding = dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Resources the pipeline may use (already scaled by any headroom margin)."""
+
+    lut: int
+    dsp: int
+    ebr: int
+    name: str = ""
+
+    def scaled(self, fraction: float) -> "Budget":
+        return Budget(int(self.lut * fraction), int(self.dsp * fraction), int(self.ebr * fraction), self.name)
+
+
+def layer_cycles(layer, ins, pe: int, simd: int) -> int:
+    """Analytic cycles per inference of a layer at (pe, simd) — the folding objective."""
+    if isinstance(layer, Dense):
+        n, k = layer.weights.shape
+        return (k // simd) * (n // pe)
+    if isinstance(layer, Conv):
+        cout, kh, kw, cin = layer.weights.shape
+        oh, ow, _ = layer.output.shape
+        h, w, _ = ins[0].shape
+        return max(h * w * cin // simd, oh * ow * (kh * kw * cin // simd) * (cout // pe))
+    if isinstance(layer, (MaxPool, AvgPool, Add)):
+        return max(int(np.prod(ins[0].shape)), int(np.prod(layer.output.shape))) // simd
+    raise ModelError(f"layer {layer.name!r}: cannot fold {type(layer).__name__}")
+
+
+def _total(stages) -> tuple[int, int, int]:
+    return (sum(s.cost.lut for s in stages), sum(s.cost.dsp for s in stages), sum(s.cost.ebr for s in stages))
+
+
+def _fits(total, budget: Budget) -> bool:
+    return total[0] <= budget.lut and total[1] <= budget.dsp and total[2] <= budget.ebr
+
+
+def auto_fold(ig: IntegerGraph, family: str, budget: Budget | None, target_cycles: int | None = None) -> Folding:
+    """Smallest folding (fewest resources) whose slowest stage meets ``target_cycles``; without a
+    target, the smallest achievable slowest-stage cycles whose estimate fits ``budget``.
+
+    Raises ``ModelError`` naming the resource and the largest layer when nothing fits.
+    """
+    specs = ig.specs()
+    layers = [(layer, [specs[n] for n in layer.inputs]) for layer in ig.layers]
+    options = {layer.name: [(layer_cycles(layer, ins, p, s), p, s) for p, s in fold_options(layer, ins)]
+               for layer, ins in layers}
+    cache: dict = {}
+
+    def stage(layer, ins, p, s):
+        key = (layer.name, p, s)
+        if key not in cache:
+            cache[key] = build_stage(layer.name, layer, ins, p, s, family)
+        return cache[key]
+
+    def choose(target):
+        fold, stages = {}, []
+        for layer, ins in layers:
+            ok = [o for o in options[layer.name] if o[0] <= target]
+            if not ok:
+                return None, None
+            _, p, s = min(ok, key=lambda o: (o[1] * o[2], o[0]))
+            fold[layer.name] = (p, s)
+            stages.append(stage(layer, ins, p, s))
+        return fold, stages
+
+    if target_cycles is not None:
+        fold, stages = choose(target_cycles)
+        if fold is None:
+            best = max(min(c for c, _, _ in opts) for opts in options.values())
+            raise ModelError(f"no folding reaches {target_cycles} cycles per inference; the best possible is {best}")
+        if budget is not None:
+            _check_budget(stages, budget)
+        return fold
+    candidates = sorted({c for opts in options.values() for c, _, _ in opts})
+    floor = max(min(c for c, _, _ in opts) for opts in options.values())
+    candidates = [c for c in candidates if c >= floor]
+    fold, stages = choose(candidates[-1])
+    if budget is not None:
+        _check_budget(stages, budget)  # even the slowest folding does not fit
+    lo, hi = 0, len(candidates) - 1
+    while lo < hi:  # smallest target whose cheapest folding fits (resources fall as cycles rise)
+        mid = (lo + hi) // 2
+        _, st = choose(candidates[mid])
+        if budget is None or _fits(_total(st), budget):
+            hi = mid
+        else:
+            lo = mid + 1
+    return choose(candidates[lo])[0]
+
+
+def _check_budget(stages, budget: Budget) -> None:
+    total = _total(stages)
+    for i, (what, avail) in enumerate((("LUT", budget.lut), ("DSP", budget.dsp), ("EBR", budget.ebr))):
+        if total[i] > avail:
+            worst = max(stages, key=lambda s: (s.cost.lut, s.cost.dsp, s.cost.ebr)[i])
+            used = (worst.cost.lut, worst.cost.dsp, worst.cost.ebr)[i]
+            raise ModelError(
+                f"does not fit {budget.name or 'the budget'}: needs {total[i]} {what} but {avail} are available "
+                f"(largest layer {worst.layer!r} needs {used} {what} at its smallest folding)")
+
+
+def load_folding(path) -> Folding:
+    """Read a folding file: JSON ``{"layer name": {"pe": P, "simd": S}, ...}``."""
+    try:
+        raw = json.loads(Path(path).read_text())
+        return {str(k): (int(v["pe"]), int(v["simd"])) for k, v in raw.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelError(f"{path}: not a folding file ({exc})") from None
+
+
+def save_folding(folding: Folding, path) -> None:
+    Path(path).write_text(json.dumps({k: {"pe": p, "simd": s} for k, (p, s) in folding.items()}, indent=2) + "\n")

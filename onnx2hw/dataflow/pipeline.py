@@ -1,0 +1,170 @@
+"""Typed, frozen boundary of the dataflow stage: a folded streaming :class:`Pipeline`.
+
+A pipeline is a DAG of :class:`Stage` s joined by :class:`Link` s. Every stage is a chain of
+RTL blocks (:class:`Block`, a class name in :mod:`onnx2hw.rtl` plus its constructor keyword
+arguments) with one stream in per input and one stream out. A link carries one tensor in NHWC
+order, channels folded into lanes; where the producer's lanes differ from the consumer's a
+width converter is built, and every link is buffered by a FIFO of ``fifo_depth`` transfers.
+The pipeline's own input and output are the pseudo stages ``"input"`` and ``"output"``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..quant.integer_graph import IntegerGraph
+from ..rtl.cost import Cost
+
+__all__ = ["Block", "Stage", "Link", "Pipeline", "INPUT", "OUTPUT"]
+
+INPUT, OUTPUT = "input", "output"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One RTL block: ``kind`` names a class in :mod:`onnx2hw.rtl`, ``params`` its kwargs."""
+
+    kind: str
+    params: Mapping[str, Any]
+    cost: Cost
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One layer in hardware.
+
+    ``cycles`` is the stage's initiation interval per inference at full throughput and
+    ``latency`` the cycles from its first input to its first output (both estimates from the
+    blocks' cost models). ``in_lanes``/``out_lanes`` are the lanes per transfer it consumes on
+    each input / produces.
+    """
+
+    name: str
+    layer: str
+    op: str
+    inputs: tuple[str, ...]
+    output: str
+    pe: int
+    simd: int
+    in_lanes: tuple[int, ...]
+    out_lanes: int
+    out_bits: int
+    out_signed: bool
+    blocks: tuple[Block, ...]
+    cycles: int
+    latency: int
+    cost: Cost
+    macs: int = 0
+    #: number of multipliers instantiated (PE*SIMD for MVUs)
+    multipliers: int = 0
+
+
+@dataclass(frozen=True)
+class Link:
+    """A stream from ``src`` (stage name or ``INPUT``) to input ``dst_port`` of ``dst``."""
+
+    tensor: str
+    src: str
+    dst: str
+    dst_port: int
+    src_port: int
+    src_lanes: int
+    dst_lanes: int
+    bits: int
+    signed: bool
+    elements: int  # per inference
+    fifo_depth: int
+
+    @property
+    def transfers(self) -> int:
+        """Transfers per inference at the consumer's lane count."""
+        return self.elements // self.dst_lanes
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    graph: IntegerGraph
+    stages: tuple[Stage, ...]
+    links: tuple[Link, ...]
+    family: str
+    #: layer name -> (pe, simd) actually used
+    folding: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        object.__setattr__(self, "folding", MappingProxyType(dict(self.folding)))
+
+    @property
+    def ii(self) -> int:
+        """Estimated initiation interval: cycles per inference of the slowest stage."""
+        return max(s.cycles for s in self.stages)
+
+    @property
+    def latency(self) -> int:
+        """Estimated latency: the longest path of stage latencies plus the last stage's II share."""
+        by_name = {s.name: s for s in self.stages}
+        done: dict[str, int] = {INPUT: 0}
+        for s in self.stages:
+            start = max(done[l.src] for l in self.links if l.dst == s.name)
+            done[s.name] = start + s.latency
+        last = [l.src for l in self.links if l.dst == OUTPUT][0]
+        return done[last] + by_name[last].cycles
+
+    @property
+    def total(self) -> Cost:
+        lut = sum(s.cost.lut for s in self.stages) + sum(_fifo_lut(l) for l in self.links)
+        ff = sum(s.cost.ff for s in self.stages)
+        return Cost(self.ii, self.latency, lut, ff, sum(s.cost.dsp for s in self.stages),
+                    sum(s.cost.ebr for s in self.stages) + sum(_fifo_ebr(l) for l in self.links))
+
+    @property
+    def input_link(self) -> Link:
+        return next(l for l in self.links if l.src == INPUT)
+
+    @property
+    def output_link(self) -> Link:
+        return next(l for l in self.links if l.dst == OUTPUT)
+
+    @property
+    def multipliers(self) -> int:
+        return sum(s.multipliers for s in self.stages)
+
+    @property
+    def macs(self) -> int:
+        return sum(s.macs for s in self.stages)
+
+    def describe(self) -> dict:
+        """Machine-readable description for the driver and reports (JSON-ready)."""
+        g = self.graph
+        return {
+            "model": g.model_name,
+            "family": self.family,
+            "ii_cycles": self.ii,
+            "latency_cycles": self.latency,
+            "input": {"tensor": g.input_specs[0].name, "shape": list(g.input_specs[0].shape),
+                      "bits": g.input_specs[0].dtype.bits, "signed": g.input_specs[0].dtype.signed,
+                      "lanes": self.input_link.dst_lanes},
+            "output": {"tensor": g.output_specs[0].name, "shape": list(g.output_specs[0].shape),
+                       "bits": self.output_link.bits, "signed": self.output_link.signed,
+                       "lanes": self.output_link.src_lanes},
+            "stages": [{"name": s.name, "layer": s.layer, "op": s.op, "pe": s.pe, "simd": s.simd,
+                        "cycles": s.cycles, "latency": s.latency, "lut": s.cost.lut, "dsp": s.cost.dsp,
+                        "ebr": s.cost.ebr, "ff": s.cost.ff, "macs": s.macs,
+                        "blocks": [b.kind for b in s.blocks]} for s in self.stages],
+            "links": [{"tensor": l.tensor, "src": l.src, "dst": l.dst, "lanes": [l.src_lanes, l.dst_lanes],
+                       "bits": l.bits, "signed": l.signed, "fifo_depth": l.fifo_depth} for l in self.links],
+            "folding": {k: list(v) for k, v in self.folding.items()},
+        }
+
+
+def _fifo_ebr(link: Link) -> int:
+    bits = link.fifo_depth * link.dst_lanes * link.bits
+    return 0 if link.fifo_depth <= 32 or bits <= 4096 else -(-bits // 18432)
+
+
+def _fifo_lut(link: Link) -> int:
+    width = link.dst_lanes * link.bits
+    return 20 + (width if link.fifo_depth <= 32 else 0) * max(1, link.fifo_depth // 16)

@@ -1,0 +1,148 @@
+"""The accelerator top: a :class:`~onnx2hw.dataflow.pipeline.Pipeline` elaborated into one
+Amaranth component with one input stream and one output stream.
+
+Every stage is its chain of blocks; every link is a (width converter +) FIFO. Between blocks
+whose lane shapes differ (e.g. an unsigned window sum into a signed requantizer) a lane-wise
+value-preserving cast is wired in; a ``Cast`` block with an ``offset`` is a registered
+``lane + offset`` stage.
+"""
+from __future__ import annotations
+
+import importlib
+
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..dataflow.pipeline import INPUT, OUTPUT, Pipeline
+
+__all__ = ["Accelerator", "Cast", "BLOCK_CLASSES"]
+
+#: Block.kind -> "module:Class" in onnx2hw.rtl
+BLOCK_CLASSES = {
+    "MatrixVectorUnit": "mvu:MatrixVectorUnit",
+    "Requantize": "requant:Requantize",
+    "Thresholds": "thresholds:Thresholds",
+    "SlidingWindow": "window:SlidingWindow",
+    "MaxPool": "pool:MaxPool",
+    "AvgPool": "pool:AvgPool",
+    "GlobalAvgPool": "pool:GlobalAvgPool",
+    "Add": "add:Add",
+    "Fork": "fork:Fork",
+    "Cast": "accelerator:Cast",
+}
+
+
+def _block_class(kind: str):
+    module, cls = BLOCK_CLASSES[kind].split(":")
+    return getattr(importlib.import_module(f"onnx2hw.rtl.{module}"), cls)
+
+
+def _shape(bits: int, is_signed: bool):
+    return (signed if is_signed else unsigned)(bits)
+
+
+class Cast(wiring.Component):
+    """Lane-wise ``y = x + offset`` into ``(signed if signed else unsigned)(bits)``.
+
+    Parameters
+    ----------
+    bits, signed : output lane shape; ``offset`` : int constant added to every lane.
+    in_shape : input lane shape; ``lanes`` : lanes per transfer.
+
+    Latency 1 cycle (registered output), one transfer per cycle; ``o.valid``/``o.payload`` are
+    registers held until taken and ``i.ready = ~o.valid | o.ready``.
+    """
+
+    def __init__(self, *, bits, signed, offset=0, in_shape, lanes):
+        if not isinstance(bits, int) or bits < 1:
+            raise ValueError(f"bits must be a positive int, not {bits!r}")
+        self.offset = int(offset)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(in_shape, lanes))),
+            "o": Out(stream.Signature(data.ArrayLayout(_shape(bits, signed), lanes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += self.o.valid.eq(1)
+            for j in range(len(self.i.payload)):
+                m.d.sync += self.o.payload[j].eq(self.i.payload[j] + self.offset)
+        return m
+
+
+def join(m: Module, src, dst) -> None:
+    """Wire stream ``src`` into ``dst`` lane by lane (value-preserving when shapes differ)."""
+    if len(src.payload) != len(dst.payload):
+        raise ValueError(f"cannot join {len(src.payload)} lanes into {len(dst.payload)}")
+    m.d.comb += [dst.valid.eq(src.valid), src.ready.eq(dst.ready)]
+    m.d.comb += [dst.payload[j].eq(src.payload[j]) for j in range(len(src.payload))]
+
+
+class Accelerator(wiring.Component):
+    """The whole pipeline as one streaming component.
+
+    Ports
+    -----
+    i : In(stream.Signature(ArrayLayout(input elem, input lanes)))
+        The quantized input tensor, NHWC order, ``elements / lanes`` transfers per inference.
+    o : Out(stream.Signature(ArrayLayout(output elem, output lanes)))
+        The integer output tensor, NHWC order.
+
+    Initiation interval and latency: ``pipeline.ii`` / ``pipeline.latency`` (estimates).
+    """
+
+    def __init__(self, pipeline: Pipeline):
+        self.pipeline = pipeline
+        li, lo = pipeline.input_link, pipeline.output_link
+        self.in_layout = data.ArrayLayout(_shape(li.bits, li.signed), li.dst_lanes)
+        self.out_layout = data.ArrayLayout(_shape(lo.bits, lo.signed), lo.src_lanes)
+        super().__init__({"i": In(stream.Signature(self.in_layout)), "o": Out(stream.Signature(self.out_layout))})
+
+    def _stage(self, m: Module, stage):
+        """Instantiate a stage's blocks; returns (input streams by port, output streams by port)."""
+        blocks = []
+        prev = None
+        for k, b in enumerate(stage.blocks):
+            params = dict(b.params)
+            if b.kind == "Cast":
+                params.update(in_shape=prev.o.payload.shape().elem_shape, lanes=len(prev.o.payload))
+            block = _block_class(b.kind)(**params)
+            m.submodules[f"{stage.name}_{k}_{b.kind.lower()}"] = block
+            if prev is not None:
+                join(m, prev.o, block.i)
+            blocks.append(block)
+            prev = block
+        first, last = blocks[0], blocks[-1]
+        ins = [first.a, first.b] if stage.op == "add" else [first.i]
+        outs = [last.o0, last.o1] if stage.op == "fork" else [last.o]
+        return ins, outs
+
+    def elaborate(self, platform):
+        from .fifo import FIFO
+        from .width import WidthConverter
+
+        m = Module()
+        p = self.pipeline
+        ports = {}
+        for stage in p.stages:
+            ports[stage.name] = self._stage(m, stage)
+        for n, link in enumerate(p.links):
+            src = self.i if link.src == INPUT else ports[link.src][1][link.src_port]
+            dst = self.o if link.dst == OUTPUT else ports[link.dst][0][link.dst_port]
+            shape = _shape(link.bits, link.signed)
+            if link.src != INPUT and link.src_lanes != link.dst_lanes:
+                conv = WidthConverter(elem_shape=shape, in_lanes=link.src_lanes, out_lanes=link.dst_lanes)
+                m.submodules[f"link{n}_width"] = conv
+                join(m, src, conv.i)
+                src = conv.o
+            lanes = link.dst_lanes if link.src != INPUT else link.src_lanes
+            fifo = FIFO(elem_shape=shape, lanes=lanes, depth=link.fifo_depth)
+            m.submodules[f"link{n}_fifo"] = fifo
+            join(m, src, fifo.i)
+            join(m, fifo.o, dst)
+        return m
