@@ -24,7 +24,8 @@ OPS: dict[tuple[str, str], str] = {
     # shape and data movement
     ("", "Flatten"): "flatten", ("", "Reshape"): "reshape", ("", "Transpose"): "transpose",
     ("", "Squeeze"): "squeeze", ("", "Unsqueeze"): "unsqueeze", ("", "Concat"): "concat",
-    ("", "Pad"): "pad", ("", "Constant"): "constant", ("", "Identity"): "identity",
+    ("", "Pad"): "pad", ("", "Constant"): "constant", ("", "ConstantOfShape"): "constant_of_shape",
+    ("", "Identity"): "identity",
     ("", "Dropout"): "dropout", ("", "Cast"): "cast", ("", "Shape"): "shape",
     ("", "Gather"): "gather", ("", "Slice"): "slice", ("", "ArgMax"): "argmax",
     ("", "ReduceMean"): "reduce_mean",
@@ -39,6 +40,10 @@ OPS: dict[tuple[str, str], str] = {
     ("", "QuantizeLinear"): "quantize_linear", ("", "DequantizeLinear"): "dequantize_linear",
     (QONNX, "Quant"): "qonnx_quant", (QONNX, "BipolarQuant"): "qonnx_bipolar_quant",
     (QONNX, "Trunc"): "qonnx_trunc",
+    # com.microsoft ops of onnxruntime's QOperator quantizer
+    (MS, "QGemm"): "ms_qgemm", (MS, "QLinearAdd"): "ms_qlinear_add",
+    (MS, "QLinearAveragePool"): "ms_qlinear_average_pool",
+    (MS, "QLinearGlobalAveragePool"): "ms_qlinear_global_average_pool", (MS, "QLinearConcat"): "ms_qlinear_concat",
 }
 
 _cache: dict[str, Callable] = {}
