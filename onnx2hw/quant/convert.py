@@ -1,0 +1,42 @@
+"""``to_integer_graph(graph)``: detect the quantization flavour of a loaded model and import it."""
+from __future__ import annotations
+
+from ..ir.errors import ModelError
+from ..ir.graph import Graph
+from .integer_graph import IntegerGraph
+
+__all__ = ["to_integer_graph", "flavour"]
+
+QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general")
+_QOP_OPS = {"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger"}
+
+
+def flavour(graph: Graph) -> str:
+    """``"qonnx"``, ``"qoperator"``, ``"qdq"`` or ``"float"``."""
+    ops = {(n.domain, n.op_type) for n in graph.nodes}
+    if any(d in QONNX_DOMAINS for d, _ in ops):
+        return "qonnx"
+    if any(op in _QOP_OPS for d, op in ops if d == "") or any(d == "com.microsoft" for d, _ in ops):
+        return "qoperator"
+    if ("", "QuantizeLinear") in ops or ("", "DequantizeLinear") in ops:
+        return "qdq"
+    return "float"
+
+
+def to_integer_graph(graph: Graph) -> IntegerGraph:
+    """The exact :class:`IntegerGraph` of a quantized model (QDQ, QOperator or QONNX).
+
+    A float model raises :class:`ModelError` suggesting ``onnx2hw quantize``.
+    """
+    kind = flavour(graph)
+    if kind == "qonnx":
+        from .import_qonnx import import_qonnx
+        return import_qonnx(graph)
+    if kind == "qoperator":
+        from .import_qop import import_qop
+        return import_qop(graph)
+    if kind == "qdq":
+        from .import_qdq import import_qdq
+        return import_qdq(graph)
+    raise ModelError(f"model {graph.name or '<unnamed>'!r} is not quantized (no QuantizeLinear/DequantizeLinear, "
+                     f"QLinear* or QONNX Quant nodes); run `onnx2hw quantize MODEL --calib CALIB.npz -o OUT.onnx` first")
