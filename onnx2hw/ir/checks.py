@@ -15,13 +15,14 @@ import heapq
 from typing import Mapping
 
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
 from onnx import AttributeProto, TensorProto, TypeProto, defs
 
 from .dtypes import elem_type_name
 from .errors import ModelError
 from .functions import FunctionTable, norm_domain
 
-__all__ = ["MIN_IR_VERSION", "check_header", "ModelChecker", "op_schema", "known_domains"]
+__all__ = ["MIN_IR_VERSION", "check_strings", "check_header", "ModelChecker", "op_schema", "known_domains"]
 
 #: oldest IR version accepted (IR 3 introduced ``opset_import``)
 MIN_IR_VERSION = 3
@@ -57,6 +58,27 @@ def op_schema(op_type: str, domain: str, version: int):
         return defs.get_schema(op_type, version, domain)
     except defs.SchemaError:
         return None
+
+
+def check_strings(message, path: str = "model") -> None:
+    """Every ``string`` field of the protobuf holds valid UTF-8.
+
+    (protobuf hands back ``bytes`` for a proto2 string field that is not
+    UTF-8; every later name comparison assumes ``str``.)
+    """
+    FD = FieldDescriptor
+    for field, value in message.ListFields():
+        repeated = field.label == FD.LABEL_REPEATED
+        if field.type == FD.TYPE_STRING:
+            for k, v in enumerate(value if repeated else (value,)):
+                if not isinstance(v, str):
+                    where = f"{path}.{field.name}" + (f"[{k}]" if repeated else "")
+                    raise ModelError(f"{where} is not valid UTF-8: {bytes(v)[:40]!r}")
+        elif field.type == FD.TYPE_MESSAGE:
+            if field.message_type.GetOptions().map_entry:
+                continue
+            for k, v in enumerate(value if repeated else (value,)):
+                check_strings(v, f"{path}.{field.name}" + (f"[{k}]" if repeated else ""))
 
 
 def check_header(model: onnx.ModelProto, origin: str) -> dict[str, int]:

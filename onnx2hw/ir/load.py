@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import onnx
 from onnx import AttributeProto, TensorProto
 
-from .checks import ModelChecker, check_header, op_schema
+from .checks import ModelChecker, check_header, check_strings, op_schema
 from .dtypes import check_tensor, sparse_to_dense, tensor_to_array
 from .errors import ModelError
 from .external import inline_external_data, iter_tensors
@@ -117,6 +117,7 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto, *, sort: bool = Fal
 
 
 def _load(proto: onnx.ModelProto, origin: str, folder: str | None, sort: bool) -> Graph:
+    check_strings(proto)
     opsets = check_header(proto, origin)
     warnings: list[str] = []
     work = onnx.ModelProto()
