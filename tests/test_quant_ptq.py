@@ -1,0 +1,301 @@
+"""Post-training quantization (onnx2hw.quant.ptq): QDQ structure, validity, onnxruntime and re-import."""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx2hw.golden import execute
+from onnx2hw.ir import ModelError, UnsupportedError, load
+from onnx2hw.quant import integer_graph as ig
+from onnx2hw.quant.convert import to_integer_graph
+from onnx2hw.quant.ptq import quantize
+
+EX = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = {  # model -> (calibration file, test file)
+    "digits_mlp": ("digits_calib", "digits_test"),
+    "digits_cnn": ("digits_img_calib", "digits_img_test"),
+    "digits_cnn_res": ("digits_img_calib", "digits_img_test"),
+    "jet_mlp": ("jet_calib", "jet_test"),
+}
+CONFIGS = {  # id -> quantize() options
+    "w8a8": dict(weight_bits=8, act_bits=8),
+    "w8a8-pc": dict(weight_bits=8, act_bits=8, per_channel=True),
+    "w4a8-pc": dict(weight_bits=4, act_bits=8, per_channel=True),
+    "w8a8-pct": dict(weight_bits=8, act_bits=8, method="percentile"),
+    "w4a4-pc": dict(weight_bits=4, act_bits=4, per_channel=True),
+}
+
+
+def _npz(name):
+    return dict(np.load(EX / f"{name}.npz"))
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    # onnxruntime's QDQ -> QLinearConv fusion rejects uint4 activations; run the QDQ graph as written
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _test_feed(name):
+    t = _npz(EXAMPLES[name][1])
+    key = next(k for k in t if k != "label")
+    return key, t[key][:128]
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    cache = {}
+
+    def get(name, cfg):
+        if (name, cfg) not in cache:
+            cache[name, cfg] = quantize(str(EX / f"{name}.onnx"), _npz(EXAMPLES[name][0]), **CONFIGS[cfg])
+        return cache[name, cfg]
+    return get
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_qdq_is_valid_runs_and_reimports_exactly(name, cfg, quantized, record_property):
+    model = quantized(name, cfg)
+    onnx.checker.check_model(model, full_check=True)
+    opset = next(o.version for o in model.opset_import if o.domain == "")
+    four = CONFIGS[cfg]["weight_bits"] == 4 or CONFIGS[cfg]["act_bits"] == 4
+    assert opset == (21 if four else 17)  # examples are opset 17; 4-bit types need 21
+    key, x = _test_feed(name)
+    y_ort = _session(model).run(None, {key: x})[0]
+    # re-import through the QDQ importer and run the exact integer graph
+    igraph = to_integer_graph(load(model))
+    assert igraph.source == "qdq"
+    y_int = ig.dequantize_outputs(igraph, execute(igraph, ig.quantize_inputs(igraph, {key: x})))["logits"]
+    out = igraph.outputs[0]
+    lsb = np.abs(y_int.astype(np.float64) - y_ort) / np.asarray(out.scale, np.float64)
+    same = float(np.mean(lsb < 0.5))
+    record_property("identical_fraction", same)
+    record_property("max_lsb", float(lsb.max()))
+    assert lsb.max() <= 1.0 + 1e-6 and same >= 0.99, (same, lsb.max())
+    # the float golden executor on the QDQ model agrees with onnxruntime too
+    y_gold = execute(load(model), {key: x})["logits"]
+    assert np.max(np.abs(y_gold - y_ort) / np.asarray(out.scale, np.float64)) <= 1.0 + 1e-6
+
+
+def test_reimport_is_deterministic(tmp_path, quantized):
+    a = quantized("digits_cnn_res", "w4a8-pc")
+    b = quantize(str(EX / "digits_cnn_res.onnx"), _npz("digits_img_calib"), **CONFIGS["w4a8-pc"])
+    assert a.SerializeToString() == b.SerializeToString()
+    path = tmp_path / "q.onnx"
+    onnx.save(a, path)
+    g1, g2 = to_integer_graph(load(path)), to_integer_graph(load(a))
+    assert [type(layer).__name__ for layer in g1.layers] == ["Conv", "MaxPool", "Conv", "Add", "Conv", "AvgPool", "Dense"]
+    assert _same(g1.layers, g2.layers) and _same(g1.inputs, g2.inputs) and _same(g1.outputs, g2.outputs)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if hasattr(a, "__dataclass_fields__"):
+        return type(a) is type(b) and all(_same(getattr(a, f), getattr(b, f)) for f in a.__dataclass_fields__)
+    return a == b
+
+
+def _inits(model):
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("wbits", [8, 4])
+def test_weight_and_bias_encoding(wbits, per_channel, quantized):
+    cfg = {(8, False): "w8a8", (8, True): "w8a8-pc", (4, True): "w4a8-pc"}.get((wbits, per_channel))
+    if cfg is None:
+        model = quantize(str(EX / "digits_cnn.onnx"), _npz("digits_img_calib"), weight_bits=4, per_channel=False)
+    else:
+        model = quantized("digits_cnn", cfg)
+    inits = _inits(model)
+    types = {t.name: t.data_type for t in model.graph.initializer}
+    qmax = (1 << (wbits - 1)) - 1
+    by_out = {n.output[0]: n for n in model.graph.node}
+    layers = [n for n in model.graph.node if n.op_type in ("Conv", "Gemm")]
+    assert len(layers) == 3
+    for node in layers:
+        x_dq, w_dq, b_dq = (by_out[i] for i in node.input)
+        assert x_dq.op_type == w_dq.op_type == b_dq.op_type == "DequantizeLinear"
+        w, ws = inits[w_dq.input[0]], inits[w_dq.input[1]]
+        assert types[w_dq.input[0]] == (TensorProto.INT8 if wbits == 8 else TensorProto.INT4)
+        assert np.abs(w).max() <= qmax and np.abs(w).max() >= qmax // 2  # narrow range, well used
+        assert ws.shape == ((w.shape[0],) if per_channel else ())
+        b, bs = inits[b_dq.input[0]], inits[b_dq.input[1]]
+        assert types[b_dq.input[0]] == TensorProto.INT32
+        s_in = inits[x_dq.input[1]]
+        np.testing.assert_array_equal(bs, (s_in * ws).astype(np.float32))  # float32 product, exactly
+        assert np.all(np.abs(b.astype(np.int64)) < 2**31)
+
+
+def test_relu_is_fused_before_the_quantizer(quantized):
+    model = quantized("digits_cnn_res", "w8a8")
+    readers = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n.op_type)
+    for n in model.graph.node:
+        if n.op_type in ("Conv", "Add") and readers[n.output[0]] == ["Relu"]:
+            relu = next(m for m in model.graph.node if m.input and m.input[0] == n.output[0])
+            assert readers[relu.output[0]] == ["QuantizeLinear"]
+    relus = [n for n in model.graph.node if n.op_type == "Relu"]
+    assert len(relus) == 3
+    # ReLU outputs are unsigned with zero point 0; the residual conv output (pre-Add) is signed
+    inits = _inits(model)
+    zps = {n.input[0]: inits[n.input[2]] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    for r in relus:
+        assert zps[r.output[0]].dtype == np.uint8 and zps[r.output[0]] == 0
+    assert zps["res_conv_out"].dtype == np.int8
+
+
+def _tiny_model(nodes, inits, x_shape, y_shape, opset=13):
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+                          [numpy_helper.from_array(np.asarray(v, np.float32) if np.asarray(v).dtype.kind == "f"
+                                                   else np.asarray(v), k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _float_vs_quant(model, x, calib, **kw):
+    q = quantize(model, {"x": calib}, **kw)
+    onnx.checker.check_model(q, full_check=True)
+    y_f = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    y_q = _session(q).run(None, {"x": x})[0]
+    return q, y_f, y_q
+
+
+def test_batchnorm_folding_and_op_coverage():
+    """Conv -> BN -> Clip(0, 6) -> AveragePool -> Identity -> Conv -> BN -> Relu -> MaxPool -> Reshape ->
+    Gemm(transB=0, alpha, beta) -> BN -> Relu -> MatMul -> Relu: close to float, no BN left."""
+    rng = np.random.default_rng(1)
+    c = lambda *s: rng.standard_normal(s).astype(np.float32) * 0.3  # noqa: E731
+    bn = lambda n, ch: {f"{n}.s": 1 + 0.2 * c(ch), f"{n}.b": c(ch), f"{n}.m": c(ch),  # noqa: E731
+                        f"{n}.v": 0.5 + np.abs(c(ch))}
+    inits = {"w1": c(4, 2, 3, 3), "b1": c(4), "w2": c(6, 4, 3, 3), "g": c(24, 5), "gb": c(5), "mm": c(5, 3),
+             "lo": np.float32(0), "hi": np.float32(6), "shape": np.array([0, -1], np.int64),
+             **bn("bn1", 4), **bn("bn2", 6), **bn("bn3", 5)}
+    mk = helper.make_node
+    nodes = [mk("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             mk("BatchNormalization", ["c1", "bn1.s", "bn1.b", "bn1.m", "bn1.v"], ["n1"], name="bn1"),
+             mk("Clip", ["n1", "lo", "hi"], ["r1"], name="clip1"),
+             mk("AveragePool", ["r1"], ["p1"], name="avg", kernel_shape=[2, 2], strides=[1, 1]),
+             mk("Identity", ["p1"], ["p1i"], name="ident"),
+             mk("Conv", ["p1i", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             mk("BatchNormalization", ["c2", "bn2.s", "bn2.b", "bn2.m", "bn2.v"], ["n2"], name="bn2"),
+             mk("Relu", ["n2"], ["r2"], name="relu2"),
+             mk("MaxPool", ["r2"], ["p2"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             mk("Reshape", ["p2", "shape"], ["f"], name="reshape"),
+             mk("Gemm", ["f", "g", "gb"], ["d"], name="fc", alpha=0.5, beta=2.0),
+             mk("BatchNormalization", ["d", "bn3.s", "bn3.b", "bn3.m", "bn3.v"], ["n3"], name="bn3"),
+             mk("Relu", ["n3"], ["r3"], name="relu3"),
+             mk("MatMul", ["r3", "mm"], ["m"], name="mm"),
+             mk("Relu", ["m"], ["y"], name="relu_out")]
+    model = _tiny_model(nodes, inits, ["N", 2, 5, 5], ["N", 3])
+    x = rng.standard_normal((64, 2, 5, 5)).astype(np.float32)
+    q, y_f, y_q = _float_vs_quant(model, x, x, weight_bits=8, per_channel=True)
+    ops = [n.op_type for n in q.graph.node]
+    assert "BatchNormalization" not in ops and "Identity" not in ops
+    assert ops.count("Conv") == 2 and ops.count("Gemm") == 1 and ops.count("MatMul") == 1
+    err = np.abs(y_f - y_q).max() / np.abs(y_f).max()
+    assert err < 0.05, err
+    # the MatMul weight is quantized per output column (axis 1)
+    dq = {n.output[0]: n for n in q.graph.node}
+    mm = next(n for n in q.graph.node if n.op_type == "MatMul")
+    assert [a.i for a in dq[mm.input[1]].attribute if a.name == "axis"] == [1]
+
+
+def test_percentile_ranges_are_within_minmax():
+    rng = np.random.default_rng(2)
+    model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)],
+                        {"w": rng.standard_normal((4, 8)), "b": np.zeros(4)}, ["N", 8], ["N", 4])
+    x = rng.standard_normal((4000, 8)).astype(np.float32)
+    x[0, 0] = 1000.0  # one outlier
+    scales = {}
+    for method in ("minmax", "percentile"):
+        q = quantize(model, {"x": x}, method=method)
+        scales[method] = float(_inits(q)["x_scale"])
+    assert scales["minmax"] == pytest.approx(1000.0 / 127, rel=1e-6)
+    assert scales["percentile"] < scales["minmax"] / 50
+
+
+def test_tiny_dead_channel_and_large_bias_stay_representable():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((4, 8)).astype(np.float32)
+    w[1] = 1e-12  # a dead unit
+    b = np.array([0.1, 5.0, -0.2, 0.0], np.float32)
+    model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)],
+                        {"w": w, "b": b}, ["N", 8], ["N", 4])
+    x = rng.standard_normal((256, 8)).astype(np.float32)
+    q, y_f, y_q = _float_vs_quant(model, x, x, per_channel=True)
+    dq = {n.output[0]: n for n in q.graph.node}
+    gemm = next(n for n in q.graph.node if n.op_type == "Gemm")
+    ws = _inits(q)[dq[gemm.input[1]].input[1]]
+    assert ws[1] >= ws.max() / 2**10
+    assert np.abs(y_f - y_q).max() < 0.05 * np.abs(y_f).max()
+    igraph = to_integer_graph(load(q))
+    assert igraph.layers[0].acc_bits <= 32
+
+
+def test_all_zero_calibration_is_rejected_naming_the_tensor():
+    model = onnx.load(EX / "digits_mlp.onnx")
+    with pytest.raises(ModelError, match=r"'input' is zero for every calibration sample"):
+        quantize(model, {"input": np.zeros((10, 64), np.float32)})
+
+
+@pytest.mark.parametrize("op", ["Sigmoid", "Softmax"])
+def test_unsupported_layer_names_the_node(op):
+    rng = np.random.default_rng(4)
+    model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1),
+                         helper.make_node(op, ["h"], ["y"], name="bad_act")],
+                        {"w": rng.standard_normal((4, 8)), "b": np.zeros(4)}, ["N", 8], ["N", 4])
+    with pytest.raises(UnsupportedError, match=rf"node 'bad_act' \({op}\) is not supported"):
+        quantize(model, {"x": np.ones((4, 8), np.float32)})
+
+
+def test_standalone_batchnorm_and_constant_add_are_rejected():
+    rng = np.random.default_rng(5)
+    bn = {k: np.ones(8, np.float32) for k in ("s", "b", "m", "v")}
+    model = _tiny_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn0")],
+                        bn, ["N", 8], ["N", 8])
+    with pytest.raises(UnsupportedError, match="'bn0'"):
+        quantize(model, {"x": np.ones((4, 8), np.float32)})
+    model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1),
+                         helper.make_node("Add", ["h", "c"], ["y"], name="add_const")],
+                        {"w": rng.standard_normal((4, 8)), "b": np.zeros(4), "c": np.ones(4)}, ["N", 8], ["N", 4])
+    with pytest.raises(UnsupportedError, match="'add_const'"):
+        quantize(model, {"x": np.ones((4, 8), np.float32)})
+
+
+def test_quantized_model_is_rejected():
+    with pytest.raises(ModelError, match="already quantized"):
+        quantize(str(EX / "digits_mlp_int8.onnx"), _npz("digits_calib"))
+
+
+@pytest.mark.parametrize("kw", [dict(weight_bits=3), dict(weight_bits=16), dict(act_bits=2), dict(act_bits=True),
+                                dict(method="entropy")])
+def test_bad_options(kw):
+    with pytest.raises(ValueError, match="must be one of"):
+        quantize(str(EX / "digits_mlp.onnx"), _npz("digits_calib"), **kw)
+
+
+def test_committed_qdq_examples_are_current():
+    """examples/*_int8 / *_w4a8 are what `onnx2hw quantize --per-channel` writes today."""
+    for name in ("digits_mlp", "digits_cnn", "digits_cnn_res"):
+        for tag, wbits in (("int8", 8), ("w4a8", 4)):
+            fresh = quantize(str(EX / f"{name}.onnx"), _npz(EXAMPLES[name][0]), weight_bits=wbits, per_channel=True)
+            committed = onnx.load(EX / f"{name}_{tag}.onnx")
+            assert _inits(fresh).keys() == _inits(committed).keys()
+            for k, v in _inits(fresh).items():
+                np.testing.assert_array_equal(v, _inits(committed)[k], err_msg=f"{name}_{tag}: {k}")
