@@ -1,0 +1,195 @@
+"""SlidingWindow: window streams against an independent NumPy im2col, under backpressure."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from amaranth.hdl import signed, unsigned
+
+from onnx2hw.rtl.cost import Cost
+from onnx2hw.rtl.window import SlidingWindow, bench_config
+from sim.pysim import run_stream
+
+
+def im2col_stream(x, kernel, stride, pads, pad_value, simd, depthwise):
+    """Expected output transfers for images ``x`` (N, H, W, C), computed by plain slicing."""
+    n, h, w, c = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    top, left, bottom, right = pads
+    xp = np.full((n, h + top + bottom, w + left + right, c), pad_value, dtype=np.int64)
+    xp[:, top:top + h, left:left + w] = x
+    oh_n = (h + top + bottom - kh) // sh + 1
+    ow_n = (w + left + right - kw) // sw + 1
+    rows = []
+    for img in range(n):
+        for oh in range(oh_n):
+            for ow in range(ow_n):
+                win = xp[img, oh * sh:oh * sh + kh, ow * sw:ow * sw + kw, :]
+                if depthwise:   # (c-fold, kh, kw, lanes)
+                    win = win.reshape(kh, kw, c // simd, simd).transpose(2, 0, 1, 3)
+                rows.append(win.reshape(-1, simd))
+    return np.concatenate(rows)
+
+
+def elem_range(bits, is_signed):
+    return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if is_signed else (0, (1 << bits) - 1)
+
+
+# (H, W, C, kernel, stride, pads, extra kwargs)
+GEOMS = {
+    "odd_s2_asym": (5, 7, 3, (3, 3), (2, 2), (1, 0, 0, 1), {}),
+    "3x3_s1_p1": (4, 6, 4, (3, 3), (1, 1), (1, 1, 1, 1), {}),
+    "2x3_dw_asym": (5, 7, 4, (2, 3), (2, 1), (0, 2, 1, 0), {"depthwise": True}),
+    "1d": (1, 9, 2, (1, 3), (1, 1), (0, 1, 0, 1), {}),
+    "pool_2x2_dw": (6, 6, 2, (2, 2), (2, 2), (0, 0, 0, 0), {"depthwise": True}),
+    "pointwise": (3, 5, 6, (1, 1), (1, 1), (0, 0, 0, 0), {}),
+    "min_rows": (4, 5, 2, (3, 3), (1, 1), (0, 0, 0, 0), {"buffer_rows": 3}),
+    "5x5_s3_p2": (7, 5, 6, (5, 5), (3, 3), (2, 2, 2, 2), {}),
+    "stride_gt_k": (7, 8, 2, (2, 2), (3, 3), (1, 1, 0, 0), {}),
+    "1x1_s2": (5, 5, 2, (1, 1), (2, 2), (0, 0, 0, 0), {}),
+}
+
+# (geometry, bits, signed, simd choice, pause) — spread so every axis value is covered.
+CASES = []
+_axes = [(b, s) for b in (1, 2, 4, 8) for s in (False, True)]
+for k, name in enumerate(GEOMS):
+    for j, pause in enumerate(("3of4", "random")):
+        bits, sgn = _axes[(2 * k + j) % len(_axes)]
+        simd = ("1", "2", "C")[(k + j) % 3]
+        CASES.append((name, bits, sgn, simd, pause))
+CASES.append(("odd_s2_asym", 8, True, "C", "none"))
+CASES.append(("3x3_s1_p1", 1, False, "2", "none"))
+
+
+def _simd(choice, c):
+    if choice == "C":
+        return c
+    s = int(choice)
+    return s if c % s == 0 else 1
+
+
+def _run(name, bits, sgn, simd_choice, pause, min_transfers=2000, seed=0):
+    h, w, c, kernel, stride, pads, extra = GEOMS[name]
+    simd = _simd(simd_choice, c)
+    shape = signed(bits) if sgn else unsigned(bits)
+    lo, hi = elem_range(bits, sgn)
+    rng = np.random.default_rng(seed)
+    pad_value = int(rng.integers(lo, hi + 1))
+    dut = SlidingWindow(h, w, c, kernel, stride=stride, pads=pads, elem_shape=shape, simd=simd,
+                        pad_value=pad_value, **extra)
+    n = max(2, math.ceil(min_transfers / dut.out_transfers))
+    x = rng.integers(lo, hi + 1, size=(n, h, w, c))
+    want = im2col_stream(x, kernel, stride, pads, pad_value, simd, extra.get("depthwise", False))
+    assert want.shape[0] == n * dut.out_transfers
+    out, cycles = run_stream(dut, {"i": x.reshape(-1, simd)}, {"o": want.shape[0]},
+                             src_pause=pause, sink_pause=pause, seed=seed)
+    return dut, n, want, out["o"], cycles
+
+
+@pytest.mark.parametrize("name,bits,sgn,simd,pause", CASES)
+def test_window_matches_im2col(name, bits, sgn, simd, pause):
+    dut, n, want, got, _ = _run(name, bits, sgn, simd, pause)
+    bad = np.nonzero((got != want).any(axis=1))[0]
+    assert bad.size == 0, f"{bad.size} wrong transfers, first at {bad[0]}: {got[bad[0]]} != {want[bad[0]]}"
+
+
+@pytest.mark.parametrize("name", ["3x3_s1_p1", "pool_2x2_dw", "odd_s2_asym", "pointwise"])
+def test_window_throughput_matches_estimate(name):
+    """No backpressure: measured cycles per image agree with the cost model (within 15 %)."""
+    dut, n, want, got, cycles = _run(name, 8, False, "1", "none", min_transfers=1500)
+    assert np.array_equal(got, want)
+    h, w, c, kernel, stride, pads, extra = GEOMS[name]
+    est = SlidingWindow.estimate(h, w, c, kernel, stride=stride, pads=pads, **extra)
+    per_image = cycles / n
+    assert per_image >= max(dut.in_transfers, dut.out_transfers)
+    assert abs(per_image - est.cycles) <= 0.15 * est.cycles, (per_image, est)
+
+
+@pytest.mark.parametrize("h,w,c,k,pads,stride", [
+    (6, 6, 2, 3, 1, 1), (6, 6, 2, 3, 0, 1), (5, 7, 3, 3, (1, 0, 0, 1), 2), (4, 4, 1, 2, 0, 2)])
+def test_window_latency_matches_estimate(h, w, c, k, pads, stride):
+    """Feed exactly the inputs the first window needs: it must come out, after `latency` cycles."""
+    dut = SlidingWindow(h, w, c, k, pads=pads, stride=stride)
+    g = dut.geom
+    need = (max(0, g.kh - 1 - g.pads[0]) * g.width + max(0, g.kw - 1 - g.pads[1]) + 1) * g.fold
+    x = (np.arange(need) % 256).reshape(-1, 1)
+    per_window = g.kh * g.kw * g.fold
+    out, cycles = run_stream(dut, {"i": x}, {"o": per_window})
+    xi = np.zeros((1, h, w, c), dtype=np.int64).reshape(-1)
+    xi[:need] = x[:, 0]
+    want = im2col_stream(xi.reshape(1, h, w, c), (g.kh, g.kw), (g.sh, g.sw), g.pads, 0, 1,
+                         False)[:per_window]
+    assert np.array_equal(out["o"], want)
+    est = SlidingWindow.estimate(h, w, c, k, pads=pads, stride=stride)
+    assert cycles - (per_window - 1) == est.latency
+
+
+def test_window_estimate_fields():
+    est = SlidingWindow.estimate(8, 8, 8, 3, pads=1, simd=4)
+    assert isinstance(est, Cost) and est.dsp == 0 and est.lut > 0 and est.ff > 0
+    assert est.cycles >= 8 * 8 * 9 * 2
+    with pytest.raises(ValueError, match="family"):
+        SlidingWindow.estimate(8, 8, 8, 3, family="xilinx")
+
+
+@pytest.mark.parametrize("kwargs,exc,text", [
+    (dict(height=0), ValueError, "height"),
+    (dict(channels=6, simd=4), ValueError, "simd 4"),
+    (dict(kernel=(3, 0)), ValueError, "kernel"),
+    (dict(kernel="3"), TypeError, "kernel"),
+    (dict(dilation=2), ValueError, "dilation"),
+    (dict(pads=(1, -1, 0, 0)), ValueError, "pads"),
+    (dict(pads=(1, 2, 3)), TypeError, "pads"),
+    (dict(pad_value=300), ValueError, "300"),
+    (dict(pad_value=1.5), TypeError, "1.5"),
+    (dict(buffer_rows=2), ValueError, "buffer_rows"),
+    (dict(kernel=9), ValueError, "larger than the padded image"),
+    (dict(elem_shape="u8"), TypeError, "elem_shape"),
+])
+def test_window_rejects_bad_parameters(kwargs, exc, text):
+    args = dict(height=4, width=4, channels=4, kernel=3)
+    args.update(kwargs)
+    with pytest.raises(exc, match=text):
+        SlidingWindow(args.pop("height"), args.pop("width"), args.pop("channels"),
+                      args.pop("kernel"), **args)
+
+
+def test_window_bench_config_runs():
+    for name, factory, feeds, expect in bench_config():
+        dut = factory()
+        out, cycles = run_stream(dut, feeds, expect)
+        assert out["o"].shape == (expect["o"], dut.geom.simd), name
+        g = dut.geom
+        x = feeds["i"].reshape(-1, g.height, g.width, g.channels)
+        want = im2col_stream(x, (g.kh, g.kw), (g.sh, g.sw), g.pads, dut.pad_value, g.simd,
+                             dut.depthwise)
+        assert np.array_equal(out["o"], want), name
+
+
+# ------------------------------------------------------------------ cocotb + Verilator
+@pytest.mark.sim
+@pytest.mark.parametrize("name,bits,sgn,simd,pause", [
+    ("odd_s2_asym", 4, True, "1", "random"),
+    ("2x3_dw_asym", 8, False, "2", "3of4"),
+    ("3x3_s1_p1", 2, False, "C", "random"),
+])
+def test_window_verilator(name, bits, sgn, simd, pause):
+    from sim.cocotb_run import run_cocotb
+    h, w, c, kernel, stride, pads, extra = GEOMS[name]
+    simd_n = _simd(simd, c)
+    shape = signed(bits) if sgn else unsigned(bits)
+    lo, hi = elem_range(bits, sgn)
+    rng = np.random.default_rng(5)
+
+    def factory():
+        return SlidingWindow(h, w, c, kernel, stride=stride, pads=pads, elem_shape=shape,
+                             simd=simd_n, pad_value=lo, **extra)
+    dut = factory()
+    n = max(2, math.ceil(3000 / dut.out_transfers))
+    x = rng.integers(lo, hi + 1, size=(n, h, w, c))
+    want = im2col_stream(x, kernel, stride, pads, lo, simd_n, extra.get("depthwise", False))
+    out, _ = run_cocotb(factory, {"i": x.reshape(-1, simd_n)}, {"o": want.shape[0]},
+                        src_pause=pause, sink_pause=pause, seed=3)
+    assert np.array_equal(out["o"], want)
