@@ -28,10 +28,11 @@ def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if not os.path.exists(path):
         raise ModelError(f"calibration file {path!r} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise ModelError(f"calibration file {path!r} is a single .npy array, not an .npz archive "
-                                 "keyed by the model's input names")
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ModelError(f"calibration file {path!r} is a single .npy array, not an .npz archive "
+                             "keyed by the model's input names")
+        with data:
             return {k: data[k] for k in data.files}
     except ModelError:
         raise
