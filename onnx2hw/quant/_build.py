@@ -25,6 +25,7 @@ from onnx import TensorProto
 
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from . import arith
 from . import integer_graph as ig
 from ._layout import flatten_perm, nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
@@ -322,7 +323,7 @@ class Builder:
             raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
         scale = float(check_scale(sc.reshape(()), f"node {node.name!r} output"))
         zp = int(np.asarray(zp).reshape(-1)[0]) if zp is not None else 0
-        qlo, qhi = dtype.lo + int(narrow and dtype.signed), dtype.hi
+        qlo, qhi = arith.int_range(dtype.bits, dtype.signed, narrow) if not dtype.bipolar else (-1, 1)
         name = out_name or node.outputs[0]
         if isinstance(v, FloatIn):
             return self.input_tensor(v, scale, zp, dtype, node)

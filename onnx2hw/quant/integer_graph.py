@@ -173,7 +173,8 @@ class Requant:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """``arith.multithreshold`` parameters: ``table`` is ``(C or 1, 2**bits - 1)``, rows non-decreasing."""
+    """``arith.multithreshold`` parameters: ``table`` is ``(C or 1, steps)`` with ``steps <= 2**bits - 1``
+    (fewer for a narrow-range output), rows non-decreasing; outputs run from ``lo`` to ``lo + steps``."""
 
     table: np.ndarray
     lo: int
@@ -463,8 +464,8 @@ class IntegerGraph:
         if isinstance(act, (Requant, Thresholds)):
             if act.channels not in (1, channels):
                 raise bad(f"activation has {act.channels} channels, output has {channels}")
-        if isinstance(act, Thresholds) and act.table.shape[1] != (1 << out.dtype.bits) - 1 and not out.dtype.bipolar:
-            raise bad(f"threshold table has {act.table.shape[1]} steps, {out.dtype} needs {(1 << out.dtype.bits) - 1}")
+        if isinstance(act, Thresholds) and act.table.shape[1] > (1 << out.dtype.bits) - 1:
+            raise bad(f"threshold table has {act.table.shape[1]} steps, more than {out.dtype} can count")
         lo, hi = _act_range(act, -(1 << 62), 1 << 62)
         if act is not None and not (out.dtype.lo <= lo and hi <= out.dtype.hi):
             raise bad(f"activation range [{lo}, {hi}] outside output type {out.dtype}")

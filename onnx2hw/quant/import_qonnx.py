@@ -1,0 +1,218 @@
+"""QONNX models (``Quant``, ``BipolarQuant`` as Brevitas exports them) ->
+:class:`~onnx2hw.quant.integer_graph.IntegerGraph`.
+
+* A ``Quant`` on an initializer quantizes weights (any width 1..16, signed/unsigned, narrow,
+  every rounding mode, per tensor or per output channel); a signed 1-bit ``Quant`` or a
+  ``BipolarQuant`` gives bipolar (+-1) weights. A ``Quant`` on a wider initializer (a 32-bit
+  bias) is folded as a float constant.
+* A ``Quant`` on the model input is the host-side input quantizer (ROUND mode, integer zero point).
+* A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add]) is its
+  output quantizer: outputs of at most 4 bits become exact integer multi-thresholds
+  (:class:`Thresholds`, derived from the QONNX semantics ``clamp(round_mode(y / scale + zp))``
+  for every integer accumulator value, so any rounding mode and a float bias are exact).
+  5..8-bit outputs also use thresholds unless the requantization is exact too (a bias on the
+  accumulator grid and HALF_UP rounding); wider outputs (and Add / AveragePool outputs) use a
+  :class:`Requant` (round half up; ROUND/HALF_EVEN/HALF_UP only — ties may differ by one LSB).
+* (Global)AveragePool followed by a ``Quant`` of at most 8 bits becomes a depthwise :class:`Conv`
+  with all-one weights and thresholds (exact); MaxPool / Flatten / Reshape and the Add of two
+  quantized tensors work as in the QDQ importer (Add requantizes: round half up). ``Trunc`` and bipolar activations are not supported.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..golden.ops._quant_util import qonnx_round
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Graph, Node
+from . import arith
+from . import integer_graph as ig
+from ._build import Acc, Builder, Const, FloatIn, QConst, QT, node_error
+from ._common import COMMON, FLOAT_LINEAR
+
+__all__ = ["import_qonnx", "HANDLERS", "threshold_table"]
+
+DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general")
+_NEAREST = ("ROUND", "HALF_EVEN", "HALF_UP")
+
+
+def _params(b: Builder, node: Node):
+    scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
+    zp = np.asarray(b.const(node.inputs[2], node, "zero point"), np.float64)
+    bw = np.asarray(b.const(node.inputs[3], node, "bit width"), np.float64)
+    if bw.size != 1 or bw.reshape(()) != np.round(bw.reshape(())) or not 1 <= float(bw.reshape(())) <= 64:
+        raise node_error(node, f"bit width {bw.tolist()!r} must be one integer in 1..64", UnsupportedError)
+    if np.any(zp != np.round(zp)):
+        raise node_error(node, f"zero point {zp.tolist()!r} is not an integer", UnsupportedError)
+    if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+        raise ValueError(f"node {node.name!r} (Quant): scale {scale.reshape(-1)[0]!r} is not a positive finite number")
+    return (scale, zp, int(bw.reshape(())), bool(node.attr("signed", 1)), bool(node.attr("narrow", 0)),
+            str(node.attr("rounding_mode", "ROUND")).upper())
+
+
+def _channel_axis(node: Node, p: np.ndarray, ndim: int) -> tuple[int, np.ndarray]:
+    """(axis, 1-D values) of a per-channel parameter broadcast against a rank-``ndim`` tensor."""
+    if p.size == 1:
+        return 0, p.reshape(-1)
+    shape = (1,) * (ndim - p.ndim) + p.shape
+    axes = [i for i, d in enumerate(shape) if d > 1]
+    if len(axes) != 1:
+        raise node_error(node, f"quantization parameter of shape {p.shape!r} is not per tensor or per channel",
+                         UnsupportedError)
+    return axes[0], p.reshape(-1)
+
+
+def _fold_const(b: Builder, node: Node, x: np.ndarray):
+    scale, zp, bits, signed, narrow, mode = _params(b, node)
+    x = np.asarray(x, np.float64)
+    y = x / scale + zp
+    if signed and bits == 1:
+        q = np.where(y >= 0, 1, -1).astype(np.int64)
+        t = ig.IntType(1, False, bipolar=True)
+    else:
+        lo, hi = arith.int_range(bits, signed, narrow)
+        q = qonnx_round(np.clip(y, lo, hi), mode, node).astype(np.int64)
+        t = ig.IntType(bits, signed) if bits <= 16 else None
+    if t is None:
+        return Const(((q - zp) * scale).astype(np.float64))
+    ax_s, s1 = _channel_axis(node, scale, x.ndim)
+    ax_z, z1 = _channel_axis(node, zp, x.ndim)
+    if s1.size > 1 and z1.size > 1 and ax_s != ax_z:
+        raise node_error(node, "scale and zero point vary along different axes", UnsupportedError)
+    axis = ax_s if s1.size > 1 else ax_z
+    q = np.broadcast_to(q, x.shape)
+    return QConst(q.astype(np.int64), s1.astype(np.float64), z1.astype(np.int64), axis, t)
+
+
+def threshold_table(acc_lo: np.ndarray, acc_hi: np.ndarray, scale: np.ndarray, bias_real: np.ndarray,
+                    lo_real: float, hi_real: float, out_scale: float, zp: int, qlo: int, qhi: int,
+                    mode: str) -> np.ndarray:
+    """Exact integer thresholds ``T[c, i]`` = smallest accumulator ``a`` in ``[acc_lo, acc_hi]`` with
+    ``q(a) >= qlo + 1 + i``, where ``q(a) = clamp(round_mode(clip(scale*a + bias_real, lo_real, hi_real)
+    / out_scale + zp), qlo, qhi)`` (``acc_hi + 1`` when never reached); evaluated in float64."""
+    c = scale.shape[0]
+    levels = np.arange(qlo + 1, qhi + 1, dtype=np.int64)[None, :]
+
+    def q(a):
+        real = np.clip(scale[:, None] * a + bias_real[:, None], lo_real, hi_real)
+        return qonnx_round(np.clip(real / out_scale + zp, qlo, qhi), mode)
+
+    lo = np.broadcast_to(np.asarray(acc_lo, np.int64)[:, None], (c, levels.shape[1])).copy()
+    hi = np.broadcast_to(np.asarray(acc_hi, np.int64)[:, None] + 1, (c, levels.shape[1])).copy()
+    while np.any(lo < hi):  # first a in [lo, hi) with q(a) >= level; hi is the "never" sentinel
+        mid = lo + (hi - lo) // 2
+        ok = q(mid.astype(np.float64)) >= levels
+        hi = np.where(ok & (lo < hi), mid, hi)
+        lo = np.where(~ok & (lo < hi), mid + 1, lo)
+    return lo
+
+
+def _pool_as_depthwise_conv(v: Acc) -> Acc:
+    """An average pool as a depthwise convolution with all-one weights (so that its output
+    quantizer can be exact thresholds); the pad value is the input zero point."""
+    c = v.onnx_shape[0]
+    kh, kw = v.params["kernel"]
+    return replace(v, kind="conv", weights=np.ones((c, kh, kw, 1), np.int64), w_type=ig.IntType(1, False),
+                   params={"stride": v.params["stride"], "pads": v.params["pads"], "group": c})
+
+
+def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
+    scale, zp, bits, signed, narrow, mode = _params(b, node)
+    if scale.size != 1 or zp.size != 1:
+        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
+    if bits > 16:
+        raise node_error(node, f"activation bit width {bits} is above 16", UnsupportedError)
+    if signed and bits == 1:
+        raise node_error(node, "bipolar activations are not supported", UnsupportedError)
+    s, z = float(scale.reshape(())), int(zp.reshape(()))
+    t = ig.IntType(bits, signed)
+    qlo, qhi = arith.int_range(bits, signed, narrow)
+    if v.kind == "avgpool" and bits <= 8:
+        v = _pool_as_depthwise_conv(v)
+    frac = np.asarray(v.bias_real, np.float64) / np.asarray(v.scale, np.float64)
+    off_grid = bool(np.any(np.abs(frac - np.rint(frac)) > 1e-6))
+    if v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and (off_grid or mode != "HALF_UP"))):
+        in_spec = b.specs[v.inputs[0].tensor]
+        acc_lo, acc_hi = ig.accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+        table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64),
+                                np.asarray(v.scale, np.float64), np.asarray(v.bias_real, np.float64),
+                                v.lo_real, v.hi_real, s, z, qlo, qhi, mode)
+        if np.all(table == table[:1]):
+            table = table[:1]
+        out = b.emit_linear(v, v.bias, ig.Thresholds(table, qlo), t, node.outputs[0], s, z)
+        return replace(out, real=True)
+    if mode not in _NEAREST:
+        raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
+                         f"(outputs of at most 4 bits after Gemm/MatMul/Conv)", UnsupportedError)
+    return replace(b.quantize(node, v, s, z, t, narrow=narrow), real=True)
+
+
+def _quant(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if isinstance(x, Const):
+        b.set(node, _fold_const(b, node, x.value))
+        return
+    if isinstance(x, Acc):
+        b.set(node, _quantize_acc(b, node, x))
+        return
+    scale, zp, bits, signed, narrow, mode = _params(b, node)
+    if scale.size != 1 or zp.size != 1:
+        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
+    if bits > 16 or (signed and bits == 1):
+        raise node_error(node, f"{'bipolar' if bits == 1 else f'{bits}-bit'} activations are not supported",
+                         UnsupportedError)
+    s, z = float(scale.reshape(())), int(zp.reshape(()))
+    t = ig.IntType(bits, signed)
+    if isinstance(x, FloatIn):
+        if mode not in ("ROUND", "HALF_EVEN") or narrow:
+            raise node_error(node, f"the input quantizer must use ROUND without narrow range (host quantizer)",
+                             UnsupportedError)
+        b.set(node, replace(b.input_tensor(x, s, z, t, node), real=True))
+        return
+    if isinstance(x, QT) and x.real and np.isclose(x.scale, s, rtol=1e-6) and x.zp == z:
+        lo, hi = arith.int_range(bits, signed, narrow)
+        have = b.specs[x.tensor].dtype
+        if have.lo >= lo and have.hi <= hi:   # already on this grid and inside its range
+            b.set(node, x)
+            return
+    raise node_error(node, "quantizes a value that is not a layer output, a model input or a tensor already on "
+                     "its grid", UnsupportedError)
+
+
+def _bipolar_quant(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Const):
+        raise node_error(node, "bipolar activations are not supported (only bipolar weights)", UnsupportedError)
+    scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
+    if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+        raise ValueError(f"node {node.name!r} (BipolarQuant): scale {scale.reshape(-1)[0]!r} is not a positive "
+                         f"finite number")
+    v = np.asarray(x.value, np.float64)
+    axis, s1 = _channel_axis(node, scale, v.ndim)
+    q = np.where(v >= 0, 1, -1).astype(np.int64)
+    b.set(node, QConst(q, s1, np.zeros_like(s1, dtype=np.int64), axis, ig.IntType(1, False, bipolar=True)))
+
+
+def _batchnorm(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not (isinstance(x, Acc) and x.kind in ("dense", "conv")):
+        raise node_error(node, "BatchNormalization must directly follow a Gemm/MatMul/Conv", UnsupportedError)
+    gamma, beta, mean, var = (np.asarray(b.const(n, node, "parameter"), np.float64).reshape(-1)
+                              for n in node.inputs[1:5])
+    k = gamma / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+    if np.any(k <= 0):
+        raise node_error(node, "BatchNormalization with a non-positive scale cannot fold into a requantization",
+                         UnsupportedError)
+    b.set(node, replace(x, scale=x.scale * k, bias_real=x.bias_real * k + beta - mean * k))
+
+
+HANDLERS = {**COMMON, **FLOAT_LINEAR, ("", "BatchNormalization"): _batchnorm}
+for _d in DOMAINS:
+    HANDLERS[(_d, "Quant")] = _quant
+    HANDLERS[(_d, "BipolarQuant")] = _bipolar_quant
+
+
+def import_qonnx(graph: Graph) -> ig.IntegerGraph:
+    """Exact integer graph of a QONNX model (``graph`` from :func:`onnx2hw.ir.load`)."""
+    return Builder(graph, HANDLERS, "qonnx").run()
