@@ -506,3 +506,27 @@ def test_bytes_input():
         load(b"")
     with pytest.raises(TypeError):
         load(42)
+
+
+def test_map_input_loads_and_is_reported():
+    mp = helper.make_value_info("d", helper.make_map_type_proto(TensorProto.STRING, helper.make_tensor_type_proto(F, [])))
+    n = helper.make_node("DictVectorizer", ["d"], ["y"], domain="ai.onnx.ml", string_vocabulary=["a", "b"], name="dv")
+    g = load(model([n], [mp], [vi("y", F, [1, 2])], opsets={"ai.onnx.ml": 3}))
+    assert g.inputs[0].kind == "map"
+    assert any("value 'd' is a map" in i for i in hardware_issues(g))
+    bad = helper.make_value_info("d", helper.make_map_type_proto(TensorProto.FLOAT, helper.make_tensor_type_proto(F, [])))
+    raises(model([n], [bad], [vi("y", F, [1, 2])], opsets={"ai.onnx.ml": 3}), "input 'd' is a map with invalid key type FLOAT")
+
+
+def test_loop_is_reported_as_control_flow():
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                              helper.make_node("Add", ["v_in", "x"], ["v_out"])], "body",
+                             [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v_in", F, None)],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("v_out", F, None)])
+    trip = numpy_helper.from_array(np.array(3, np.int64), "trip")
+    n = helper.make_node("Loop", ["trip", "", "x"], ["y"], body=body, name="loop")
+    g = load(model([n], [vi("x")], [vi("y")], [trip]))
+    assert g.nodes[0].attrs["body"].outer_scope == {"x"}
+    assert any("node 'loop' (Loop) is control flow" in i for i in hardware_issues(g))
