@@ -5,7 +5,7 @@ is in :data:`onnx2hw.golden.registry.OPS` and it is not in :data:`EXCLUDED`, the
 list of known exclusions with their reasons. Node cases come from
 ``onnx.backend.test.case.node.collect_testcases()`` (built in memory, with inputs
 and expected outputs); model cases from the data shipped in the onnx wheel
-(``simple``, ``pytorch-operator``, ``light``).
+(``simple``, ``pytorch-operator``, ``pytorch-converted``, ``light``).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Case:
     """One conformance case: a model and its ``(inputs, expected outputs)`` data sets."""
 
     name: str
-    kind: str  # "node", "simple", "pytorch-operator", "light"
+    kind: str  # "node", "simple", "pytorch-operator", "pytorch-converted", "light"
     model: onnx.ModelProto
     load_data: Callable[[], list[tuple[list, list]]] = field(repr=False)
     rtol: float = 1e-3
@@ -124,11 +124,12 @@ def _light_data(path: str, model: onnx.ModelProto):
 
 
 def model_cases(data_dir: str = _DATA) -> list[Case]:
-    """The ``simple``, ``pytorch-operator`` and ``light`` model cases shipped with onnx."""
+    """The ``simple``, ``pytorch-operator``, ``pytorch-converted`` and ``light`` model
+    cases shipped with onnx (the ``light`` models get onnx's dummy inputs)."""
     import json
 
     cases = []
-    for kind in ("simple", "pytorch-operator"):
+    for kind in ("simple", "pytorch-operator", "pytorch-converted"):
         for case_dir in sorted(glob.glob(os.path.join(data_dir, kind, "test_*"))):
             model_path = os.path.join(case_dir, "model.onnx")
             if not os.path.exists(model_path):
