@@ -81,7 +81,7 @@ def random_inputs(model: onnx.ModelProto, n: int, seed: int) -> np.ndarray:
 
 
 def quantize(model: onnx.ModelProto, tmp_path, *, fmt="qdq", per_channel=False, act="uint8", weight="int8",
-             name="q.onnx", calib_n=32, extra=None) -> str:
+             name="q.onnx", calib_n=32, extra=None, calib: np.ndarray | None = None) -> str:
     """``onnxruntime.quantization.quantize_static`` on random calibration data; returns the output path."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -89,11 +89,12 @@ def quantize(model: onnx.ModelProto, tmp_path, *, fmt="qdq", per_channel=False, 
              "uint4": QuantType.QUInt4}
     src = tmp_path / ("float_" + name)
     onnx.save(model, src)
-    data = random_inputs(model, calib_n, 1234)
+    data = random_inputs(model, calib_n, 1234) if calib is None else calib
+    in_name = model.graph.input[0].name
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{"x": data[i:i + 1]} for i in range(len(data))])
+            self.it = iter([{in_name: data[i:i + 1]} for i in range(len(data))])
 
         def get_next(self):
             return next(self.it, None)
@@ -105,12 +106,15 @@ def quantize(model: onnx.ModelProto, tmp_path, *, fmt="qdq", per_channel=False, 
     return str(out)
 
 
-def compare_with_ort(path: str, igraph, x: np.ndarray):
+def compare_with_ort(path: str, igraph, x: np.ndarray, name: str = "x", got_out: dict | None = None):
     """``(fraction of identical output elements, max difference in LSBs)`` of the integer graph
-    (golden) vs onnxruntime on the same quantized model, measured on the output's integer grid."""
+    (golden) vs onnxruntime on the same quantized model, measured on the output's integer grid.
+    ``got_out`` (a dict) receives the dequantized golden outputs."""
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, {"x": x})
-    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {"x": x})))
+    ref = sess.run(None, {name: x})
+    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {name: x})))
+    if got_out is not None:
+        got_out.update(got)
     fracs, worst = [], 0.0
     for d, r in zip(igraph.outputs, ref):
         g = got[d.name]

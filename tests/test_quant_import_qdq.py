@@ -1,6 +1,8 @@
 """QDQ import: IntegerGraph (golden integer execution) vs onnxruntime on the same QDQ model."""
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 import pytest
@@ -12,6 +14,38 @@ from onnx2hw.quant import integer_graph as ig
 from onnx2hw.quant.import_qdq import import_qdq
 
 N = 500
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+#: committed QDQ examples -> (test split file, input name)
+QDQ_EXAMPLES = {
+    "digits_mlp_int8": ("digits_test", "input"), "digits_mlp_w4a8": ("digits_test", "input"),
+    "digits_cnn_int8": ("digits_img_test", "image"), "digits_cnn_w4a8": ("digits_img_test", "image"),
+    "digits_cnn_res_int8": ("digits_img_test", "image"), "digits_cnn_res_w4a8": ("digits_img_test", "image"),
+}
+
+
+def example_inputs(test_file: str, name: str, n_random: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """The example's test split plus ``n_random`` uniform random inputs (>= 500 in all), and the labels."""
+    data = np.load(EXAMPLES / f"{test_file}.npz")
+    x = data[name].astype(np.float32)
+    extra = np.random.default_rng(7).random((max(n_random, N - len(x)), *x.shape[1:]), dtype=np.float32)
+    return np.concatenate([x, extra]), data["label"]
+
+
+@pytest.mark.parametrize("example", sorted(QDQ_EXAMPLES))
+def test_qdq_examples_match_onnxruntime(example, summary):
+    path = EXAMPLES / f"{example}.onnx"
+    if not path.exists():
+        pytest.fail(f"example {path} is missing (run examples/make_examples.py)")
+    test_file, name = QDQ_EXAMPLES[example]
+    x, labels = example_inputs(test_file, name)
+    g = import_qdq(load(path))
+    got = {}
+    frac, lsb = compare_with_ort(str(path), g, x, name, got)
+    acc = float(np.mean(got[g.outputs[0].name][:len(labels)].argmax(axis=1) == labels))
+    print(f"{example}: identical {frac:.4f}, max {lsb:.0f} LSB over {len(x)} inputs; test accuracy {acc:.4f}")
+    summary(f"qdq-ex-{example}", f"quant QDQ example {example}: {frac:.2%} identical, max {lsb:.0f} LSB "
+            f"({len(x)} inputs), integer-graph test accuracy {acc:.2%}")
+    assert lsb <= 1 and frac >= 0.99
 
 CASES = {
     "mlp-u8-pt": (lambda: mlp(0), dict()),

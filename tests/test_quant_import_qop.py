@@ -1,6 +1,8 @@
 """QOperator import: IntegerGraph (golden integer execution) vs onnxruntime on the same model."""
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -11,9 +13,39 @@ from _quant_models import cnn, compare_with_ort, mlp, quantize, random_inputs
 from onnx2hw import golden
 from onnx2hw.ir import ModelError, load
 from onnx2hw.quant import integer_graph as ig
+from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.import_qop import import_qop
 
 N = 500
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+#: float examples -> (calibration file, test split file, input name)
+FLOAT_EXAMPLES = {"digits_mlp": ("digits_calib", "digits_test", "input"),
+                  "digits_cnn": ("digits_img_calib", "digits_img_test", "image"),
+                  "digits_cnn_res": ("digits_img_calib", "digits_img_test", "image"),
+                  "jet_mlp": ("jet_calib", "jet_test", "input")}
+
+
+@pytest.mark.parametrize("fmt", ["qop", "qdq"])
+@pytest.mark.parametrize("example", sorted(FLOAT_EXAMPLES))
+def test_float_examples_quantized_by_onnxruntime(example, fmt, tmp_path, summary):
+    """The float examples quantized by onnxruntime (QOperator and QDQ, per channel) on their
+    calibration sets, imported, vs onnxruntime on the test split (+ random inputs, >= 500)."""
+    calib_file, test_file, name = FLOAT_EXAMPLES[example]
+    model = onnx.load(EXAMPLES / f"{example}.onnx")
+    calib = np.load(EXAMPLES / f"{calib_file}.npz")[name].astype(np.float32)
+    path = quantize(model, tmp_path, fmt=fmt, per_channel=True, calib=calib[:64], name=f"{example}_{fmt}.onnx")
+    data = np.load(EXAMPLES / f"{test_file}.npz")
+    x = data[name].astype(np.float32)
+    x = np.concatenate([x, np.random.default_rng(8).random((max(100, N - len(x)), *x.shape[1:]), dtype=np.float32)])
+    g = to_integer_graph(load(path))
+    assert g.source == ("qoperator" if fmt == "qop" else "qdq")
+    got = {}
+    frac, lsb = compare_with_ort(path, g, x, name, got)
+    acc = float(np.mean(got[g.outputs[0].name][:len(data["label"])].argmax(axis=1) == data["label"]))
+    print(f"{example} {fmt}: identical {frac:.4f}, max {lsb:.0f} LSB over {len(x)} inputs; accuracy {acc:.4f}")
+    summary(f"ort-{fmt}-{example}", f"quant {fmt} (onnxruntime-quantized) {example}: {frac:.2%} identical, "
+            f"max {lsb:.0f} LSB ({len(x)} inputs), test accuracy {acc:.2%}")
+    assert lsb <= 1 and frac >= 0.99
 
 CASES = {
     "mlp-u8-pt": (lambda: mlp(10), dict()),
