@@ -179,3 +179,18 @@ def test_omitted_optional_output_of_call():
               functions=[two])
     g = load(m)
     assert g.nodes[0].outputs == ("y",) and g.nodes[1].outputs == ("t__c",)
+
+
+def test_inlined_attribute_type_checked_against_schema():
+    leaky = fn("Leaky", ["a"], ["b"], [helper.make_node("LeakyRelu", ["a"], ["b"], name="lr")], attributes=["slope"])
+    leaky.node[0].attribute.append(ref("alpha", "slope"))
+    m = model([helper.make_node("Leaky", ["x"], ["y"], domain=DOM, name="d", slope=2)], [vi("x")], [vi("y")],
+              opsets={DOM: 1}, functions=[leaky])
+    with pytest.raises(ModelError, match="node 'd__lr' \\(LeakyRelu\\) attribute 'alpha' is INT, the operator expects FLOAT"):
+        load(m)
+    cast = fn("C", ["a"], ["b"], [helper.make_node("Cast", ["a"], ["b"], name="cast")], attributes=["to"])
+    cast.node[0].attribute.append(ref("to", "to", AttributeProto.INT))
+    m = model([helper.make_node("C", ["x"], ["y"], domain=DOM, name="c")], [vi("x")], [vi("y")],
+              opsets={DOM: 1}, functions=[cast])
+    with pytest.raises(ModelError, match="node 'c__cast' \\(Cast\\) lacks required attribute 'to'"):
+        load(m)

@@ -193,6 +193,26 @@ def value_info(vi: onnx.ValueInfoProto) -> ValueInfo:
     return ValueInfo(vi.name, kinds.get(which, "unknown"))
 
 
+def _check_schema_attributes(n: onnx.NodeProto, schema, where: str) -> None:
+    """Attribute names, types and presence against the operator schema.
+
+    ``onnx.checker`` does this before inlining; nodes that come out of a
+    model-local function only get their attribute values here.
+    """
+    given = set()
+    for a in n.attribute:
+        spec = schema.attributes.get(a.name)
+        if spec is None:
+            raise ModelError(f"{where} ({n.op_type}): the operator has no attribute {a.name!r}")
+        if int(spec.type) != a.type:
+            raise ModelError(f"{where} ({n.op_type}) attribute {a.name!r} is "
+                             f"{AttributeProto.AttributeType.Name(a.type)}, the operator expects {spec.type.name}")
+        given.add(a.name)
+    for name, spec in schema.attributes.items():
+        if spec.required and name not in given:
+            raise ModelError(f"{where} ({n.op_type}) lacks required attribute {name!r}")
+
+
 def _all_names(model: onnx.ModelProto) -> tuple[set[str], set[str]]:
     """(value names, explicit node names) used anywhere in the model."""
     values: set[str] = set()
@@ -333,6 +353,8 @@ class _Converter:
         where = f"node {n.name!r}"
         for x in list(n.input) + list(n.output):
             self.note_name(x)
+        if schema is not None:
+            _check_schema_attributes(n, schema, where)
         return Node(
             name=n.name,
             op_type=n.op_type,
