@@ -1,0 +1,184 @@
+"""MatrixVectorUnit: bit-exact against NumPy ``W @ x + b`` (int64) under random backpressure."""
+import numpy as np
+import pytest
+
+from onnx2hw.quant import arith
+from onnx2hw.rtl.cost import Cost
+from onnx2hw.rtl.mvu import MatrixVectorUnit, bench_config
+from sim.pysim import run_stream
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
+
+
+def _case(n, k, wb, ws, ib, isg, *, bipolar=False, bias=True, vectors=8, seed=0, extreme=False):
+    """Random weights/bias/inputs; returns (weights, bias, stream inputs, integer inputs)."""
+    rng = np.random.default_rng(seed)
+    if bipolar:
+        w = rng.choice([-1, 1], size=(n, k))
+        bits = rng.integers(0, 2, size=(vectors, k))
+        return w, (rng.integers(-20, 20, size=n) if bias else None), bits, 2 * bits - 1
+    wlo, whi = arith.int_range(wb, ws)
+    xlo, xhi = arith.int_range(ib, isg)
+    if extreme:   # every weight and input at a range end: accumulators reach their bounds
+        w = rng.choice([wlo, whi], size=(n, k))
+        w[0] = wlo
+        x = rng.choice([xlo, xhi], size=(vectors, k))
+        x[0] = xlo
+        x[1] = xhi
+    else:
+        w = rng.integers(wlo, whi + 1, size=(n, k))
+        x = rng.integers(xlo, xhi + 1, size=(vectors, k))
+    b = rng.integers(-(1 << (wb + 2)), 1 << (wb + 2), size=n) if bias else None
+    return w, b, x, x
+
+
+def _run(n, k, pe, simd, wb, ws, ib, isg, *, bipolar=False, bias=True, vectors=8, src="none",
+         sink="none", seed=0, extreme=False, mul_style="auto"):
+    w, b, feed, x = _case(n, k, wb, ws, ib, isg, bipolar=bipolar, bias=bias, vectors=vectors,
+                          seed=seed, extreme=extreme)
+    dut = MatrixVectorUnit(w, b, in_bits=ib, in_signed=isg, weight_bits=wb, weight_signed=ws,
+                           bipolar=bipolar, pe=pe, simd=simd, mul_style=mul_style)
+    out, cycles = run_stream(dut, {"i": feed.reshape(-1, simd)}, {"o": vectors * n // pe},
+                             src_pause=src, sink_pause=sink, seed=seed)
+    want = x.astype(np.int64) @ w.astype(np.int64).T + (0 if b is None else b.astype(np.int64))
+    np.testing.assert_array_equal(out["o"].reshape(vectors, n), want)
+    return dut, cycles
+
+
+# (N, K, PE, SIMD, wbits, wsigned, ibits, isigned, bipolar, bias)
+CONFIGS = [
+    (6, 12, 2, 4, 8, True, 8, True, False, True),      # DSP products
+    (6, 12, 1, 1, 8, True, 8, False, False, True),
+    (6, 12, 6, 12, 8, False, 8, True, False, False),
+    (8, 8, 4, 4, 8, True, 4, True, False, True),       # 8x4: DSP
+    (6, 12, 2, 12, 4, True, 4, False, False, True),    # LUT products
+    (6, 12, 3, 4, 4, False, 4, True, False, True),
+    (6, 12, 1, 2, 2, True, 2, True, False, False),
+    (6, 12, 6, 1, 2, False, 2, False, False, True),
+    (4, 16, 2, 4, 2, True, 8, True, False, True),      # 2x8: LUT shift-and-add
+    (6, 12, 2, 4, 1, False, 1, False, True, True),     # bipolar XNOR-popcount
+    (6, 12, 6, 12, 1, False, 1, False, True, False),
+    (6, 12, 1, 1, 1, False, 1, False, True, True),
+    (5, 7, 5, 1, 3, True, 5, False, False, True),      # odd shape, 3x5 DSP
+    (5, 7, 1, 7, 4, True, 3, True, False, True),       # odd shape, LUT
+]
+
+
+def _id(c):
+    n, k, pe, simd, wb, ws, ib, isg, bip, bias = c
+    if bip:
+        return f"bipolar-{n}x{k}-pe{pe}-simd{simd}"
+    return (f"w{wb}{'s' if ws else 'u'}-x{ib}{'s' if isg else 'u'}-{n}x{k}-pe{pe}-simd{simd}"
+            f"{'-bias' if bias else ''}")
+
+
+@pytest.mark.parametrize("pauses", [("random", "random"), ("3of4", "random"), ("random", "3of4")],
+                         ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_id)
+def test_mvu_matches_numpy_under_backpressure(cfg, pauses):
+    n, k, pe, simd, wb, ws, ib, isg, bip, bias = cfg
+    beats = (n // pe) * (k // simd)
+    # ~1500 input+output transfers per run (several thousand per configuration over the pauses)
+    vectors = max(4, 1500 // (k // simd + n // pe))
+    vectors = min(vectors, max(4, 6000 // beats))
+    _run(n, k, pe, simd, wb, ws, ib, isg, bipolar=bip, bias=bias, vectors=vectors,
+         src=pauses[0], sink=pauses[1], seed=hash(pauses) % 1000)
+
+
+@pytest.mark.parametrize("wb,ws,ib,isg", [(8, True, 8, True), (8, False, 8, False),
+                                          (4, True, 4, True), (2, True, 2, False),
+                                          (16, True, 16, True)])
+def test_mvu_extreme_values_fit_default_accumulator(wb, ws, ib, isg):
+    dut, _ = _run(6, 12, 2, 4, wb, ws, ib, isg, extreme=True, vectors=40, src="random",
+                  sink="random", seed=3)
+    # the default width is the exact bound: one bit less could not hold the extreme rows
+    w, b, _, _ = _case(6, 12, wb, ws, ib, isg, extreme=True, vectors=40, seed=3)
+    xlo, xhi = arith.int_range(ib, isg)
+    lo = (b + np.minimum(w * xlo, w * xhi).sum(1)).min()
+    hi = (b + np.maximum(w * xlo, w * xhi).sum(1)).max()
+    assert dut.acc_bits == arith.acc_bits(int(lo), int(hi))
+
+
+def test_mvu_full_throughput_and_latency_match_estimate():
+    n, k, pe, simd, vectors = 8, 16, 2, 4, 30
+    dut, cycles = _run(n, k, pe, simd, 8, True, 8, True, vectors=vectors)
+    w, b, _, _ = _case(n, k, 8, True, 8, True, vectors=vectors)
+    est = MatrixVectorUnit.estimate(w, b, in_bits=8, in_signed=True, weight_bits=8,
+                                    weight_signed=True, pe=pe, simd=simd)
+    assert est.cycles == (n // pe) * (k // simd)
+    # no bubble between vectors: the last beat issues at cycle vectors*II - 1 and reaches the
+    # output register pipeline_stages() later; latency = K/SIMD - 1 + pipeline_stages()
+    assert est.latency == k // simd - 1 + dut.pipeline_stages()
+    assert cycles == vectors * est.cycles + dut.pipeline_stages()
+
+
+def test_mvu_forced_lut_style_for_8bit():
+    dut, _ = _run(4, 8, 2, 2, 8, True, 8, True, vectors=30, src="random", sink="random",
+                  mul_style="lut")
+    assert dut.style == "lut"
+
+
+def test_mvu_ports_and_styles():
+    w = np.ones((4, 6), dtype=np.int64)
+    d = MatrixVectorUnit(w, in_bits=8, in_signed=False, weight_bits=8, weight_signed=True,
+                         pe=2, simd=3)
+    assert d.style == "dsp" and d.i.payload.shape().length == 3 and d.o.payload.shape().length == 2
+    assert d.acc_bits == arith.acc_bits(0, 6 * 255)
+    d = MatrixVectorUnit(w, in_bits=2, in_signed=True, weight_bits=2, weight_signed=True)
+    assert d.style == "lut"
+    d = MatrixVectorUnit(w, in_bits=1, in_signed=False, weight_bits=1, weight_signed=False,
+                         bipolar=True)
+    assert d.style == "xnor" and d.acc_bits == arith.acc_bits(-6, 6)
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(pe=3), ValueError, "pe must be a positive divisor of 4, not 3"),
+    (dict(simd=4), ValueError, "simd must be a positive divisor of 6, not 4"),
+    (dict(weight_bits=2), ValueError, "weight 1 outside"),
+    (dict(acc_bits=4), ValueError, "acc_bits must be an int >="),
+    (dict(mul_style="fast"), ValueError, "mul_style must be one of"),
+    (dict(in_bits=0), ValueError, "in_bits must be an int in 1..32, not 0"),
+    (dict(bias=np.zeros(3, dtype=int)), ValueError, r"bias must have shape \(4,\)"),
+    (dict(bipolar=True), ValueError, "bipolar mode needs 1-bit"),
+])
+def test_mvu_rejects_bad_parameters(kwargs, exc, match):
+    w = np.full((4, 6), 1, dtype=np.int64)
+    w[0, 0] = 100
+    base = dict(in_bits=8, in_signed=True, weight_bits=8, weight_signed=True)
+    if kwargs.get("weight_bits") == 2:
+        w[0, 0] = 1
+        w[1, 1] = 5
+        match = "weight 5 outside"
+    base.update(kwargs)
+    bias = base.pop("bias", None)
+    with pytest.raises(exc, match=match):
+        MatrixVectorUnit(w, bias, **base)
+
+
+def test_mvu_rejects_float_weights_and_non_bipolar_values():
+    with pytest.raises(TypeError, match="weights must be an integer array"):
+        MatrixVectorUnit(np.ones((2, 2)), in_bits=8, in_signed=True, weight_bits=8,
+                         weight_signed=True)
+    with pytest.raises(ValueError, match="bipolar weights must be -1 or \\+1, not 0"):
+        MatrixVectorUnit(np.array([[1, 0]]), in_bits=1, in_signed=False, weight_bits=1,
+                         weight_signed=False, bipolar=True)
+
+
+def test_mvu_estimate_counts_dsp_and_cycles():
+    w = np.ones((64, 64), dtype=np.int64)
+    kw = dict(in_bits=8, in_signed=True, weight_bits=8, weight_signed=True, pe=4, simd=4)
+    c = MatrixVectorUnit.estimate(w, **kw)
+    assert isinstance(c, Cost) and c.dsp == 16 and c.cycles == 16 * 16
+    c2 = MatrixVectorUnit.estimate(w, **dict(kw, weight_bits=2, in_bits=2), family="ice40")
+    assert c2.dsp == 0 and c2.lut > 0
+    with pytest.raises(ValueError, match="family must be one of"):
+        MatrixVectorUnit.estimate(w, **kw, family="xilinx")
+
+
+def test_mvu_bench_config_runs():
+    name, factory, feeds, expect = bench_config()[0]
+    dut = factory()
+    out, _ = run_stream(dut, feeds, expect)
+    x = feeds["i"].reshape(-1, dut.in_features)
+    want = x @ dut.weights.T + dut.bias
+    np.testing.assert_array_equal(out["o"].reshape(-1, dut.out_features), want)
