@@ -97,7 +97,10 @@ def test_qlinear_global_average_pool(dt, hw):
 @pytest.mark.parametrize("attrs", [dict(kernel_shape=[2, 2], strides=[2, 2]),
                                    dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1),
                                    dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0),
-                                   dict(kernel_shape=[3, 2], strides=[2, 1])])
+                                   dict(kernel_shape=[3, 2], strides=[2, 1]),
+                                   dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+                                   dict(kernel_shape=[2, 3], auto_pad="SAME_UPPER", strides=[2, 2]),
+                                   dict(kernel_shape=[2, 2], channels_last=1)])
 def test_qlinear_average_pool(dt, attrs):
     rng = np.random.default_rng(4)
     x = _q(rng, (2, 3, 6, 6), dt)
