@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 
 from .ir import Graph, ModelError, load
@@ -19,28 +17,12 @@ class Prepared:
 
 
 def load_npz(path, graph: Graph) -> dict[str, np.ndarray]:
-    """An ``.npz`` keyed by the model's input names (batch first), checked against the graph."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{path}: cannot read as .npz ({exc})") from None
-    names = list(graph.input_names)
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise ModelError(f"{path}: no array for model input {missing[0]!r} (has: {', '.join(arrays) or 'nothing'})")
-    extra = [k for k in arrays if k not in names]
-    if extra:
-        raise ModelError(f"{path}: array {extra[0]!r} is not a model input (inputs: {', '.join(names)})")
-    for vi in graph.inputs:
-        a = arrays[vi.name]
-        if vi.shape is not None and a.ndim != len(vi.shape):
-            raise ModelError(f"{path}: {vi.name!r} has rank {a.ndim}, the model expects {len(vi.shape)}")
-        if vi.shape is not None:
-            for axis, (got, want) in enumerate(zip(a.shape, vi.shape)):
-                if isinstance(want, int) and axis > 0 and got != want:
-                    raise ModelError(f"{path}: {vi.name!r} has shape {a.shape}, the model expects {tuple(vi.shape)}")
-    return arrays
+    """Float arrays from an ``.npz`` keyed by the model's input names (batch first), checked
+    against the model's inputs (names, ranks, fixed dims, dtypes)."""
+    from .quant._calib import check_feeds
+    from .quant.ptq import load_calibration
+
+    return check_feeds(load_calibration(path), graph)
 
 
 def check_ops(graph: Graph) -> None:
@@ -55,15 +37,15 @@ def check_ops(graph: Graph) -> None:
 
 def integer_graph_of(graph: Graph, calib: str | Path | None = None):
     """Import the model's quantization, or quantize a float model with ``calib`` data."""
-    from .quant.convert import is_float_model, to_integer_graph
+    from .quant.convert import flavour, to_integer_graph
 
-    if is_float_model(graph):
+    if flavour(graph) == "float":
         if calib is None:
             raise ModelError("the model is not quantized: pass --calib CALIB.npz to quantize it, "
                              "or run `onnx2hw quantize` first")
-        from .quant.ptq import quantize_graph
+        from .quant.ptq import quantize
 
-        qdq = quantize_graph(graph, load_npz(calib, graph))
+        qdq = quantize(graph, load_npz(calib, graph), progress=True)
         graph = load(qdq)
     return to_integer_graph(graph)
 

@@ -52,8 +52,10 @@ def from_transfers(t: np.ndarray, n: int, shape: tuple[int, ...]) -> np.ndarray:
 def _run(component, feeds, expect, simulator, pause, seed, waves):
     from .cocotb_run import run_cocotb
 
+    p = component.pipeline
+    idle = max(4096, 4 * (p.latency + p.ii))  # no port transfer for this long = deadlock
     return run_cocotb(component, feeds, expect, simulator=simulator, src_pause=pause,
-                      sink_pause=pause, seed=seed, waves=waves)
+                      sink_pause=pause, seed=seed, waves=waves, idle_limit=idle)
 
 
 def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator") -> tuple[float, int]:

@@ -39,7 +39,7 @@ def test_inspect_conv_macs_and_unsupported(capsys, tmp_path):
         [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
          helper.make_node("Softmax", ["c"], ["y"], name="sm", axis=1)],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 5, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 5, 7])], [numpy_helper.from_array(w, "w")])
     path = tmp_path / "conv.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     s = _inspect_json(capsys, path)

@@ -70,7 +70,7 @@ def run(args) -> int:
     from ..ir import load
     from ..summary import summarize
 
-    graph = load(args.model, sort=args.sort) if args.sort else load(args.model)
+    graph = load(args.model, sort=args.sort)
     summary = summarize(graph, args.model)
     if args.json:
         json.dump(summary.to_dict(), sys.stdout, indent=2)
