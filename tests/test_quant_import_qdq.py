@@ -154,3 +154,41 @@ def test_clip_folds_into_clamp():
     got = ig.dequantize_outputs(g, golden.execute(g, ig.quantize_inputs(g, {"x": x})))["y"]
     diff = np.abs(np.rint(got / 0.05) - np.rint(ref / 0.05))
     assert diff.max() <= 1 and np.mean(diff == 0) >= 0.99
+
+
+@pytest.mark.parametrize("target", [[0, -1], [-1, 128], [0, 128]])
+def test_reshape_as_flatten(target, tmp_path):
+    model = cnn(40, flatten_image=True)
+    flat = next(n for n in model.graph.node if n.op_type == "Flatten")
+    flat.op_type = "Reshape"
+    flat.input.append("shape")
+    model.graph.initializer.append(numpy_helper.from_array(np.array(target, np.int64), "shape"))
+    path = quantize(model, tmp_path, per_channel=True)
+    g = import_qdq(load(path))
+    frac, lsb = compare_with_ort(path, g, random_inputs(model, N, 97))
+    assert lsb <= 1 and frac >= 0.99
+
+
+def test_reshape_that_moves_the_batch_is_named(tmp_path):
+    model = cnn(41, flatten_image=True)
+    flat = next(n for n in model.graph.node if n.op_type == "Flatten")
+    flat.op_type, flat.name = "Reshape", "bad_reshape"
+    flat.input.append("shape")
+    model.graph.initializer.append(numpy_helper.from_array(np.array([0, -1], np.int64), "shape"))
+    q = onnx.load(quantize(model, tmp_path))
+    for init in q.graph.initializer:
+        if init.name == "shape":
+            init.CopyFrom(numpy_helper.from_array(np.array([2, -1], np.int64), "shape"))
+    with pytest.raises(ModelError, match="'bad_reshape'.*batch"):
+        import_qdq(load(q))
+
+
+def test_quantize_linear_on_a_float_weight_is_folded():
+    """QuantizeLinear -> DequantizeLinear on a float initializer (weights quantized in the graph)."""
+    nodes, inits = _qdq_gemm([helper.make_node("Relu", ["g"], ["y_pre"], name="relu")])
+    w = np.random.default_rng(2).normal(0, 0.3, (3, 4)).astype(np.float32)
+    inits = [i for i in inits if i.name != "wq"] + [numpy_helper.from_array(w, "wf"),
+                                                    numpy_helper.from_array(np.array(0, np.int8), "wz")]
+    nodes.insert(2, helper.make_node("QuantizeLinear", ["wf", "ws", "wz"], ["wq"], name="qw"))
+    g = import_qdq(_tiny(nodes, inits))
+    assert np.array_equal(g.layers[0].weights, np.clip(np.rint(w / np.float32(0.01)), -128, 127))

@@ -191,7 +191,7 @@ class Builder:
 
     def natural(self, x: QT, node: Node) -> QT:
         if x.perm is not None:
-            raise node_error(node, f"input is a flattened image used as an image again", UnsupportedError)
+            raise node_error(node, "input is a flattened image used as an image again", UnsupportedError)
         return x
 
     # ---- linear layers ----------------------------------------------------------------------

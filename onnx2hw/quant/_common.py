@@ -42,20 +42,24 @@ def _flatten(b: Builder, node: Node):
 
 
 def _reshape(b: Builder, node: Node):
+    """Reshape that keeps the batch (target ``[0 or -1, ...]``) to the same shape or a vector."""
     x = b.get(node.inputs[0], node)
     if not isinstance(x, QT):
         raise node_error(node, "reshapes a value that is not a quantized tensor", UnsupportedError)
     shape = [int(v) for v in b.const(node.inputs[1], node, "shape")]
-    full = (-1,) + x.onnx_shape
-    out = [full[i] if (d == 0 and not node.attr("allowzero", 0)) else d for i, d in enumerate(shape)]
-    if not out or out[0] not in (-1, 0) and -1 not in out[1:] and out[0] < 0:
-        raise node_error(node, f"Reshape to {shape!r} is not supported", UnsupportedError)
-    rest = out[1:] if out[0] == -1 or -1 in out[1:] else out[1:]
-    if -1 in rest:
+    size = int(np.prod(x.onnx_shape))
+    if not node.attr("allowzero", 0):  # 0 copies the input dim at that index
+        shape = [(x.onnx_shape[i - 1] if i else 0) if d == 0 and i <= len(x.onnx_shape) else d
+                 for i, d in enumerate(shape)]
+    if not shape or shape[0] not in (0, -1):
+        raise node_error(node, f"Reshape to {shape!r} does not keep the batch as its first dim", UnsupportedError)
+    rest = shape[1:]
+    if shape[0] == 0 and rest.count(-1) == 1:
         known = int(np.prod([d for d in rest if d != -1]))
-        rest = [int(np.prod(x.onnx_shape)) // known if d == -1 else d for d in rest]
-    if out[0] != -1 and -1 not in out[1:] and int(np.prod(rest)) != int(np.prod(x.onnx_shape)):
-        raise node_error(node, f"Reshape to {shape!r} changes the batch dimension", UnsupportedError)
+        rest = [size // known if d == -1 else d for d in rest]
+    if any(d < 1 for d in rest) or int(np.prod(rest)) != size:
+        raise node_error(node, f"Reshape of {x.onnx_shape!r} to {shape!r} changes the batch dimension",
+                         UnsupportedError)
     b.set(node, _view(b, node, x, tuple(rest)))
 
 
@@ -179,19 +183,19 @@ def _quantize_linear(b: Builder, node: Node):
     x = b.get(node.inputs[0], node)
     scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
     if isinstance(x, Const):  # a float constant quantized in the graph: fold it
-        zp_arr = b.const(node.inputs[2], node, "zero point") if len(node.inputs) > 2 and node.inputs[2] else None
-        _, t = zp_type(b, node, 2) if zp_arr is None or np.asarray(zp_arr).size == 1 else (0, qtype_of(zp_arr))
         from ._scale import check_scale
         check_scale(scale, f"node {node.name!r}")
+        zp_arr = b.const(node.inputs[2], node, "zero point") if len(node.inputs) > 2 and node.inputs[2] else None
+        t = qtype_of(zp_arr) if zp_arr is not None else zp_type(b, node, 2)[1]
         v = np.asarray(x.value, np.float64)
         ax = axis + v.ndim if axis < 0 else axis
-        shp = [1] * v.ndim
-        if scale.size > 1:
-            shp[ax] = -1
         z = np.asarray(zp_arr if zp_arr is not None else 0, np.int64)
-        q = np.rint(v / scale.reshape(shp if scale.size > 1 else ())) + z.reshape(shp if z.size > 1 else ())
-        q = np.clip(q, t.lo, t.hi).astype(np.int64)
-        b.set(node, QConst(q, scale.reshape(-1) if scale.ndim else scale, z, ax, t))
+        shp = [1] * v.ndim
+        shp[ax] = -1
+        s_b = scale.reshape(shp) if scale.size > 1 else scale.reshape(())
+        z_b = z.reshape(shp) if z.size > 1 else z.reshape(())
+        q = np.clip(np.rint(v / s_b) + z_b, t.lo, t.hi).astype(np.int64)
+        b.set(node, QConst(q, scale.reshape(-1), z.reshape(-1), ax, t))
         return
     zp, t = zp_type(b, node, 2)
     b.set(node, b.quantize(node, x, scale, zp, t))
@@ -205,8 +209,11 @@ def _dequantize_linear(b: Builder, node: Node):
     if isinstance(x, Const):
         b.set(node, qconst(b, node, node.inputs[0], scale, zp, axis))
         return
-    if isinstance(x, QConst):
-        raise node_error(node, "dequantizes an already dequantized constant", UnsupportedError)
+    if isinstance(x, QConst):  # QuantizeLinear -> DequantizeLinear of a constant: the DQ gives the meaning
+        z = np.asarray(zp if zp is not None else 0, np.int64).reshape(-1)
+        ax = axis + x.q.ndim if axis < 0 else axis
+        b.set(node, replace(x, scale=scale.reshape(-1), zp=z, axis=ax if scale.size > 1 or z.size > 1 else x.axis))
+        return
     b.set(node, real_view(b, node, 0, 1, 2))
 
 
