@@ -11,11 +11,16 @@ import itertools
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ...ir.errors import ModelError
 
 __all__ = ["Geometry", "geometry", "pad_spatial", "window_slices", "im2col",
-           "conv_matmul", "pool_reduce", "window_counts", "spatial_attrs", "conv_geometry", "conv_integer_acc"]
+           "conv_nd", "pool_reduce", "window_counts", "spatial_attrs", "conv_geometry", "conv_integer_acc"]
+
+
+#: target size of one chunk of im2col columns (stays in the CPU caches between copy and GEMM)
+_CHUNK_BYTES = 1 << 18
 
 
 class Geometry:
@@ -38,6 +43,11 @@ class Geometry:
         self.pads_end = tuple(pads_end)
         self.pads_end_declared = tuple(pads_end_declared)
         self.out = tuple(out)
+
+    @property
+    def dilated_kernel(self) -> tuple[int, ...]:
+        """Extent of one window: ``(k - 1) * dilation + 1`` per spatial dim."""
+        return tuple((k - 1) * dl + 1 for k, dl in zip(self.kernel, self.dilations))
 
 
 def spatial_attrs(node, kernel: tuple[int, ...]):
@@ -112,48 +122,126 @@ def window_slices(g: Geometry):
                               for o, dl, n, s in zip(off, g.dilations, g.out, g.strides))
 
 
-def im2col(xp: np.ndarray, g: Geometry, dtype=None) -> np.ndarray:
-    """Columns of padded ``xp`` (N, C, *padded) as an array (C, K, N, *out), K = prod(kernel).
+def im2col(xp: np.ndarray, g: Geometry, group: int, dtype=None) -> np.ndarray:
+    """Columns of padded ``xp`` (N, C, *padded) as a contiguous (N, G, K*Cg, P) array
+    (K = prod(kernel), P = prod(out), column index = kernel offset * Cg + channel).
 
-    Channels lead so a grouped conv is one batched matmul over (G, Cg*K, N*P).
+    One strided window view and one copy; batch leads so the convolution is one
+    batched matmul with no transpose of the result.
     """
     n, c = xp.shape[:2]
-    xt = np.moveaxis(xp, 1, 0)  # (C, N, *padded) view
-    k = math.prod(g.kernel)
-    cols = np.empty((c, k, n) + g.out, dtype=dtype or xp.dtype)
-    for idx, _, sl in window_slices(g):
-        cols[:, idx] = xt[(slice(None), slice(None)) + sl]
-    return cols
+    d = len(g.kernel)
+    view = sliding_window_view(xp, g.dilated_kernel, axis=tuple(range(2, 2 + d)))
+    # (N, C, *out_full, *dilated_kernel) -> take strides and dilations
+    view = view[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in g.strides)
+                + tuple(slice(None, None, dl) for dl in g.dilations)]
+    view = view[(slice(None), slice(None)) + tuple(slice(0, o) for o in g.out)]
+    view = view.reshape((n, group, c // group) + g.out + g.kernel)
+    order = (0, 1) + tuple(range(3 + d, 3 + 2 * d)) + (2,) + tuple(range(3, 3 + d))
+    cols = np.empty((n, group) + g.kernel + (c // group,) + g.out, dtype=dtype or xp.dtype)
+    np.copyto(cols, view.transpose(order), casting="unsafe")
+    return cols.reshape(n, group, math.prod(g.kernel) * (c // group), math.prod(g.out))
 
 
-def conv_matmul(xp: np.ndarray, w: np.ndarray, g: Geometry, group: int, compute_dtype) -> np.ndarray:
-    """Grouped N-D convolution of padded ``xp`` (N, C, ...) with ``w`` (M, C/group, *kernel).
+def conv_nd(x: np.ndarray, w: np.ndarray, g: Geometry, group: int, compute_dtype, bias=None) -> np.ndarray:
+    """Grouped N-D convolution of unpadded ``x`` (N, C, ...) with ``w`` (M, C/group, *kernel),
+    zero padding per ``g``, plus ``bias`` (M,) when given. Returns a contiguous
+    (N, M, *out) array in ``compute_dtype``.
 
-    Returns (N, M, *out) in ``compute_dtype``; the products go through one
-    ``np.matmul`` per call (BLAS for floats).
+    Three formulations, all vectorized over batch and positions:
+
+    * stride 1 everywhere: the "flat" im2col. Input goes channel-major into one
+      zero-padded buffer (C, N * F), F = prod(padded spatial), so the input under
+      kernel offset k is the contiguous slice starting at that offset's flat shift.
+      Columns are K large contiguous copies, the product one GEMM per group; outputs
+      at positions a window cannot reach (the right/bottom margins) are cropped.
+      The columns of a chunk of samples stay cache-sized; the bias rides along as
+      a row of ones in the columns.
+    * one input channel per group with group > 1 (depthwise): one broadcast
+      multiply-add per kernel offset.
+    * otherwise: strided-window im2col (N, G, K*Cg, P) and one batched matmul.
     """
-    n, c = xp.shape[:2]
+    n, c = x.shape[:2]
     m = w.shape[0]
     cg, mg = c // group, m // group
+    d = len(g.kernel)
     k = math.prod(g.kernel)
-    p = math.prod(g.out)
-    cols = im2col(xp, g, compute_dtype).reshape(group, cg * k, n * p)
-    wg = np.asarray(w, dtype=compute_dtype).reshape(group, mg, cg * k)
-    y = np.matmul(wg, cols)  # (G, Mg, N*P)
-    y = y.reshape(m, n, p).transpose(1, 0, 2)
-    return np.ascontiguousarray(y).reshape((n, m) + g.out)
+    wc = np.asarray(w).astype(compute_dtype, copy=False)
+    if cg == 1 and group > 1:
+        xp = pad_spatial(x, g, 0)
+        wg = wc.reshape((group, mg, k) + (1,) * d)
+        y = np.zeros((n, group, mg) + g.out, dtype=compute_dtype)
+        for idx, _, sl in window_slices(g):
+            xs = xp[(slice(None), slice(None)) + sl].astype(compute_dtype, copy=False)
+            y += wg[:, :, idx] * xs[:, :, None]
+        y = y.reshape((n, m) + g.out)
+        if bias is not None:
+            y += np.asarray(bias, dtype=compute_dtype).reshape((m,) + (1,) * d)
+        return y
+    # weights as (G, Mg, K*Cg), column = kernel offset * Cg + channel in group
+    wg = wc.reshape(group, mg, cg, k).transpose(0, 1, 3, 2).reshape(group, mg, k * cg)
+    if all(s == 1 for s in g.strides):
+        padded = tuple(b + sz + e for b, sz, e in zip(g.pads_begin, x.shape[2:], g.pads_end))
+        f = math.prod(padded)
+        rs = [math.prod(padded[i + 1:]) for i in range(d)]  # flat stride of each spatial dim
+        shifts = [sum(o * dl * r for o, dl, r in zip(off, g.dilations, rs))
+                  for _, off, _ in window_slices(g)]
+        length = n * f
+        buf = np.zeros((c, length + max(shifts)), dtype=compute_dtype)
+        inner = buf[:, :length].reshape((c, n) + padded)
+        inner[(slice(None), slice(None)) + tuple(slice(b, b + sz) for b, sz in zip(g.pads_begin, x.shape[2:]))] = \
+            np.moveaxis(x, 1, 0)
+        out = np.empty((n, m) + g.out, dtype=compute_dtype)
+        crop = (slice(None), slice(None)) + tuple(slice(0, o) for o in g.out)
+        bufg = buf.reshape(group, cg, -1)
+        rows = k * cg + (bias is not None)
+        if bias is not None:
+            bcol = np.asarray(bias, dtype=compute_dtype).reshape(group, mg, 1)
+            wg = np.concatenate([wg, bcol], axis=2)
+        # samples per chunk: the columns of one chunk stay cache-sized
+        chunk = max(1, _CHUNK_BYTES // (rows * f * buf.itemsize))
+        full = None
+        for n0 in range(0, n, chunk):
+            nc = min(chunk, n - n0)
+            span = nc * f
+            if full is None or full.shape[-1] != span:
+                full = np.empty((group, rows, span), dtype=compute_dtype)
+                full[:, k * cg:] = 1  # the bias row
+            for idx, sh in enumerate(shifts):
+                full[:, idx * cg:(idx + 1) * cg] = bufg[:, :, n0 * f + sh:n0 * f + sh + span]
+            y = np.matmul(wg, full)  # (G, Mg, nc*F)
+            out[n0:n0 + nc] = np.moveaxis(y.reshape((m, nc) + padded)[crop], 0, 1)
+        return out
+    cols = im2col(pad_spatial(x, g, 0), g, group, compute_dtype)  # (N, G, K*Cg, P)
+    y = np.matmul(wg, cols).reshape((n, m) + g.out)  # (N, G, Mg, P)
+    if bias is not None:
+        y += np.asarray(bias, dtype=compute_dtype).reshape((m,) + (1,) * d)
+    return y
 
 
-def pool_reduce(xp: np.ndarray, g: Geometry, op, out_dtype=None) -> np.ndarray:
-    """Reduce every window of padded ``xp`` with binary ufunc ``op`` (np.maximum, np.add)."""
-    acc = None
-    for _, _, sl in window_slices(g):
-        v = xp[(Ellipsis,) + sl]
-        if acc is None:
-            acc = np.array(v, dtype=out_dtype or xp.dtype)
-        else:
-            op(acc, v, out=acc)
-    return acc
+def pool_reduce(xp: np.ndarray, g: Geometry, op) -> np.ndarray:
+    """Reduce every window of padded ``xp`` with the associative binary ufunc ``op``
+    (``np.maximum``, ``np.add``).
+
+    A box window is separable, so the spatial dims are reduced one after another:
+    ``sum(kernel)`` vectorized passes instead of ``prod(kernel)``.
+    """
+    d = len(g.kernel)
+    cur = xp
+    for i in range(d):
+        axis = cur.ndim - d + i
+        k, dl, s, o = g.kernel[i], g.dilations[i], g.strides[i], g.out[i]
+        acc = None
+        for j in range(k):
+            sl = [slice(None)] * cur.ndim
+            sl[axis] = slice(j * dl, j * dl + (o - 1) * s + 1, s)
+            v = cur[tuple(sl)]
+            if acc is None:
+                acc = np.array(v)
+            else:
+                op(acc, v, out=acc)
+        cur = acc
+    return cur if cur is not xp else cur.copy()
 
 
 def window_counts(in_shape: tuple[int, ...], g: Geometry, include_pad: bool) -> np.ndarray:
@@ -207,5 +295,5 @@ def conv_integer_acc(node, x, x_zp, w, w_zp) -> np.ndarray:
     xi = x.astype(np.int64) - xz.reshape(())
     wi = w.astype(np.int64) - (wz.reshape(()) if wz.size == 1 else wz)
     cd = exact_dtype(absmax(xi), absmax(wi), (x.shape[1] // group) * math.prod(g.kernel))
-    y = conv_matmul(pad_spatial(xi, g, 0), wi, g, group, cd)
+    y = conv_nd(xi, wi, g, group, cd)
     return y if cd == np.int64 else y.astype(np.int64)

@@ -1,13 +1,15 @@
 """Conv: N-D grouped convolution (auto_pad, pads, strides, dilations, bias).
 
-im2col per kernel offset plus one batched ``np.matmul``; float16/bfloat16 are
+im2col plus one batched ``np.matmul`` (depthwise: one multiply-add per kernel
+offset); float16/bfloat16 are
 computed in float32 and cast back, float32/float64 natively.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ._conv_util import conv_geometry, conv_matmul, pad_spatial
+from ...ir.errors import ModelError
+from ._conv_util import conv_geometry, conv_nd
 
 __all__ = ["run"]
 
@@ -19,8 +21,8 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
 def run(node, x, w, b=None):
     g, group = conv_geometry(node, x, w)
     cd = compute_dtype(x.dtype)
-    xp = pad_spatial(x, g, 0)
-    y = conv_matmul(xp, w, g, group, cd)
-    if b is not None:
-        y += np.asarray(b, dtype=cd).reshape((-1,) + (1,) * len(g.out))
+    if b is not None and np.asarray(b).shape != (w.shape[0],):
+        raise ModelError(f"node {node.name!r}: bias shape {np.asarray(b).shape!r} does not match "
+                         f"{w.shape[0]} output channels")
+    y = conv_nd(x, w, g, group, cd, b)
     return y.astype(x.dtype, copy=False)
