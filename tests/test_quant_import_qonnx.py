@@ -201,3 +201,30 @@ def test_bad_quant_is_named():
     relu.op_type, relu.name = "Sigmoid", "sig"
     with pytest.raises(ModelError, match="'sig'.*Sigmoid"):
         import_qonnx(load(m))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_trunc_avgpool_equals_float_semantics(version, summary):
+    """Brevitas' TruncAvgPool export: AveragePool -> Mul(kernel area) -> Trunc, then a Gemm."""
+    q = _Q(9)
+    x = q.quant("x", 1 / 256, 8)
+    y = q.op("Conv", [x, q.wquant((4, 1, 3, 3), 4), q.const(q.rng.normal(0, 0.1, 4))], pads=[1, 1, 1, 1])
+    a = q.quant(q.op("Relu", [y]), 0.125, 4)
+    s = q.op("Mul", [q.op("AveragePool", [a], kernel_shape=[2, 2], strides=[2, 2]), q.const(4.0)])
+    q.n += 1
+    t = f"trunc{q.n}"
+    ins = [s, q.const(0.125), q.const(0.0), q.const(6.0)]
+    ins += [q.const(4.0)] if version == 1 else [q.const(0.5), q.const(4.0)]
+    q.nodes.append(helper.make_node("Trunc", ins, [t], domain=QONNX, name=t, rounding_mode="FLOOR", signed=0))
+    f = q.op("Flatten", [t])
+    out = q.quant(q.op("Gemm", [f, q.wquant((3, 64), 4), q.const(q.rng.normal(0, 0.1, 3))], transB=1), 1 / 16, 8,
+                  signed=True)
+    model = q.model(out, [1, 8, 8], [3])
+    xs = np.random.default_rng(3).random((500, 1, 8, 8), dtype=np.float32)
+    g, frac, lsb = _compare(model, xs)
+    trunc = g.layers[1]
+    assert isinstance(trunc, ig.Conv) and trunc.group == 4 and isinstance(trunc.act, ig.Thresholds)
+    print(f"Trunc v{version}: identical {frac:.4f}, max {lsb:.0f} LSB")
+    summary(f"qonnx-trunc{version}", f"quant QONNX TruncAvgPool (Trunc v{version}): {frac:.2%} identical, "
+            f"max {lsb:.0f} LSB (500 inputs)")
+    assert frac == 1.0

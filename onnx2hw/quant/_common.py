@@ -275,7 +275,7 @@ def _mul(b: Builder, node: Node):
     x, y = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
     if isinstance(y, Acc):
         x, y = y, x
-    if not (isinstance(x, Acc) and isinstance(y, Const) and x.kind in ("dense", "conv")):
+    if not (isinstance(x, Acc) and isinstance(y, Const) and x.kind in ("dense", "conv", "avgpool")):
         raise node_error(node, "Mul is only supported as a constant positive rescale of a layer output",
                          UnsupportedError)
     n = x.onnx_shape[0]

@@ -15,7 +15,9 @@
   :class:`Requant` (round half up; ROUND/HALF_EVEN/HALF_UP only — ties may differ by one LSB).
 * (Global)AveragePool followed by a ``Quant`` of at most 8 bits becomes a depthwise :class:`Conv`
   with all-one weights and thresholds (exact); MaxPool / Flatten / Reshape and the Add of two
-  quantized tensors work as in the QDQ importer (Add requantizes: round half up). ``Trunc`` and bipolar activations are not supported.
+  quantized tensors work as in the QDQ importer (Add requantizes: round half up).
+* ``Trunc`` after a layer (Brevitas' TruncAvgPool: AveragePool -> Mul(area) -> Trunc) becomes
+  exact thresholds too (outputs of at most 8 bits). Bipolar activations are not supported.
 """
 from __future__ import annotations
 
@@ -85,27 +87,45 @@ def _fold_const(b: Builder, node: Node, x: np.ndarray):
     return QConst(q.astype(np.int64), s1.astype(np.float64), z1.astype(np.int64), axis, t)
 
 
-def threshold_table(acc_lo: np.ndarray, acc_hi: np.ndarray, scale: np.ndarray, bias_real: np.ndarray,
-                    lo_real: float, hi_real: float, out_scale: float, zp: int, qlo: int, qhi: int,
-                    mode: str) -> np.ndarray:
-    """Exact integer thresholds ``T[c, i]`` = smallest accumulator ``a`` in ``[acc_lo, acc_hi]`` with
-    ``q(a) >= qlo + 1 + i``, where ``q(a) = clamp(round_mode(clip(scale*a + bias_real, lo_real, hi_real)
-    / out_scale + zp), qlo, qhi)`` (``acc_hi + 1`` when never reached); evaluated in float64."""
-    c = scale.shape[0]
+def threshold_table(acc_lo: np.ndarray, acc_hi: np.ndarray, q, qlo: int, qhi: int) -> np.ndarray:
+    """Exact integer thresholds of a non-decreasing map ``q`` from accumulators to ``[qlo, qhi]``.
+
+    ``q(a)`` takes a float64 ``(C, L)`` array of integer accumulator values (row ``c`` = channel
+    ``c``) and returns the output integers. ``T[c, i]`` is the smallest ``a`` in
+    ``[acc_lo[c], acc_hi[c]]`` with ``q(a) >= qlo + 1 + i`` (``acc_hi[c] + 1`` when never reached),
+    found by a vectorized bisection.
+    """
+    c = len(acc_lo)
     levels = np.arange(qlo + 1, qhi + 1, dtype=np.int64)[None, :]
-
-    def q(a):
-        real = np.clip(scale[:, None] * a + bias_real[:, None], lo_real, hi_real)
-        return qonnx_round(np.clip(real / out_scale + zp, qlo, qhi), mode)
-
     lo = np.broadcast_to(np.asarray(acc_lo, np.int64)[:, None], (c, levels.shape[1])).copy()
     hi = np.broadcast_to(np.asarray(acc_hi, np.int64)[:, None] + 1, (c, levels.shape[1])).copy()
     while np.any(lo < hi):  # first a in [lo, hi) with q(a) >= level; hi is the "never" sentinel
         mid = lo + (hi - lo) // 2
         ok = q(mid.astype(np.float64)) >= levels
-        hi = np.where(ok & (lo < hi), mid, hi)
-        lo = np.where(~ok & (lo < hi), mid + 1, lo)
+        active = lo < hi
+        hi = np.where(ok & active, mid, hi)
+        lo = np.where(~ok & active, mid + 1, lo)
     return lo
+
+
+def _real(v: Acc):
+    """``a -> clip(scale * a + bias_real, lo_real, hi_real)`` per channel (rows), float64."""
+    scale = np.asarray(v.scale, np.float64)[:, None]
+    bias = np.asarray(v.bias_real, np.float64)[:, None]
+    return lambda a: np.clip(scale * a + bias, v.lo_real, v.hi_real)
+
+
+def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: ig.IntType, s: float,
+                     z: int) -> QT:
+    """Emit ``v`` (dense/conv; an average pool becomes a depthwise conv) with thresholds of ``q``."""
+    if v.kind == "avgpool":
+        v = _pool_as_depthwise_conv(v)
+    in_spec = b.specs[v.inputs[0].tensor]
+    acc_lo, acc_hi = ig.accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+    table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64), q, qlo, qhi)
+    if np.all(table == table[:1]):
+        table = table[:1]
+    return replace(b.emit_linear(v, v.bias, ig.Thresholds(table, qlo), t, node.outputs[0], s, z), real=True)
 
 
 def _pool_as_depthwise_conv(v: Acc) -> Acc:
@@ -128,23 +148,17 @@ def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
     s, z = float(scale.reshape(())), int(zp.reshape(()))
     t = ig.IntType(bits, signed)
     qlo, qhi = arith.int_range(bits, signed, narrow)
-    if v.kind == "avgpool" and bits <= 8:
-        v = _pool_as_depthwise_conv(v)
     frac = np.asarray(v.bias_real, np.float64) / np.asarray(v.scale, np.float64)
     off_grid = bool(np.any(np.abs(frac - np.rint(frac)) > 1e-6))
-    if v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and (off_grid or mode != "HALF_UP"))):
-        in_spec = b.specs[v.inputs[0].tensor]
-        acc_lo, acc_hi = ig.accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
-        table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64),
-                                np.asarray(v.scale, np.float64), np.asarray(v.bias_real, np.float64),
-                                v.lo_real, v.hi_real, s, z, qlo, qhi, mode)
-        if np.all(table == table[:1]):
-            table = table[:1]
-        out = b.emit_linear(v, v.bias, ig.Thresholds(table, qlo), t, node.outputs[0], s, z)
-        return replace(out, real=True)
+    exact_requant = not off_grid and mode == "HALF_UP"
+    if (v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and not exact_requant))) or \
+            (v.kind == "avgpool" and bits <= 8):
+        real = _real(v)
+        return _emit_thresholds(b, node, v, lambda a: qonnx_round(np.clip(real(a) / s + z, qlo, qhi), mode),
+                                qlo, qhi, t, s, z)
     if mode not in _NEAREST:
         raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
-                         f"(outputs of at most 4 bits after Gemm/MatMul/Conv)", UnsupportedError)
+                         f"(outputs of at most 8 bits after Gemm/MatMul/Conv/AveragePool)", UnsupportedError)
     return replace(b.quantize(node, v, s, z, t, narrow=narrow), real=True)
 
 
@@ -180,6 +194,54 @@ def _quant(b: Builder, node: Node):
                      "its grid", UnsupportedError)
 
 
+def _trunc(b: Builder, node: Node):
+    """QONNX Trunc on a layer output (e.g. Brevitas' TruncAvgPool: AveragePool -> Mul(area) -> Trunc):
+    exact thresholds of ``rnd(round(y / scale + zp) / 2**k)`` (version 1) or of the clamped
+    version-2 form with ``out_scale``; see :mod:`onnx2hw.golden.ops.qonnx_trunc`."""
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Acc) or x.kind not in ("dense", "conv", "avgpool"):
+        raise node_error(node, "Trunc must directly follow a Gemm/MatMul/Conv/AveragePool (+ constant Mul)",
+                         UnsupportedError)
+    c = lambda i, what: np.asarray(b.const(node.inputs[i], node, what), np.float64)  # noqa: E731
+    scale, zp, in_bw = c(1, "scale"), c(2, "zero point"), c(3, "input bit width")
+    mode = str(node.attr("rounding_mode", "FLOOR")).upper()
+    if scale.size != 1 or zp.size != 1 or np.any(scale <= 0) or not np.all(np.isfinite(scale)):
+        raise node_error(node, f"scale {scale.tolist()!r} / zero point must be one positive finite number each",
+                         UnsupportedError)
+    s, z = float(scale.reshape(())), float(zp.reshape(()))
+    real = _real(x)
+    rest = len(node.inputs) - 4
+    if rest == 1:  # version 1: no clamp, output scale = scale
+        out_bw = float(c(4, "output bit width").reshape(()))
+        div = 2.0 ** (float(in_bw.reshape(())) - out_bw)
+
+        def q(a):
+            return qonnx_round(np.round(real(a) / s + z) / div, mode)
+        out_scale, out_zp = s, z
+        in_spec = b.specs[x.inputs[0].tensor]
+        v = _pool_as_depthwise_conv(x) if x.kind == "avgpool" else x
+        lo, hi = ig.accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+        ends = q(np.array([[float(min(lo)), float(max(hi))]]))
+        qlo, qhi = int(ends.min()), int(ends.max())
+    elif rest in (2, 3):  # version 2: clamp to signed/narrow out_bitwidth, output scale out_scale
+        out_scale = float(c(4, "output scale").reshape(()))
+        out_bw = int(c(4 + rest - 1, "output bit width").reshape(()))
+        div = 2.0 ** np.round(np.log2(out_scale / s))
+        qlo, qhi = arith.int_range(out_bw, bool(node.attr("signed", 1)), bool(node.attr("narrow", 0)))
+
+        def q(a):
+            return qonnx_round(np.clip(np.round(real(a) / s + z) / div, qlo, qhi), mode)
+        out_zp = z / div
+    else:
+        raise node_error(node, f"Trunc takes 5, 6 or 7 inputs, not {len(node.inputs)}")
+    if out_zp != round(out_zp):
+        raise node_error(node, f"output zero point {out_zp!r} is not an integer", UnsupportedError)
+    t = ig.int_type_for(qlo, qhi)
+    if t.bits > 8:
+        raise node_error(node, f"Trunc output of {t.bits} bits is above the 8-bit threshold limit", UnsupportedError)
+    b.set(node, _emit_thresholds(b, node, x, q, qlo, qhi, t, out_scale, int(out_zp)))
+
+
 def _bipolar_quant(b: Builder, node: Node):
     x = b.get(node.inputs[0], node)
     if not isinstance(x, Const):
@@ -211,6 +273,7 @@ HANDLERS = {**COMMON, **FLOAT_LINEAR, ("", "BatchNormalization"): _batchnorm}
 for _d in DOMAINS:
     HANDLERS[(_d, "Quant")] = _quant
     HANDLERS[(_d, "BipolarQuant")] = _bipolar_quant
+    HANDLERS[(_d, "Trunc")] = _trunc
 
 
 def import_qonnx(graph: Graph) -> ig.IntegerGraph:
