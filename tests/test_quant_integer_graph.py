@@ -8,10 +8,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from _quant_models import cnn, mlp, quantize
 from onnx2hw import golden

@@ -27,7 +27,7 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
 from . import arith
 from . import integer_graph as ig
-from ._layout import flatten_perm, nhwc
+from ._layout import nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
 
 __all__ = ["QT", "QConst", "Const", "Acc", "FloatIn", "Builder", "qtype_of", "node_error"]
@@ -112,10 +112,6 @@ class Acc:
 
 Value = QT | QConst | Const | Acc | FloatIn
 Handler = Callable[["Builder", Node], None]
-
-
-def _np(x) -> np.ndarray:
-    return np.asarray(x)
 
 
 class Builder:

@@ -14,7 +14,7 @@ import numpy as np
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Graph, Node
 from ._build import Builder, QT, node_error
-from ._common import COMMON, FLOAT_LINEAR, QDQ_PAIR, avgpool_geometry, opt, qconst, real_view, zp_type
+from ._common import COMMON, FLOAT_LINEAR, QDQ_PAIR, avgpool_geometry, qconst, real_view, zp_type
 from .integer_graph import IntegerGraph
 
 __all__ = ["import_qop", "HANDLERS"]
