@@ -86,7 +86,7 @@ def quantize(model: onnx.ModelProto, tmp_path, *, fmt="qdq", per_channel=False, 
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     types = {"uint8": QuantType.QUInt8, "int8": QuantType.QInt8, "int4": QuantType.QInt4,
-             "uint4": QuantType.QUInt4}
+             "uint4": QuantType.QUInt4, "uint16": QuantType.QUInt16, "int16": QuantType.QInt16}
     src = tmp_path / ("float_" + name)
     onnx.save(model, src)
     data = random_inputs(model, calib_n, 1234) if calib is None else calib

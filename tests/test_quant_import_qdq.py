@@ -58,6 +58,8 @@ CASES = {
     "mlp-int4w": (lambda: mlp(7, opset=21), dict(weight="int4", per_channel=True)),
     "cnn-int4w": (lambda: cnn(8, opset=21), dict(weight="int4", per_channel=True)),
     "cnn-uint4w": (lambda: cnn(9, opset=21), dict(weight="uint4")),
+    "mlp-u16-act": (lambda: mlp(10, opset=21), dict(act="uint16", per_channel=True)),
+    "residual-s16-act": (lambda: cnn(11, residual=True, opset=21), dict(act="int16", weight="int8")),
 }
 
 
@@ -72,7 +74,9 @@ def test_qdq_matches_onnxruntime(case, tmp_path, summary):
     frac, lsb = compare_with_ort(path, g, random_inputs(model, N, 99))
     print(f"{case}: identical {frac:.4f}, max diff {lsb:.0f} LSB over {N} inputs")
     summary(f"qdq-{case}", f"quant QDQ {case}: {frac:.2%} identical, max {lsb:.0f} LSB ({N} inputs)")
-    assert lsb <= 1 and frac >= 0.99
+    # onnxruntime has no integer kernels for 16-bit activations: it runs those QDQ layers in float32,
+    # whose rounding error is a visible fraction of a 16-bit LSB (the integer graph is exact)
+    assert lsb <= 1 and frac >= (0.98 if "16" in case else 0.99)
 
 
 def test_qdq_structure(tmp_path):
