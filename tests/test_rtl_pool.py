@@ -264,3 +264,26 @@ def test_pool_verilator(which):
     out, _ = run_cocotb(factory, {"i": x.reshape(-1, simd)}, {"o": want.size // simd},
                         src_pause="random", sink_pause="random", seed=6)
     assert np.array_equal(out["o"], want.reshape(-1, simd))
+
+
+# ------------------------------------------------------------------ synthesis (Yosys)
+SYNTH_CASES = [
+    (MaxPool, (16, 16, 8, 2), dict(simd=2, elem_shape=signed(8))),
+    (AvgPool, (7, 7, 3, 3), dict(stride=2, pads=1, simd=3, elem_shape=signed(8))),
+    (GlobalAvgPool, (7, 7, 16), dict(simd=4, elem_shape=signed(8))),
+    (GlobalAvgPool, (8, 8, 256), dict(simd=2, elem_shape=unsigned(8))),
+]
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("cls,args,kwargs", SYNTH_CASES)
+def test_pool_synth_matches_estimate(cls, args, kwargs):
+    """synth_ecp5 succeeds; LUT (LUT4 + 4 per DPR16X4 cell), FF and EBR within 30 % of the model."""
+    from onnx2hw.rtl.synth_check import yosys_stat
+    stat = yosys_stat(cls(*args, **kwargs))
+    est = cls.estimate(*args, **kwargs)
+    lut = stat["lut"] + 4 * stat["lutram"]
+    assert stat["dsp"] == 0 and est.dsp == 0
+    assert stat["ebr"] == est.ebr, (stat, est)
+    assert abs(est.lut - lut) <= 0.3 * lut, (stat, est)
+    assert abs(est.ff - stat["ff"]) <= 0.3 * stat["ff"], (stat, est)

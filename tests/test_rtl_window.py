@@ -193,3 +193,25 @@ def test_window_verilator(name, bits, sgn, simd, pause):
     out, _ = run_cocotb(factory, {"i": x.reshape(-1, simd_n)}, {"o": want.shape[0]},
                         src_pause=pause, sink_pause=pause, seed=3)
     assert np.array_equal(out["o"], want)
+
+
+# ------------------------------------------------------------------ synthesis (Yosys)
+SYNTH_CASES = [   # (H, W, C, kernel, kwargs) — line buffer in LUTRAM and in block RAM, 1-D
+    (5, 7, 3, 3, dict(stride=2, pads=(1, 0, 0, 1), elem_shape=signed(4))),
+    (12, 12, 32, 3, dict(pads=1, simd=8)),
+    (1, 32, 4, (1, 5), dict(pads=(0, 2, 0, 2), elem_shape=unsigned(4), depthwise=True)),
+]
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("h,w,c,k,kwargs", SYNTH_CASES)
+def test_window_synth_matches_estimate(h, w, c, k, kwargs):
+    """synth_ecp5 succeeds; LUT (LUT4 + 4 per DPR16X4 cell), FF and EBR within 30 % of the model."""
+    from onnx2hw.rtl.synth_check import yosys_stat
+    stat = yosys_stat(SlidingWindow(h, w, c, k, **kwargs))
+    est = SlidingWindow.estimate(h, w, c, k, **kwargs)
+    lut = stat["lut"] + 4 * stat["lutram"]
+    assert stat["dsp"] == 0 and est.dsp == 0
+    assert stat["ebr"] == est.ebr, (stat, est)
+    assert abs(est.lut - lut) <= 0.3 * lut, (stat, est)
+    assert abs(est.ff - stat["ff"]) <= 0.3 * stat["ff"], (stat, est)

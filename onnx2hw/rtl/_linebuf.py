@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Shape
 
-__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2"]
+__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2", "ram_cost", "RamCost"]
 
 
 def clog2(n: int) -> int:
@@ -114,3 +114,42 @@ class Geometry:
     @property
     def out_pixels(self) -> int:
         return self.out_h * self.out_w
+
+
+@dataclass(frozen=True)
+class RamCost:
+    """Estimated mapping of one simple dual-port RAM with a synchronous read port."""
+
+    ebr: int      # DP16KD / SB_RAM40_4K blocks
+    lutram: int   # TRELLIS_DPR16X4 cells (16x4 bits each)
+    lut: int      # LUT4s around the RAM (read mux of LUTRAM banks, write decode, FF-RAM logic)
+    ff: int       # flip-flops (read register, RAM held in FFs)
+
+    @property
+    def lut_equiv(self) -> int:
+        """LUT4s plus four per LUTRAM cell (each holds the bits of four LUT4s)."""
+        return self.lut + 4 * self.lutram
+
+
+def ram_cost(depth: int, word: int, family: str = "ecp5", *, transparent: bool = False) -> RamCost:
+    """How Yosys (0.5x, ``memory_libmap``) maps a ``depth`` x ``word`` RAM; fitted to ``stat``.
+
+    ECP5: up to about 27 ``TRELLIS_DPR16X4`` cells the RAM stays in distributed RAM (cost 4
+    each against 128 for a ``DP16KD``), beyond that it goes to block RAM. Tiny transparent
+    RAMs (at most 4 words of at most 16 bits) become flip-flops.
+    """
+    if family == "ice40":
+        best = min(-(-depth // d) * -(-word // w) for d, w in ((256, 16), (512, 8), (1024, 4), (2048, 2)))
+        return RamCost(ebr=best, lutram=0, lut=2 * word, ff=word)
+    bits = depth * word
+    if transparent and depth <= 4 and bits <= 64:
+        return RamCost(ebr=0, lutram=0, lut=2 * bits, ff=bits)
+    banks = -(-depth // 16)
+    cells = banks * -(-word // 4)
+    if cells <= 27:
+        mux = word * (banks - 1 + max(0, banks - 8)) + (banks if banks > 1 else 0)
+        return RamCost(ebr=0, lutram=cells, lut=mux + (word if transparent else 0), ff=word)
+    ebr = min(-(-depth // d) * -(-word // w)
+              for d, w in ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)))
+    return RamCost(ebr=ebr, lutram=0, lut=20 + 2 * ebr + (word if transparent else 0),
+                   ff=2 * word + 6)

@@ -16,9 +16,9 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..quant.arith import acc_bits
-from ._linebuf import Geometry, clog2, shape_of
+from ._linebuf import Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
-from .window import SlidingWindow, _ram_cost
+from .window import SlidingWindow
 
 __all__ = ["MaxPool", "AvgPool", "GlobalAvgPool", "sum_shape", "bench_config"]
 
@@ -93,13 +93,9 @@ class _WindowPool(wiring.Component):
                                      depthwise=True, buffer_rows=buffer_rows, family=family)
         g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
         count = g.kh * g.kw
-        w = shape.width
-        ow = w if cls._op == "max" else sum_shape(shape, count).width
-        if cls._op == "max":
-            lane_lut = 1.5 * w + 1 * w  # comparator carry chain + select
-        else:
-            lane_lut = ow + 0.5 * ow    # adder + first-element select
-        lut = int(round(win.lut + g.simd * lane_lut + clog2(count) * 2 + 4))
+        ow = shape.width if cls._op == "max" else sum_shape(shape, count).width
+        # per lane: a compare (carry chain) or adder plus a select, acc and out registers
+        lut = win.lut + g.simd * ow + 3
         ff = win.ff + 2 * g.simd * ow + clog2(count) + 1
         return Cost(cycles=win.cycles, latency=win.latency + count + 1, lut=lut, ff=ff, dsp=0,
                     ebr=win.ebr)
@@ -240,12 +236,18 @@ class GlobalAvgPool(wiring.Component):
         ow = sum_shape(elem_shape, g.height * g.width).width
         cf = g.fold
         word = ow * g.simd
-        ebr, mem_lut, mem_ff = _ram_cost(cf, word, family)
+        ram = ram_cost(cf, word, family, transparent=True)
         ctrl = clog2(cf) + clog2(g.height * g.width) + 1
-        lut = int(round(g.simd * 1.5 * ow + 2.5 * ctrl + mem_lut + 4))
-        ff = g.simd * ow + ctrl + 1 + mem_ff
-        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 1, lut=lut, ff=ff, dsp=0,
-                    ebr=ebr)
+        lut = 1.4 * word + 4 * ram.lutram     # adders in carry chains; first-pixel select, bypass
+        ff = word + ctrl + 2
+        if ram.ebr:
+            lut += 10 + 2 * ctrl
+            ff += word
+        elif not ram.lutram:                   # partial sums held in flip-flops
+            lut += 1.7 * cf * word
+            ff += cf * word
+        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 1, lut=int(round(lut)),
+                    ff=int(ff), dsp=0, ebr=ram.ebr)
 
     def elaborate(self, platform):
         g = self.geom

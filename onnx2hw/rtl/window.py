@@ -6,7 +6,7 @@ from amaranth.hdl import C, Cat, Elaboratable, Module, Mux, Signal, signed, unsi
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._linebuf import Geometry, clog2, shape_of
+from ._linebuf import Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 
 __all__ = ["SlidingWindow", "bench_config"]
@@ -132,27 +132,16 @@ class SlidingWindow(wiring.Component):
         w = shape_of(elem_shape).width
         rows = g.kh + g.sh if buffer_rows is None else int(buffer_rows)
         cf = g.fold
-        depth = rows * g.width * cf
-        word = w * g.simd
         out_t = g.out_pixels * g.kh * g.kw * cf
         in_t = g.in_transfers
-        # Per-image bubble: rows the first output row needs beyond what the writer may
+        # Per-image bubble: rows the first output row needs beyond those the writer may
         # pre-fill while the previous image's last output row is read.
         first_rows = max(0, min(g.kh - g.pads[0], g.height))
         bubble = max(0, first_rows - (rows - min(g.kh, g.height))) * g.width * cf
         cycles = max(in_t, out_t) + (bubble if out_t >= in_t else 0) + 2
         latency = (max(0, g.kh - 1 - g.pads[0]) * g.width + max(0, g.kw - 1 - g.pads[1]) + 1) * cf + 2
-        abits = clog2(depth)
-        # Counter / address state (bits), fitted to Yosys stat.
-        hb, wb = clog2(g.height + g.pads[0] + g.pads[2] + 2) + 1, clog2(g.width + g.pads[1] + g.pads[3] + 2) + 1
-        cfb = clog2(cf)
-        ctrl_ff = (2 * abits + 3 * hb + 4 * wb + 3 * (abits + 1) + 2 * cfb
-                   + clog2(g.kh) + clog2(g.kw) + clog2(g.out_h) + clog2(g.out_w)
-                   + clog2(rows + g.height + 1) + 8)
-        ff = ctrl_ff + 1
-        ebr, mem_lut, mem_ff = _ram_cost(depth, word, family)
-        lut = int(round(2.6 * ctrl_ff + 1.2 * abits + 12 + word + mem_lut))
-        return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff + mem_ff, dsp=0, ebr=ebr)
+        lut, ff, ebr = _window_resources(g, rows, w, family)
+        return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff, dsp=0, ebr=ebr)
 
     # -- hardware -----------------------------------------------------------------------
     def elaborate(self, platform):
@@ -357,25 +346,24 @@ class SlidingWindow(wiring.Component):
         return m
 
 
-def _ram_cost(depth: int, word: int, family: str) -> tuple[int, int, int]:
-    """(EBR blocks, extra LUTs, extra FFs) of a ``depth`` x ``word`` simple dual-port RAM."""
-    bits = depth * word
-    if family == "ice40":
-        # SB_RAM40_4K: 256x16, 512x8, 1024x4, 2048x2
-        best = None
-        for d, wd in ((256, 16), (512, 8), (1024, 4), (2048, 2)):
-            n = -(-depth // d) * -(-word // wd)
-            best = n if best is None else min(best, n)
-        return best, 0, 0
-    if bits <= 64 or depth <= 2:
-        # Tiny memories stay in flip-flops.
-        return 0, 2 * bits, bits + word
-    # ECP5 DP16KD: 16Kx1, 8Kx2, 4Kx4, 2Kx9, 1Kx18, 512x36 (pseudo dual port)
-    best = None
-    for d, wd in ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)):
-        n = -(-depth // d) * -(-word // wd)
-        best = n if best is None else min(best, n)
-    return best, 0, 0
+def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int, int, int]:
+    """(LUT4 equivalents, FF, EBR) of a SlidingWindow, fitted to Yosys ``synth_ecp5`` stat.
+
+    LUT counts include four LUT4s per distributed-RAM cell (``TRELLIS_DPR16X4``) when the
+    line buffer is small enough for Yosys to keep it out of block RAM.
+    """
+    depth = rows * g.width * g.fold
+    word = w * g.simd
+    ram = ram_cost(depth, word, family)
+    abits = clog2(depth)
+    hb = clog2(g.height + g.pads[0] + g.pads[2] + 2) + 1
+    wb = clog2(g.width + g.pads[1] + g.pads[3] + 2) + 1
+    cw = clog2((g.width + g.pads[1] + g.kw) * g.fold) + 1
+    counters = (2 * clog2(g.fold) + clog2(g.kh) + clog2(g.kw) + clog2(g.out_h) + clog2(g.out_w)
+                + clog2(rows + g.height + 1) + clog2(g.width + 1) + clog2(g.height + 1))
+    lut = 78.7 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
+    ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff
+    return int(round(lut)), int(round(ff)), ram.ebr
 
 
 def bench_config():
