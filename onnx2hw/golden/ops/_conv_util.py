@@ -223,23 +223,22 @@ def pool_reduce(xp: np.ndarray, g: Geometry, op) -> np.ndarray:
     """Reduce every window of padded ``xp`` with the associative binary ufunc ``op``
     (``np.maximum``, ``np.add``).
 
-    A box window is separable, so the spatial dims are reduced one after another:
-    ``sum(kernel)`` vectorized passes instead of ``prod(kernel)``.
+    A box window is separable, so the spatial dims are reduced one after another
+    (innermost first): ``sum(kernel)`` vectorized passes instead of ``prod(kernel)``.
     """
     d = len(g.kernel)
     cur = xp
-    for i in range(d):
+    for i in reversed(range(d)):
         axis = cur.ndim - d + i
         k, dl, s, o = g.kernel[i], g.dilations[i], g.strides[i], g.out[i]
-        acc = None
+        views = []
         for j in range(k):
             sl = [slice(None)] * cur.ndim
             sl[axis] = slice(j * dl, j * dl + (o - 1) * s + 1, s)
-            v = cur[tuple(sl)]
-            if acc is None:
-                acc = np.array(v)
-            else:
-                op(acc, v, out=acc)
+            views.append(cur[tuple(sl)])
+        acc = op(views[0], views[1]) if k > 1 else np.array(views[0])
+        for v in views[2:]:
+            op(acc, v, out=acc)
         cur = acc
     return cur if cur is not xp else cur.copy()
 
