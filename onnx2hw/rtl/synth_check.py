@@ -97,7 +97,8 @@ def _cell_counts(stat: dict) -> dict[str, int]:
 def yosys_stat(component, family: str = "ecp5") -> dict[str, int]:
     """Cell counts after ``synth_ecp5 -top top`` / ``synth_ice40 -dsp -top top``.
 
-    Returns the raw cell counts by type plus the summaries ``"lut"`` (LUT4 / SB_LUT4),
+    Returns the raw cell counts by type plus the summaries ``"lut"`` (LUT4 / SB_LUT4, plus 6
+    per ECP5 ``TRELLIS_DPR16X4`` distributed-RAM cell: 4 LUTs of storage and 2 of write port),
     ``"ff"`` (TRELLIS_FF / SB_DFF*), ``"dsp"`` (MULT18X18D / SB_MAC16), ``"ebr"`` (DP16KD /
     SB_RAM40_4K), ``"ccu2c"`` (carry cells: CCU2C / SB_CARRY) and ``"lutram"``
     (TRELLIS_DPR16X4, ECP5 distributed RAM, each 16x4 bits).
@@ -111,8 +112,9 @@ def yosys_stat(component, family: str = "ecp5") -> dict[str, int]:
                    if (any(k.startswith(n) for n in names) if prefix else k in names))
 
     out = dict(cells)
-    out.update(lut=total(luts), ff=total(ffs, prefix=True), dsp=total(dsps), ebr=total(rams),
-               ccu2c=total(carry), lutram=cells.get("TRELLIS_DPR16X4", 0))
+    lutram = cells.get("TRELLIS_DPR16X4", 0)
+    out.update(lut=total(luts) + 6 * lutram, ff=total(ffs, prefix=True), dsp=total(dsps),
+               ebr=total(rams), ccu2c=total(carry), lutram=lutram)
     return out
 
 

@@ -1,0 +1,115 @@
+"""StreamFIFO: order, throughput, depth behaviour, stream rules under stalls, cost model."""
+import numpy as np
+import pytest
+from amaranth.hdl import signed, unsigned
+
+from onnx2hw.rtl.fifo import StreamFIFO
+from sim.cocotb_run import run_cocotb
+from sim.pysim import run_stream
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
+
+
+def _rand(shape, lanes, n, seed=0):
+    lo, hi = (-(1 << (shape.width - 1)), 1 << (shape.width - 1)) if shape.signed else \
+        (0, 1 << shape.width)
+    return np.random.default_rng(seed).integers(lo, hi, size=(n, lanes))
+
+
+@pytest.mark.parametrize("shape", [unsigned(1), signed(2), unsigned(4), signed(8)])
+@pytest.mark.parametrize("lanes", [1, 3])
+@pytest.mark.parametrize("depth", [0, 1, 2, 3, 5])
+def test_fifo_order_under_random_stalls(shape, lanes, depth):
+    x = _rand(shape, lanes, 250, seed=depth)
+    out, _ = run_stream(StreamFIFO(shape, lanes, depth), {"i": x}, {"o": len(x)},
+                        src_pause="random", sink_pause="random", seed=depth + lanes)
+    np.testing.assert_array_equal(out["o"], x)
+
+
+@pytest.mark.parametrize("depth,latency,ii", [(0, 0, 1), (1, 1, 2), (2, 1, 1), (3, 2, 1),
+                                              (16, 2, 1)])
+def test_fifo_throughput_and_latency(depth, latency, ii):
+    n = 400
+    x = _rand(signed(8), 2, n)
+    out, cycles = run_stream(StreamFIFO(signed(8), 2, depth), {"i": x}, {"o": n})
+    np.testing.assert_array_equal(out["o"], x)
+    assert cycles == ii * (n - 1) + latency + 1
+    est = StreamFIFO.estimate(signed(8), 2, depth)
+    assert (est.cycles, est.latency) == (ii, latency)
+
+
+@pytest.mark.parametrize("src,sink", [("3of4", "random"), ("random", "3of4"), ("none", "3of4")])
+def test_fifo_long_stalled_stream(src, sink):
+    x = _rand(signed(4), 4, 3000, seed=7)
+    out, _ = run_stream(StreamFIFO(signed(4), 4, 9), {"i": x}, {"o": len(x)}, src_pause=src,
+                        sink_pause=sink, seed=11)
+    np.testing.assert_array_equal(out["o"], x)
+
+
+def test_fifo_fills_to_depth():
+    """With the sink stalled, exactly `depth` transfers enter before i.ready drops."""
+    from amaranth.sim import Simulator
+    for depth in (2, 7, 40):
+        dut = StreamFIFO(unsigned(3), 1, depth)
+        accepted = []
+
+        async def tb(ctx, dut=dut, accepted=accepted):
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.o.ready, 0)
+            count = 0
+            for _ in range(depth + 10):
+                if ctx.get(dut.i.ready):
+                    count += 1
+                await ctx.tick()
+            accepted.append(count)
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(tb)
+        sim.run()
+        assert accepted == [depth]
+
+
+@pytest.mark.parametrize("bad,err,match", [
+    (dict(elem_shape="x"), TypeError, "elem_shape must be a shape.*'x'"),
+    (dict(elem_shape=signed(8), lanes=0), ValueError, "lanes must be >= 1, not 0"),
+    (dict(elem_shape=signed(8), depth=-1), ValueError, "depth must be >= 0, not -1"),
+    (dict(elem_shape=signed(8), depth=2.5), TypeError, "depth must be an integer, not 2.5"),
+])
+def test_fifo_rejects_bad_parameters(bad, err, match):
+    with pytest.raises(err, match=match):
+        StreamFIFO(**bad)
+    with pytest.raises(err, match=match):
+        StreamFIFO.estimate(**bad)
+
+
+def test_fifo_estimate_rejects_family():
+    with pytest.raises(ValueError, match="'xilinx'"):
+        StreamFIFO.estimate(signed(8), 1, 4, family="xilinx")
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("depth", [2, 33])
+def test_fifo_cocotb(depth):
+    x = _rand(signed(8), 4, 3000, seed=depth)
+    out, _ = run_cocotb(StreamFIFO(signed(8), 4, depth), {"i": x}, {"o": len(x)},
+                        src_pause="random", sink_pause="3of4", seed=depth)
+    np.testing.assert_array_equal(out["o"], x)
+
+
+CAL = [(signed(8), 1, 1), (signed(8), 4, 2), (signed(8), 4, 8), (signed(8), 8, 16),
+       (signed(8), 4, 64), (signed(8), 16, 512), (signed(2), 8, 200)]
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_fifo_estimate_matches_yosys(family):
+    from onnx2hw.rtl.synth_check import yosys_stat
+    for shape, lanes, depth in CAL:
+        st = yosys_stat(StreamFIFO(shape, lanes, depth), family)
+        est = StreamFIFO.estimate(shape, lanes, depth, family=family)
+        where = f"{family} {shape} x{lanes} depth {depth}: est {est}, yosys {st}"
+        assert est.ebr == st["ebr"], where
+        assert est.dsp == st["dsp"] == 0, where
+        assert abs(est.lut - st["lut"]) <= max(4, 0.3 * st["lut"]), where
+        assert abs(est.ff - st["ff"]) <= max(4, 0.3 * st["ff"]), where
