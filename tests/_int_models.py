@@ -31,6 +31,7 @@ def dense(rng, name, src: TensorSpec, n: int, w_type=I8, out_type=U8, act="requa
     b = rng.integers(-200, 200, n)
     ab = _acc_bits(w, b, src.dtype)
     if act == "thresholds":
+        out_type = IntType(3, False)
         steps = (1 << out_type.bits) - 1
         base = np.sort(rng.integers(-(1 << (ab - 2)), 1 << (ab - 2), (n, steps)), axis=1)
         a = Thresholds(base, 0)
@@ -93,7 +94,8 @@ def mlp(seed=0, sizes=(24, 16, 12, 6), w_type=I8, act="requant"):
     src = TensorSpec("x", (sizes[0],), U8)
     layers, t = [], src
     for i, n in enumerate(sizes[1:]):
-        layer, t = dense(rng, f"fc{i}", t, n, w_type=w_type, act=act)
+        last = i == len(sizes) - 2
+        layer, t = dense(rng, f"fc{i}", t, n, w_type=w_type, act=act if act or last else "requant")
         layers.append(layer)
     return graph(layers, src, t)
 

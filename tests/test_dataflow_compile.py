@@ -9,7 +9,8 @@ from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget, load_folding, save_folding
 from onnx2hw.dataflow.pipeline import INPUT, OUTPUT
 from onnx2hw.ir.errors import ModelError, UnsupportedError
-from onnx2hw.quant.integer_graph import Conv
+from onnx2hw.quant.arith import acc_bits
+from onnx2hw.quant.integer_graph import Conv, accumulator_bounds
 
 BIG = Budget(83640, 156, 208, "LFE5U-85F")
 
@@ -114,7 +115,10 @@ def test_unsupported_layers_listed_at_once():
     grouped = []
     for layer in g.layers:
         if isinstance(layer, Conv):
-            layer = Conv(**{**layer.__dict__, "group": 2, "weights": layer.weights[:, :, :, : layer.weights.shape[3] // 2]})
+            w = layer.weights[:, :, :, : layer.weights.shape[3] // 2]
+            lo, hi = accumulator_bounds(w, layer.bias, layer.in_type.lo, layer.in_type.hi)
+            layer = Conv(**{**layer.__dict__, "group": 2, "weights": w,
+                            "acc_bits": acc_bits(int(min(lo)), int(max(hi)))})
         grouped.append(layer)
     bad = type(g)(**{**g.__dict__, "layers": tuple(grouped)})
     with pytest.raises(UnsupportedError) as info:

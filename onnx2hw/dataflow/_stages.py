@@ -40,8 +40,10 @@ def check_layer(layer, ins: list[TensorSpec]) -> str | None:
     if isinstance(layer, (MaxPool, AvgPool)):
         if any(p >= k for p, k in zip(layer.pads, layer.kernel * 2)):
             return f"pads {layer.pads} must be smaller than the kernel {layer.kernel}"
-    if isinstance(layer, Add) and layer.output.dtype.bipolar:
-        return "bipolar Add is not supported"
+    if isinstance(layer, Add):
+        if layer.output.dtype.bipolar:
+            return "bipolar Add is not supported"
+        return _add_problem(layer, ins)
     return None
 
 
@@ -188,11 +190,21 @@ def _add_params(layer: Add, ins, lanes) -> dict:
     """Constructor arguments of the RTL Add for an IntegerGraph Add (exact same semantics)."""
     ra, rb = layer.requants
     return dict(
-        lanes=lanes,
         a_shape=elem_shape(ins[0].dtype), b_shape=elem_shape(ins[1].dtype),
-        out_shape=elem_shape(layer.output.dtype),
-        a_zero_point=layer.zero_points[0], b_zero_point=layer.zero_points[1],
-        a_multiplier=int(ra.multiplier[0]), a_shift=int(ra.shift[0]),
-        b_multiplier=int(rb.multiplier[0]), b_shift=int(rb.shift[0]),
+        out_shape=elem_shape(layer.output.dtype), lanes=lanes,
+        a_zero=layer.zero_points[0], a_mult=int(ra.multiplier[0]),
+        b_zero=layer.zero_points[1], b_mult=int(rb.multiplier[0]),
         shift=layer.shift, zero_point=layer.zero_point, lo=layer.lo, hi=layer.hi,
     )
+
+
+def _add_problem(layer: Add, ins) -> str | None:
+    """The RTL Add scales each input by an exact integer multiply; other Add forms are rejected."""
+    for r, spec, z in zip(layer.requants, ins, layer.zero_points):
+        span = (spec.dtype.lo - z, spec.dtype.hi - z)
+        m = int(r.multiplier[0])
+        reach = sorted(v * m for v in span)
+        if (r.channels != 1 or int(r.shift[0]) != 0 or r.zero_point != 0
+                or r.lo > reach[0] or r.hi < reach[1] or abs(m) >= 1 << 31):
+            return "input scaling is not a plain integer multiply (per-channel, shifted or clamped)"
+    return None

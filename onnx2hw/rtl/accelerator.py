@@ -123,7 +123,7 @@ class Accelerator(wiring.Component):
         return ins, outs
 
     def elaborate(self, platform):
-        from .fifo import FIFO
+        from .fifo import StreamFIFO
         from .width import WidthConverter
 
         m = Module()
@@ -136,12 +136,12 @@ class Accelerator(wiring.Component):
             dst = self.o if link.dst == OUTPUT else ports[link.dst][0][link.dst_port]
             shape = _shape(link.bits, link.signed)
             if link.src != INPUT and link.src_lanes != link.dst_lanes:
-                conv = WidthConverter(elem_shape=shape, in_lanes=link.src_lanes, out_lanes=link.dst_lanes)
+                conv = WidthConverter(shape, link.src_lanes, link.dst_lanes)
                 m.submodules[f"link{n}_width"] = conv
                 join(m, src, conv.i)
                 src = conv.o
             lanes = link.dst_lanes if link.src != INPUT else link.src_lanes
-            fifo = FIFO(elem_shape=shape, lanes=lanes, depth=link.fifo_depth)
+            fifo = StreamFIFO(shape, lanes, link.fifo_depth)
             m.submodules[f"link{n}_fifo"] = fifo
             join(m, src, fifo.i)
             join(m, fifo.o, dst)
