@@ -84,10 +84,12 @@ def test_accuracy_within_budget(name, cfg, float_accuracy, record_property, summ
     assert abs(acc_int - acc_ort) <= 0.5, line
 
 
-@pytest.mark.parametrize("bits", [4, 2])
-def test_qonnx_fixtures_classify(bits, record_property, summary):
-    """The hand-built QONNX fixtures are meaningful classifiers (golden QONNX float semantics)."""
-    path = EX / f"digits_mlp_qonnx_w{bits}a{bits}.onnx"
+@pytest.mark.parametrize("fixture,min_acc", [("digits_mlp_qonnx_w4a4", 95.0), ("digits_mlp_qonnx_w2a2", 88.0),
+                                             ("digits_mlp_brevitas_w4a4", 95.0)])
+def test_qonnx_fixtures_classify(fixture, min_acc, record_property, summary):
+    """The QONNX fixtures (hand-built and Brevitas-exported) are meaningful classifiers under the
+    QONNX float semantics (golden executor), with logits on the final quantizer's 8-bit grid."""
+    path = EX / f"{fixture}.onnx"
     model = onnx.load(path)
     onnx.checker.check_model(model)
     quants = [n for n in model.graph.node if n.op_type == "Quant"]
@@ -96,13 +98,15 @@ def test_qonnx_fixtures_classify(bits, record_property, summary):
     key, x, labels = _split("digits_mlp")
     y = execute(load(path), {key: x})["logits"]
     acc = 100.0 * float(np.mean(y.argmax(1) == labels))
-    line = f"accuracy digits_mlp_qonnx_w{bits}a{bits} QONNX float semantics {acc:6.2f}%"
+    line = f"accuracy {fixture} QONNX float semantics {acc:6.2f}%"
     print(line)
-    summary(f"acc-qonnx-{bits}", line)
+    summary(f"acc-{fixture}", line)
     record_property("accuracy_qonnx", acc)
-    assert acc >= {4: 95.0, 2: 88.0}[bits]
-    # the final quantizer puts the logits on an 8-bit signed grid
-    scale = next(onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name == "logits_quant.scale")
+    assert acc >= min_acc
+    final = next(n for n in quants if n.output[0] == "logits")
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    scale, bits = inits[final.input[1]], int(inits[final.input[3]])
+    assert bits == 8
     codes = y / scale
     np.testing.assert_allclose(codes, np.rint(codes), atol=1e-3)
     assert codes.min() >= -128 and codes.max() <= 127

@@ -47,7 +47,8 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
 from . import _calib, _fold
 
-__all__ = ["quantize", "quantize_file", "load_calibration", "QParams", "WEIGHT_BITS", "ACT_BITS", "METHODS"]
+__all__ = ["quantize", "quantize_file", "load_calibration", "act_qparams", "weight_qparams", "QParams",
+           "WEIGHT_BITS", "ACT_BITS", "METHODS"]
 
 WEIGHT_BITS = (8, 4)
 ACT_BITS = (8, 4)
