@@ -1,0 +1,228 @@
+"""The host link's framing, shared by the board's hardware (:mod:`onnx2hw.rtl.framing`) and
+every host transport.
+
+Frame (both directions)::
+
+    A5 5A | type | seq | count | payload ... | CRC-32 (4 bytes, little-endian)
+
+The CRC is CRC-32/Ethernet (``zlib.crc32``) over ``type``, ``seq``, ``count`` and the payload.
+
+* host -> board ``DATA`` (0x01): ``count`` inferences (1..255), payload ``count * in_bytes``.
+* board -> host ``RESULT`` (0x81): same ``seq`` and ``count``, payload ``count * out_bytes``.
+* board -> host ``ERROR`` (0xEE): ``seq`` of the offending frame (``0xFF`` if its header was not
+  read), ``count`` = error code (:data:`ERROR_CODES`), no payload. A frame that fails any
+  check is dropped whole by the board and never reaches the accelerator.
+
+Element coding: every element takes ``ceil(bits / 8)`` bytes, little-endian two's complement
+(signed) or plain binary (unsigned); a bipolar input (-1/+1) is coded as 0/1. Tensors are in
+NHWC order, as the accelerator streams them.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["MAGIC", "T_DATA", "T_RESULT", "T_ERROR", "ERROR_CODES", "E_CRC", "E_TYPE", "E_COUNT",
+           "E_OVERFLOW", "E_TIMEOUT", "HEADER_BYTES", "CRC_BYTES", "NO_SEQ", "LinkFormat",
+           "link_format", "encode_frame", "Frame", "FrameParser", "crc32"]
+
+MAGIC = b"\xA5\x5A"
+T_DATA, T_RESULT, T_ERROR = 0x01, 0x81, 0xEE
+E_CRC, E_TYPE, E_COUNT, E_OVERFLOW, E_TIMEOUT = 1, 2, 3, 4, 5
+ERROR_CODES = {E_CRC: "CRC mismatch", E_TYPE: "unknown frame type", E_COUNT: "bad inference count",
+               E_OVERFLOW: "input buffer full", E_TIMEOUT: "frame truncated (byte time-out)"}
+HEADER_BYTES, CRC_BYTES = 5, 4
+NO_SEQ = 0xFF
+#: frames the board queues (committed, result not yet sent) at most
+TAG_DEPTH = 16
+
+
+def crc32(data: bytes) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def _elem_bytes(bits: int) -> int:
+    return (int(bits) + 7) // 8
+
+
+@dataclass(frozen=True)
+class LinkFormat:
+    """Byte layout of one inference on the link, derived from ``Pipeline.describe()``.
+
+    ``max_batch`` is the most inferences one DATA frame may carry and ``buffer_bytes`` the
+    board's input buffer (power of two, at least two full frames).
+    """
+
+    in_shape: tuple
+    in_bits: int
+    in_signed: bool
+    in_lanes: int
+    out_shape: tuple
+    out_bits: int
+    out_signed: bool
+    out_lanes: int
+    max_batch: int
+    buffer_bytes: int
+
+    @property
+    def in_elems(self) -> int:
+        return int(np.prod(self.in_shape))
+
+    @property
+    def out_elems(self) -> int:
+        return int(np.prod(self.out_shape))
+
+    @property
+    def in_elem_bytes(self) -> int:
+        return _elem_bytes(self.in_bits)
+
+    @property
+    def out_elem_bytes(self) -> int:
+        return _elem_bytes(self.out_bits)
+
+    @property
+    def in_bytes(self) -> int:
+        """Payload bytes per inference, host -> board."""
+        return self.in_elems * self.in_elem_bytes
+
+    @property
+    def out_bytes(self) -> int:
+        """Payload bytes per inference, board -> host."""
+        return self.out_elems * self.out_elem_bytes
+
+    def encode_inputs(self, x: np.ndarray, bipolar: bool = False) -> bytes:
+        """(N, *in_shape) integers (NHWC) -> ``N * in_bytes`` payload bytes."""
+        x = np.asarray(x)
+        if x.shape[1:] != tuple(self.in_shape):
+            raise ValueError(f"input shape {x.shape[1:]!r} does not match the accelerator's "
+                             f"{tuple(self.in_shape)!r}")
+        v = x.astype(np.int64).reshape(len(x), -1)
+        if bipolar:
+            if not np.isin(v, (-1, 1)).all():
+                raise ValueError("bipolar inputs must be -1 or +1")
+            v = (v > 0).astype(np.int64)
+        lo, hi = ((-(1 << (self.in_bits - 1)), (1 << (self.in_bits - 1)) - 1) if self.in_signed
+                  else (0, (1 << self.in_bits) - 1))
+        if not bipolar and (v.min(initial=lo) < lo or v.max(initial=hi) > hi):
+            bad = v[(v < lo) | (v > hi)][0]
+            raise ValueError(f"input value {int(bad)!r} does not fit "
+                             f"{'int' if self.in_signed else 'uint'}{self.in_bits}")
+        u = v & ((1 << (8 * self.in_elem_bytes)) - 1)
+        out = np.stack([(u >> (8 * k)) & 0xFF for k in range(self.in_elem_bytes)], axis=-1)
+        return out.astype(np.uint8).tobytes()
+
+    def decode_outputs(self, payload: bytes, count: int) -> np.ndarray:
+        """``count * out_bytes`` payload bytes -> (count, *out_shape) int64 (NHWC)."""
+        nb = self.out_elem_bytes
+        if len(payload) != count * self.out_bytes:
+            raise ValueError(f"result payload has {len(payload)} bytes, expected {count * self.out_bytes}")
+        b = np.frombuffer(payload, np.uint8).astype(np.int64).reshape(count * self.out_elems, nb)
+        v = np.zeros(len(b), np.int64)
+        for k in range(nb):
+            v |= b[:, k] << (8 * k)
+        v &= (1 << self.out_bits) - 1
+        if self.out_signed:
+            v = np.where(v >= 1 << (self.out_bits - 1), v - (1 << self.out_bits), v)
+        return v.reshape((count,) + tuple(self.out_shape))
+
+
+def link_format(describe: dict) -> LinkFormat:
+    """The link layout for a pipeline description (``Pipeline.describe()``)."""
+    try:
+        i, o = describe["input"], describe["output"]
+        in_shape, out_shape = tuple(int(d) for d in i["shape"]), tuple(int(d) for d in o["shape"])
+        fmt = dict(in_shape=in_shape, in_bits=int(i["bits"]), in_signed=bool(i["signed"]),
+                   in_lanes=int(i["lanes"]), out_shape=out_shape, out_bits=int(o["bits"]),
+                   out_signed=bool(o["signed"]), out_lanes=int(o["lanes"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"not a pipeline description (missing or bad {e!s})") from None
+    in_bytes = int(np.prod(in_shape)) * _elem_bytes(fmt["in_bits"])
+    max_batch = max(1, min(8, 1024 // in_bytes))
+    need = 2 * max_batch * in_bytes
+    return LinkFormat(**fmt, max_batch=max_batch, buffer_bytes=1 << (need - 1).bit_length())
+
+
+def encode_frame(ftype: int, seq: int, count: int, payload: bytes = b"") -> bytes:
+    """One frame: magic, header, payload, CRC-32 (little-endian)."""
+    for name, v in (("type", ftype), ("seq", seq), ("count", count)):
+        if not (isinstance(v, int) and 0 <= v <= 255):
+            raise ValueError(f"frame {name} must be a byte value, not {v!r}")
+    body = bytes((ftype, seq, count)) + bytes(payload)
+    return MAGIC + body + struct.pack("<I", crc32(body))
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A received frame. ``ok`` is False when its CRC did not match (payload untrusted)."""
+
+    type: int
+    seq: int
+    count: int
+    payload: bytes
+    ok: bool = True
+
+
+class FrameParser:
+    """Incremental parser of the board -> host byte stream.
+
+    ``payload_len(type, count)`` gives the payload length of a frame from its header, or
+    ``None`` for an unknown type (the header is then skipped and the parser hunts for the next
+    magic). ``feed(data)`` returns every frame completed by ``data``, including ones with a bad
+    CRC (``ok=False``); bytes outside frames are counted in ``junk``.
+    """
+
+    def __init__(self, payload_len):
+        self._payload_len = payload_len
+        self._buf = bytearray()
+        self.junk = 0
+
+    def reset(self) -> None:
+        self.junk += len(self._buf)
+        self._buf.clear()
+
+    @property
+    def pending(self) -> int:
+        """Bytes held of a frame not yet complete."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buf += data
+        frames = []
+        buf = self._buf
+        while True:
+            k = buf.find(MAGIC)
+            if k < 0:
+                keep = 1 if buf[-1:] == MAGIC[:1] else 0
+                self.junk += len(buf) - keep
+                del buf[:len(buf) - keep]
+                break
+            if k:
+                self.junk += k
+                del buf[:k]
+            if len(buf) < HEADER_BYTES:
+                break
+            ftype, seq, count = buf[2], buf[3], buf[4]
+            n = self._payload_len(ftype, count)
+            if n is None:
+                self.junk += 2
+                del buf[:2]
+                continue
+            total = HEADER_BYTES + n + CRC_BYTES
+            if len(buf) < total:
+                break
+            body = bytes(buf[2:HEADER_BYTES + n])
+            (crc,) = struct.unpack("<I", bytes(buf[HEADER_BYTES + n:total]))
+            ok = crc == crc32(body)
+            if ok:
+                frames.append(Frame(ftype, seq, count, bytes(body[3:]), True))
+                del buf[:total]
+            else:
+                # a corrupted header may have given a wrong length: report it and resync on
+                # the next magic after this one
+                frames.append(Frame(ftype, seq, count, b"", False))
+                self.junk += 2
+                del buf[:2]
+        return frames

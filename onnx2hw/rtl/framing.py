@@ -1,0 +1,356 @@
+"""Host-link framing in hardware: frames of bytes <-> the accelerator's element streams.
+
+The frame format and element coding are defined once in :mod:`onnx2hw.driver.protocol`.
+:class:`Deframer` checks and buffers whole DATA frames and releases only committed payloads,
+:class:`BytesToLanes` / :class:`LanesToBytes` convert between bytes and lanes of elements, and
+:class:`Framer` sends RESULT and ERROR frames.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Shape, Signal, unsigned
+from amaranth.lib import crc, data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..driver import protocol as P
+
+__all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
+
+#: one committed frame: its sequence number and inference count
+TAG_LAYOUT = data.StructLayout({"seq": 8, "count": 8})
+#: one error report: protocol error code and the offending frame's sequence number
+ERR_LAYOUT = data.StructLayout({"code": 8, "seq": 8})
+
+
+def _crc32():
+    return crc.catalog.CRC32_ETHERNET(8).create()
+
+
+def _check_pos(name, v):
+    if not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name} must be a positive int, not {v!r}")
+
+
+class Deframer(wiring.Component):
+    """Receive DATA frames, check them, and release the payload of good ones only.
+
+    Parameters
+    ----------
+    in_bytes : int
+        Payload bytes per inference.
+    buffer_bytes : int
+        Input buffer size (a power of two; block RAM). A frame is written to the buffer as it
+        arrives and *committed* (made visible on ``o``) only after its CRC matched; a frame
+        that fails any check is rolled back, so the accelerator never sees it.
+    timeout : int
+        Clock cycles without a byte after which a frame in progress is abandoned (``E_TIMEOUT``).
+    tag_depth : int
+        Committed frames whose (seq, count) can be queued on ``tag``.
+
+    Ports
+    -----
+    i : In(stream.Signature(8))
+        Received bytes. ``i.ready`` is low only for the one cycle that checks a frame's CRC.
+    o : Out(stream.Signature(8))
+        Committed payload bytes, in order (one per cycle when ``o.ready``; 1-cycle read latency).
+    tag : Out(stream.Signature(TAG_LAYOUT))
+        One entry per committed frame.
+    err : Out(stream.Signature(ERR_LAYOUT))
+        One entry per dropped frame. A report that is not taken before the next error is lost
+        (``err_lost`` pulses) — error reports never stall reception.
+    in_frame : Out(1)
+        A frame is being received.
+    err_lost : Out(1)
+        Pulse: an error report was dropped because the previous one was still pending.
+
+    Checks: type must be DATA (``E_TYPE``), count non-zero (``E_COUNT``), the buffer and the
+    tag queue must have room (``E_OVERFLOW``), the CRC must match (``E_CRC``), and bytes must
+    keep coming (``E_TIMEOUT``). After a failed frame the deframer hunts for the next magic.
+    """
+
+    def __init__(self, *, in_bytes: int, buffer_bytes: int, timeout: int, tag_depth: int = P.TAG_DEPTH):
+        _check_pos("in_bytes", in_bytes)
+        _check_pos("timeout", timeout)
+        _check_pos("tag_depth", tag_depth)
+        if not isinstance(buffer_bytes, int) or buffer_bytes < 2 or buffer_bytes & (buffer_bytes - 1):
+            raise ValueError(f"buffer_bytes must be a power of two of at least 2, not {buffer_bytes!r}")
+        self.in_bytes, self.buffer_bytes, self.timeout, self.tag_depth = in_bytes, buffer_bytes, timeout, tag_depth
+        super().__init__({
+            "i": In(stream.Signature(8)), "o": Out(stream.Signature(8)),
+            "tag": Out(stream.Signature(TAG_LAYOUT)), "err": Out(stream.Signature(ERR_LAYOUT)),
+            "in_frame": Out(1), "err_lost": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        abits = (self.buffer_bytes - 1).bit_length()
+        m.submodules.mem = mem = memory.Memory(shape=8, depth=self.buffer_bytes, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port()
+        m.submodules.crc = chk = _crc32()
+        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=16, depth=self.tag_depth)
+        wp, cp, rp = Signal(abits), Signal(abits), Signal(abits)
+        seq, count = Signal(8), Signal(8)
+        inf_left = Signal(8)
+        byte_left = Signal(range(self.in_bytes))
+        crc_left = Signal(2)
+        idle = Signal(range(self.timeout + 1))
+
+        # --- committed bytes out (1-cycle read latency, register held while stalled)
+        load = ~self.o.valid | self.o.ready
+        m.d.comb += [rd.addr.eq(rp), rd.en.eq(load), self.o.payload.eq(rd.data)]
+        with m.If(load):
+            m.d.sync += self.o.valid.eq(rp != cp)
+            with m.If(rp != cp):
+                m.d.sync += rp.eq(rp + 1)
+
+        # --- tags out
+        m.d.comb += [self.tag.valid.eq(tags.r_rdy), self.tag.payload.as_value().eq(tags.r_data),
+                     tags.r_en.eq(self.tag.ready)]
+
+        # --- error reports (a register; a new error while one is pending is lost)
+        err_code, err_seq = Signal(8), Signal(8)
+        raise_err = Signal()
+        m.d.comb += [self.err.payload.code.eq(err_code), self.err.payload.seq.eq(err_seq)]
+        m.d.sync += self.err_lost.eq(0)
+        with m.If(self.err.valid & self.err.ready):
+            m.d.sync += self.err.valid.eq(0)
+
+        def fail(code, s):
+            with m.If(self.err.valid & ~self.err.ready):
+                m.d.sync += self.err_lost.eq(1)
+            with m.Else():
+                m.d.sync += [self.err.valid.eq(1), err_code.eq(code), err_seq.eq(s)]
+            m.d.sync += wp.eq(cp)
+            m.next = "MAGIC0"
+
+        byte = self.i.payload
+        got = Signal()
+        m.d.comb += got.eq(self.i.valid & self.i.ready)
+        m.d.comb += [chk.data.eq(byte), wr.data.eq(byte), wr.addr.eq(wp)]
+        timed_out = idle == self.timeout
+        with m.FSM() as fsm:
+            with m.State("MAGIC0"):
+                with m.If(got & (byte == P.MAGIC[0])):
+                    m.next = "MAGIC1"
+            with m.State("MAGIC1"):
+                with m.If(got):
+                    with m.If(byte == P.MAGIC[1]):
+                        m.d.comb += chk.start.eq(1)
+                        m.next = "TYPE"
+                    with m.Elif(byte != P.MAGIC[0]):
+                        m.next = "MAGIC0"
+                with m.Elif(timed_out):
+                    m.next = "MAGIC0"
+            with m.State("TYPE"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    with m.If(byte == P.T_DATA):
+                        m.next = "SEQ"
+                    with m.Else():
+                        fail(P.E_TYPE, P.NO_SEQ)
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, P.NO_SEQ)
+            with m.State("SEQ"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += seq.eq(byte)
+                    m.next = "COUNT"
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, P.NO_SEQ)
+            with m.State("COUNT"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += [count.eq(byte), inf_left.eq(byte - 1), byte_left.eq(self.in_bytes - 1)]
+                    with m.If(byte == 0):
+                        fail(P.E_COUNT, seq)
+                    with m.Else():
+                        m.next = "PAYLOAD"
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, seq)
+            with m.State("PAYLOAD"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    with m.If((wp + 1)[:abits] == rp):
+                        fail(P.E_OVERFLOW, seq)
+                    with m.Else():
+                        m.d.comb += wr.en.eq(1)
+                        m.d.sync += [wp.eq(wp + 1), byte_left.eq(byte_left - 1)]
+                        with m.If(byte_left == 0):
+                            m.d.sync += [byte_left.eq(self.in_bytes - 1), inf_left.eq(inf_left - 1)]
+                            with m.If(inf_left == 0):
+                                m.d.sync += crc_left.eq(3)
+                                m.next = "CRC"
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, seq)
+            with m.State("CRC"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += crc_left.eq(crc_left - 1)
+                    with m.If(crc_left == 0):
+                        m.next = "CHECK"
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, seq)
+            with m.State("CHECK"):
+                with m.If(~chk.match_detected):
+                    fail(P.E_CRC, seq)
+                with m.Elif(~tags.w_rdy):
+                    fail(P.E_OVERFLOW, seq)
+                with m.Else():
+                    m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(seq, count))]
+                    m.d.sync += cp.eq(wp)
+                    m.next = "MAGIC0"
+        m.d.comb += [self.i.ready.eq(~fsm.ongoing("CHECK")),
+                     self.in_frame.eq(~fsm.ongoing("MAGIC0") & ~fsm.ongoing("MAGIC1"))]
+        with m.If(fsm.ongoing("MAGIC0") | got):
+            m.d.sync += idle.eq(0)
+        with m.Elif(~timed_out):
+            m.d.sync += idle.eq(idle + 1)
+        return m
+
+
+class BytesToLanes(wiring.Component):
+    """Bytes -> transfers of ``lanes`` elements, each element ``elem_bytes`` little-endian bytes
+    of which the low ``width`` bits are kept.
+
+    Latency: ``o.valid`` rises the cycle after the transfer's last byte; ``i.ready = ~o.valid``
+    (one idle input cycle per transfer).
+    """
+
+    def __init__(self, *, elem_shape, lanes: int):
+        self.elem_shape = Shape.cast(elem_shape)
+        _check_pos("lanes", lanes)
+        self.lanes = lanes
+        self.elem_bytes = (self.elem_shape.width + 7) // 8
+        super().__init__({"i": In(stream.Signature(8)),
+                          "o": Out(stream.Signature(data.ArrayLayout(self.elem_shape, lanes)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        nbytes = self.lanes * self.elem_bytes
+        buf = Signal(8 * nbytes)
+        n = Signal(range(nbytes))
+        w = self.elem_shape.width
+        m.d.comb += self.i.ready.eq(~self.o.valid)
+        for j in range(self.lanes):
+            m.d.comb += self.o.payload[j].eq(buf[8 * self.elem_bytes * j:][:w])
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [buf.eq(Cat(buf[8:], self.i.payload)), n.eq(n + 1)]
+            with m.If(n == nbytes - 1):
+                m.d.sync += [n.eq(0), self.o.valid.eq(1)]
+        return m
+
+
+class LanesToBytes(wiring.Component):
+    """Transfers of ``lanes`` elements -> bytes, each element sign- or zero-extended to
+    ``ceil(width / 8)`` little-endian bytes, lane 0 first.
+
+    One byte per cycle; a transfer is taken when its last byte leaves (``i.ready`` then).
+    """
+
+    def __init__(self, *, elem_shape, lanes: int):
+        self.elem_shape = Shape.cast(elem_shape)
+        _check_pos("lanes", lanes)
+        self.lanes = lanes
+        self.elem_bytes = (self.elem_shape.width + 7) // 8
+        super().__init__({"i": In(stream.Signature(data.ArrayLayout(self.elem_shape, lanes))),
+                          "o": Out(stream.Signature(8))})
+
+    def elaborate(self, platform):
+        m = Module()
+        nbytes = self.lanes * self.elem_bytes
+        lanes = []
+        for j in range(self.lanes):
+            s = Signal(unsigned(8 * self.elem_bytes), name=f"lane{j}")
+            m.d.comb += s.eq(self.i.payload[j])        # sign-extends a signed element
+            lanes.append(s)
+        flat = Cat(*lanes)
+        n = Signal(range(nbytes))
+        m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(flat.word_select(n, 8)),
+                     self.i.ready.eq(self.o.ready & (n == nbytes - 1))]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += n.eq(n + 1)
+            with m.If(n == nbytes - 1):
+                m.d.sync += n.eq(0)
+        return m
+
+
+class Framer(wiring.Component):
+    """Send one RESULT frame per tag (``count * out_bytes`` payload bytes from ``i``) and one
+    ERROR frame per error report; error reports go first when both are waiting.
+
+    A RESULT frame starts only when its first payload byte is already valid, so the header is
+    never followed by a gap longer than the accelerator's inter-byte stalls.
+
+    Ports
+    -----
+    i : In(stream.Signature(8))     result payload bytes
+    tag : In(stream.Signature(TAG_LAYOUT))
+    err : In(stream.Signature(ERR_LAYOUT))
+    o : Out(stream.Signature(8))    frame bytes
+    busy : Out(1)                   a frame is being sent
+    """
+
+    def __init__(self, *, out_bytes: int):
+        _check_pos("out_bytes", out_bytes)
+        self.out_bytes = out_bytes
+        super().__init__({"i": In(stream.Signature(8)), "tag": In(stream.Signature(TAG_LAYOUT)),
+                          "err": In(stream.Signature(ERR_LAYOUT)), "o": Out(stream.Signature(8)),
+                          "busy": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.crc = gen = _crc32()
+        ftype, seq, count = Signal(8), Signal(8), Signal(8)
+        idx = Signal(range(5))
+        inf_left = Signal(8)
+        byte_left = Signal(range(self.out_bytes))
+        k = Signal(2)
+        sent = self.o.valid & self.o.ready
+        header = Cat(Const(P.MAGIC[0], 8), Const(P.MAGIC[1], 8), ftype, seq, count)
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.err.valid):
+                    m.d.comb += self.err.ready.eq(1)
+                    m.d.sync += [ftype.eq(P.T_ERROR), seq.eq(self.err.payload.seq),
+                                 count.eq(self.err.payload.code), idx.eq(0)]
+                    m.next = "HEADER"
+                with m.Elif(self.tag.valid & self.i.valid):
+                    m.d.comb += self.tag.ready.eq(1)
+                    m.d.sync += [ftype.eq(P.T_RESULT), seq.eq(self.tag.payload.seq),
+                                 count.eq(self.tag.payload.count), idx.eq(0),
+                                 inf_left.eq(self.tag.payload.count - 1),
+                                 byte_left.eq(self.out_bytes - 1)]
+                    m.next = "HEADER"
+            with m.State("HEADER"):
+                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(header.word_select(idx, 8)),
+                             gen.data.eq(self.o.payload), gen.start.eq(idx == 0),
+                             gen.valid.eq(sent & (idx >= 2))]
+                with m.If(sent):
+                    m.d.sync += idx.eq(idx + 1)
+                    with m.If(idx == 4):
+                        with m.If(ftype == P.T_ERROR):
+                            m.d.sync += k.eq(0)
+                            m.next = "CRC"
+                        with m.Else():
+                            m.next = "PAYLOAD"
+            with m.State("PAYLOAD"):
+                m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
+                             self.i.ready.eq(self.o.ready), gen.data.eq(self.i.payload),
+                             gen.valid.eq(sent)]
+                with m.If(sent):
+                    m.d.sync += byte_left.eq(byte_left - 1)
+                    with m.If(byte_left == 0):
+                        m.d.sync += [byte_left.eq(self.out_bytes - 1), inf_left.eq(inf_left - 1)]
+                        with m.If(inf_left == 0):
+                            m.d.sync += k.eq(0)
+                            m.next = "CRC"
+            with m.State("CRC"):
+                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(gen.crc.word_select(k, 8))]
+                with m.If(sent):
+                    m.d.sync += k.eq(k + 1)
+                    with m.If(k == 3):
+                        m.next = "IDLE"
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        return m

@@ -1,0 +1,213 @@
+"""Frame deframer/framer and byte <-> lane packing in the Amaranth simulator, checked against
+the host-side protocol code (zlib CRC-32, NumPy byte coding)."""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from amaranth.hdl import signed, unsigned
+from amaranth.sim import Simulator
+
+from onnx2hw.driver import protocol as P
+from onnx2hw.rtl.framing import BytesToLanes, Deframer, Framer, LanesToBytes
+
+
+def _sim(dut, *procs, testbenches=(), until=None):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for p in procs:
+        sim.add_process(p)
+    for t in testbenches:
+        sim.add_testbench(t)
+    if until is None:
+        sim.run()
+    else:
+        sim.run_until(1e-8 * until)
+
+
+def _byte_source(port, items, gap=2, rng=None):
+    """items: ints (bytes) or ("idle", cycles)."""
+    async def src(ctx):
+        for it in items:
+            if isinstance(it, tuple):
+                await ctx.tick().repeat(it[1])
+                continue
+            ctx.set(port.payload, it)
+            ctx.set(port.valid, 1)
+            await ctx.tick().until(port.ready)
+            ctx.set(port.valid, 0)
+            g = gap if rng is None else int(rng.integers(1, gap + 1))
+            if g > 1:
+                await ctx.tick().repeat(g - 1)
+        await ctx.tick().repeat(200)
+    return src
+
+
+def _collector(port, out, rng=None, as_int=True):
+    async def sink(ctx):
+        while True:
+            ctx.set(port.ready, 1 if rng is None else int(rng.random() < 0.6))
+            await ctx.tick()
+    async def mon(ctx):
+        async for _clk, _rst, valid, ready, payload in ctx.tick().sample(port.valid, port.ready, port.payload):
+            if valid and ready:
+                out.append(payload if as_int else payload)
+    return sink, mon
+
+
+def test_crc_and_frame_encoding_match_zlib():
+    f = P.encode_frame(P.T_DATA, 7, 2, b"\x01\x02\x03\x04")
+    assert f[:2] == P.MAGIC and f[2:5] == bytes((1, 7, 2))
+    assert struct.unpack("<I", f[-4:])[0] == zlib.crc32(f[2:-4])
+
+
+def test_deframer_commits_good_frames_and_drops_bad_ones():
+    rng = np.random.default_rng(1)
+    in_bytes, timeout = 3, 60
+    good = [(k, int(c), rng.integers(0, 256, c * in_bytes).astype(np.uint8).tobytes())
+            for k, c in enumerate([1, 2, 1, 3, 1, 1])]
+    frames = [P.encode_frame(P.T_DATA, s, c, p) for s, c, p in good]
+    corrupt = bytearray(P.encode_frame(P.T_DATA, 40, 1, b"\x10\x20\x30"))
+    corrupt[6] ^= 0x04                                         # payload bit flip -> E_CRC
+    bad_type = P.encode_frame(0x33, 41, 1, b"\x00\x00\x00")
+    zero = P.encode_frame(P.T_DATA, 42, 0, b"")
+    truncated = P.encode_frame(P.T_DATA, 43, 1, b"\x01\x02\x03")[:-3]
+    stream = (list(b"\x00\xA5") + list(frames[0]) + list(bytes(corrupt)) + list(frames[1])
+              + list(bad_type) + list(frames[2]) + list(zero) + list(frames[3])
+              + list(truncated) + [("idle", 3 * timeout)] + list(frames[4]) + list(b"\xA5\xA5")
+              + list(frames[5]))
+    dut = Deframer(in_bytes=in_bytes, buffer_bytes=64, timeout=timeout)
+    payload, tags, errs = [], [], []
+    s1, m1 = _collector(dut.o, payload, np.random.default_rng(2))
+    s2, m2 = _collector(dut.tag, tags)
+    s3, m3 = _collector(dut.err, errs)
+    _sim(dut, s1, m1, s2, m2, s3, m3, _byte_source(dut.i, stream, gap=3, rng=rng),
+         until=len(stream) * 4 + 3 * timeout + 400)
+    assert bytes(payload) == b"".join(p for _s, _c, p in good)
+    assert [(t["seq"], t["count"]) for t in tags] == [(s, c) for s, c, _p in good]
+    # the bad-type frame's header bytes after its type are not magic, so it costs one report
+    got = [(e["code"], e["seq"]) for e in errs]
+    assert got == [(P.E_CRC, 40), (P.E_TYPE, P.NO_SEQ), (P.E_COUNT, 42), (P.E_TIMEOUT, 43)]
+
+
+def test_deframer_overflow_rolls_back_and_later_frames_pass():
+    in_bytes = 4
+    frames = [P.encode_frame(P.T_DATA, s, 2, bytes(range(8 * s, 8 * s + 8))) for s in range(4)]
+    stream = [b for f in frames for b in f]
+    dut = Deframer(in_bytes=in_bytes, buffer_bytes=16, timeout=200)
+    payload, tags, errs = [], [], []
+
+    async def sink(ctx):                  # the consumer is stalled until everything was sent
+        ctx.set(dut.o.ready, 0)
+        await ctx.tick().repeat(len(stream) * 2 + 20)
+        ctx.set(dut.o.ready, 1)
+
+    _s1, m1 = _collector(dut.o, payload)
+    s2, m2 = _collector(dut.tag, tags)
+    s3, m3 = _collector(dut.err, errs)
+    _sim(dut, sink, m1, s2, m2, s3, m3, _byte_source(dut.i, stream, gap=2), until=len(stream) * 2 + 300)
+    # 15 bytes in the 16-byte buffer plus one in the output register: frames 0 and 1 fit,
+    # 2 and 3 overflow and are dropped whole
+    assert [t["seq"] for t in tags] == [0, 1]
+    assert [(e["code"], e["seq"]) for e in errs] == [(P.E_OVERFLOW, 2), (P.E_OVERFLOW, 3)]
+    assert bytes(payload) == bytes(range(16))
+
+
+@pytest.mark.parametrize("out_bytes,counts", [(1, [1, 3]), (5, [2, 1, 1])])
+def test_framer_frames_decode_with_host_parser(out_bytes, counts):
+    rng = np.random.default_rng(out_bytes)
+    payloads = [rng.integers(0, 256, c * out_bytes).astype(np.uint8).tobytes() for c in counts]
+    dut = Framer(out_bytes=out_bytes)
+    out = []
+
+    async def tags(ctx):
+        for s, c in enumerate(counts):
+            ctx.set(dut.tag.payload, {"seq": 10 + s, "count": c})
+            ctx.set(dut.tag.valid, 1)
+            await ctx.tick().until(dut.tag.ready)
+            ctx.set(dut.tag.valid, 0)
+            if s == 0:
+                ctx.set(dut.err.payload, {"code": P.E_CRC, "seq": 99})
+                ctx.set(dut.err.valid, 1)
+                await ctx.tick().until(dut.err.ready)
+                ctx.set(dut.err.valid, 0)
+
+    sink, mon = _collector(dut.o, out, np.random.default_rng(5))
+    _sim(dut, sink, mon, tags, _byte_source(dut.i, list(b"".join(payloads)), gap=3, rng=rng),
+         until=4000)
+    parser = P.FrameParser(lambda t, c: c * out_bytes if t == P.T_RESULT else 0 if t == P.T_ERROR else None)
+    frames = parser.feed(bytes(out))
+    assert parser.junk == 0 and parser.pending == 0
+    assert all(f.ok for f in frames)
+    results = [f for f in frames if f.type == P.T_RESULT]
+    assert [(f.seq, f.count, f.payload) for f in results] == [(10 + s, c, p) for s, (c, p) in
+                                                              enumerate(zip(counts, payloads))]
+    errors = [f for f in frames if f.type == P.T_ERROR]
+    assert [(f.seq, f.count, f.payload) for f in errors] == [(99, P.E_CRC, b"")]
+
+
+@pytest.mark.parametrize("bits,is_signed,lanes", [(1, False, 4), (4, True, 3), (8, False, 2),
+                                                  (9, True, 1), (16, True, 2), (12, False, 3)])
+def test_lane_packing_round_trip_matches_protocol(bits, is_signed, lanes):
+    shape = (signed if is_signed else unsigned)(bits)
+    fmt = P.LinkFormat(in_shape=(2, lanes), in_bits=bits, in_signed=is_signed, in_lanes=lanes,
+                       out_shape=(2, lanes), out_bits=bits, out_signed=is_signed, out_lanes=lanes,
+                       max_batch=1, buffer_bytes=16)
+    rng = np.random.default_rng(bits)
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1))) if is_signed else (0, 1 << bits)
+    x = rng.integers(lo, hi, (3, 2, lanes))
+    x.flat[0], x.flat[1] = lo, hi - 1
+    host_bytes = fmt.encode_inputs(x)
+
+    # bytes -> lanes: the hardware elements equal x
+    b2l = BytesToLanes(elem_shape=shape, lanes=lanes)
+    lanes_out = []
+    sink, mon = _collector(b2l.o, lanes_out, np.random.default_rng(3))
+    _sim(b2l, sink, mon, _byte_source(b2l.i, list(host_bytes), gap=2, rng=rng), until=len(host_bytes) * 6 + 400)
+    assert np.array_equal(np.array([[int(v) for v in t] for t in lanes_out]).reshape(x.shape), x)
+
+    # lanes -> bytes: the hardware bytes decode (host side) to x
+    l2b = LanesToBytes(elem_shape=shape, lanes=lanes)
+    got = []
+
+    async def src(ctx):
+        for t in x.reshape(-1, lanes):
+            ctx.set(l2b.i.payload, [int(v) for v in t])
+            ctx.set(l2b.i.valid, 1)
+            await ctx.tick().until(l2b.i.ready)
+            ctx.set(l2b.i.valid, 0)
+        await ctx.tick().repeat(100)
+
+    sink, mon = _collector(l2b.o, got, np.random.default_rng(4))
+    _sim(l2b, sink, mon, testbenches=[src], until=len(host_bytes) * 6 + 400)
+    assert bytes(got) == host_bytes
+    assert np.array_equal(fmt.decode_outputs(bytes(got), 3), x)
+
+
+def test_host_parser_resyncs_after_corruption():
+    plen = lambda t, c: 2 * c if t == P.T_RESULT else (0 if t == P.T_ERROR else None)  # noqa: E731
+    good1 = P.encode_frame(P.T_RESULT, 1, 1, b"\x01\x02")
+    bad = bytearray(P.encode_frame(P.T_RESULT, 2, 1, b"\x03\x04"))
+    bad[5] ^= 1
+    good2 = P.encode_frame(P.T_ERROR, 3, P.E_CRC)
+    parser = P.FrameParser(plen)
+    stream = b"\x00\x11" + good1 + bytes(bad) + good2
+    frames = []
+    for k in range(0, len(stream), 3):                     # arbitrary chunking
+        frames += parser.feed(stream[k:k + 3])
+    assert [(f.type, f.seq, f.ok) for f in frames] == [(P.T_RESULT, 1, True), (P.T_RESULT, 2, False),
+                                                       (P.T_ERROR, 3, True)]
+
+
+@pytest.mark.filterwarnings("ignore::amaranth._unused.UnusedElaboratable")
+def test_bad_parameters():
+    with pytest.raises(ValueError, match="power of two"):
+        Deframer(in_bytes=4, buffer_bytes=48, timeout=10)
+    with pytest.raises(ValueError, match="in_bytes"):
+        Deframer(in_bytes=0, buffer_bytes=64, timeout=10)
+    with pytest.raises(ValueError, match="lanes"):
+        BytesToLanes(elem_shape=8, lanes=0)
+    with pytest.raises(ValueError, match="byte value"):
+        P.encode_frame(P.T_DATA, 256, 1, b"")
