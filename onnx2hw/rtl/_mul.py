@@ -36,7 +36,7 @@ def tree_registers(n_items: int, per_stage: int, extra_levels: int = 1) -> int:
     as its last levels (e.g. the accumulator).
     """
     levels = max(n_items - 1, 0).bit_length()
-    return (levels + extra_levels - 1) // per_stage
+    return max(0, (levels + extra_levels - 1) // per_stage)
 
 
 def adder_tree(m, en, items, per_stage=2, extra_levels=1, name="t"):
