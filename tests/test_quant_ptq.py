@@ -299,3 +299,38 @@ def test_committed_qdq_examples_are_current():
             assert _inits(fresh).keys() == _inits(committed).keys()
             for k, v in _inits(fresh).items():
                 np.testing.assert_array_equal(v, _inits(committed)[k], err_msg=f"{name}_{tag}: {k}")
+
+
+def test_two_inputs_and_batch_mismatch():
+    rng = np.random.default_rng(6)
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+         helper.make_node("Gemm", ["s", "w", "bias"], ["y"], name="fc", transB=1)], "two",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 8]) for n in ("a", "b")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(rng.standard_normal((3, 8)).astype(np.float32), "w"),
+         numpy_helper.from_array(np.zeros(3, np.float32), "bias")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    a, b = rng.standard_normal((2, 64, 8)).astype(np.float32)
+    q = quantize(model, {"a": a, "b": b})
+    y_f = ort.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": b})[0]
+    y_q = _session(q).run(None, {"a": a, "b": b})[0]
+    assert np.abs(y_f - y_q).max() < 0.05 * np.abs(y_f).max()
+    with pytest.raises(ModelError, match="disagree on the number of samples"):
+        quantize(model, {"a": a, "b": b[:10]})
+
+
+def test_progress_bar_appears_only_when_calibration_is_slow():
+    from onnx2hw.quant._calib import _Progress
+
+    fast = _Progress(100, True, after=1e9)
+    fast.update(50)
+    assert fast.bar is None
+    off = _Progress(100, False, after=0.0)
+    off.update(50)
+    assert off.bar is None
+    slow = _Progress(100, True, after=0.0)
+    slow.update(50)
+    assert slow.bar is not None
+    slow.close()
