@@ -201,7 +201,7 @@ def test_host_parser_resyncs_after_corruption():
                                                        (P.T_ERROR, 3, True)]
 
 
-@pytest.mark.filterwarnings("ignore::amaranth._unused.UnusedElaboratable")
+@pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_bad_parameters():
     with pytest.raises(ValueError, match="power of two"):
         Deframer(in_bytes=4, buffer_bytes=48, timeout=10)

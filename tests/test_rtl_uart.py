@@ -208,7 +208,7 @@ def test_uart_divisor_rejects(clk, baud, match):
         uart_divisor(clk, baud)
 
 
-@pytest.mark.filterwarnings("ignore::amaranth._unused.UnusedElaboratable")
+@pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 def test_bad_divisor():
     with pytest.raises(ValueError, match="divisor"):
         UARTRx(3)
