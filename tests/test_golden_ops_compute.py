@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx2hw.golden.ops import (batch_normalization, conv, conv_integer, matmul_integer, qonnx_bipolar_quant,
                                 qonnx_quant, qonnx_trunc, quantize_linear)
 from onnx2hw.golden.ops._conv_util import geometry
-from onnx2hw.golden.ops._quant_util import exact_dtype, qonnx_round
+from onnx2hw.golden.ops._quant_util import exact_dtype, offset_bound, qonnx_round
 from onnx2hw.golden.registry import QONNX
 from onnx2hw.ir import ModelError, Node
 
@@ -183,8 +183,10 @@ def test_conv_bad_group():
 # ------------------------------------------------------------------ integer ops
 
 def test_exact_dtype_guard():
-    assert exact_dtype(255, 255, 1 << 30) == np.float64
-    assert exact_dtype(1 << 31, 1 << 31, 2) == np.int64
+    assert exact_dtype(255 * 128 * 500) == np.float32  # 8-bit dot products of length 500
+    assert exact_dtype(255 * 255 * (1 << 30)) == np.float64
+    assert exact_dtype((1 << 31) * (1 << 31) * 2) == np.int64
+    assert offset_bound(np.uint8, 3) == 252 and offset_bound(np.int8, np.array([-2, 5])) == 133
 
 
 def test_integer_matmul_beyond_float64_is_exact():

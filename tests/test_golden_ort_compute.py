@@ -362,3 +362,53 @@ def test_dequantize_linear(qtype, layout):
     else:  # int4/uint4: ORT is fed int8 and casts inside the graph
         raw = x.astype(np.int8)
         check(model, {"x": x}, exact=True, ort_model=with_casts(model, in_from=TensorProto.INT8), ort_feeds={"x_c": raw})
+
+
+# ------------------------------------------------------------------ float16 paths
+
+@pytest.mark.parametrize("qtype", [np.uint8, np.int8])
+def test_quantize_dequantize_float16(qtype):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((3, 4, 5)) * 3).astype(np.float16)
+    scale, zp = q_params(rng, x.shape, "axis", qtype)
+    scale = scale.astype(np.float16)
+    q = make_model("QuantizeLinear", {"x": x}, {"s": scale, "z": zp}, [_tensor_type(zp)], axis=1)
+    check(q, {"x": x}, exact=True)
+    xq = rand(rng, x.shape, qtype)
+    dq = make_model("DequantizeLinear", {"x": xq}, {"s": scale, "z": zp}, [TensorProto.FLOAT16], axis=1)
+    check(dq, {"x": xq}, exact=True)
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gemm", "Conv", "AveragePool", "MaxPool", "GlobalAveragePool"])
+def test_float16(op):
+    rng = np.random.default_rng(12)
+    attrs, consts = {}, {}
+    if op in ("MatMul", "Gemm"):
+        x = rand(rng, (6, 8), np.float16)
+        consts["w"] = rand(rng, (8, 5), np.float16)
+    else:
+        x = rand(rng, (2, 3, 7, 6), np.float16)
+        if op == "Conv":
+            consts["w"] = rand(rng, (4, 3, 3, 3), np.float16)
+            attrs["pads"] = (1, 1, 1, 1)
+        elif op != "GlobalAveragePool":
+            attrs = dict(kernel_shape=(2, 3), strides=(2, 1))
+    model = make_model(op, {"x": x}, consts, [TensorProto.FLOAT16], **attrs)
+    check(model, {"x": x}, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("bias_bits", [10, 27])
+def test_qlinear_conv_wide_accumulator(bias_bits):
+    """64 channels x 3x3 taps: 8-bit dot products beyond float32's exact range (the
+    float64 accumulation path); a 27-bit bias forces it too."""
+    rng = np.random.default_rng(bias_bits)
+    x = rand(rng, (2, 64, 6, 6), np.uint8)
+    w = rand(rng, (8, 64, 3, 3), np.int8)
+    consts = {"xs": np.array(0.02, np.float32), "xz": np.array(7, np.uint8), "w": w,
+              "ws": rng.uniform(1e-4, 1e-3, size=(8,)).astype(np.float32), "wz": np.zeros((8,), np.int8),
+              "ys": np.array(0.5, np.float32), "yz": np.array(128, np.uint8),
+              "b": rng.integers(-(1 << bias_bits), 1 << bias_bits, size=(8,)).astype(np.int32)}
+    model = make_model("QLinearConv", {"x": x}, consts, [TensorProto.UINT8], pads=(1, 1, 1, 1))
+    check(model, {"x": x}, exact=True)
+    ci = make_model("ConvInteger", {"x": x}, {"w": w, "xz": consts["xz"]}, [TensorProto.INT32], pads=(1, 1, 1, 1))
+    check(ci, {"x": x}, exact=True)

@@ -275,11 +275,13 @@ def conv_geometry(node, x: np.ndarray, w: np.ndarray) -> tuple[Geometry, int]:
     return geometry(node, x.shape[2:], kernel), group
 
 
-def conv_integer_acc(node, x, x_zp, w, w_zp) -> np.ndarray:
-    """Exact int64 accumulator of ``conv(x - x_zp, w - w_zp)`` (padding holds ``x_zp``,
-    i.e. zero after the subtraction). ``x_zp`` is per tensor; ``w_zp`` per tensor or
-    per output channel (shape (M,))."""
-    from ._quant_util import absmax, exact_dtype, zero_point
+def conv_integer_acc(node, x, x_zp, w, w_zp, extra: int = 0) -> np.ndarray:
+    """Exact accumulator of ``conv(x - x_zp, w - w_zp)`` (padding holds ``x_zp``, i.e.
+    zero after the subtraction), integer-valued in the fastest exact dtype (float32,
+    float64 or int64; see :func:`._quant_util.exact_dtype`) with headroom for adding
+    integers up to ``extra`` in magnitude. ``x_zp`` is per tensor; ``w_zp`` per tensor
+    or per output channel (shape (M,))."""
+    from ._quant_util import centered, exact_dtype, offset_bound, zero_point
 
     g, group = conv_geometry(node, x, w)
     xz = zero_point(x_zp)
@@ -291,8 +293,8 @@ def conv_integer_acc(node, x, x_zp, w, w_zp) -> np.ndarray:
             raise ModelError(f"node {node.name!r}: weight zero point shape {wz.shape!r} "
                              f"is neither per tensor nor per output channel ({w.shape[0]})")
         wz = wz.reshape((-1,) + (1,) * (w.ndim - 1))
-    xi = x.astype(np.int64) - xz.reshape(())
-    wi = w.astype(np.int64) - (wz.reshape(()) if wz.size == 1 else wz)
-    cd = exact_dtype(absmax(xi), absmax(wi), (x.shape[1] // group) * math.prod(g.kernel))
-    y = conv_nd(xi, wi, g, group, cd)
-    return y if cd == np.int64 else y.astype(np.int64)
+    else:
+        wz = wz.reshape(())
+    k = (x.shape[1] // group) * math.prod(g.kernel)
+    cd = exact_dtype(offset_bound(x.dtype, xz) * offset_bound(w.dtype, wz) * k + extra)
+    return conv_nd(centered(x, xz.reshape(()), cd), centered(w, wz, cd), g, group, cd)

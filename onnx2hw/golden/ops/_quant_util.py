@@ -8,7 +8,8 @@ import numpy as np
 
 from ...ir.errors import ModelError
 
-__all__ = ["int_bounds", "is_int", "axis_param", "exact_dtype", "requantize_float", "zero_point", "absmax",
+__all__ = ["int_bounds", "is_int", "axis_param", "exact_dtype", "requantize_float", "zero_point",
+           "offset_bound", "centered", "to_int32",
            "rint_clip", "qonnx_round", "qonnx_bounds"]
 
 #: ml_dtypes' narrow integer types (numpy kind "V", not "i"/"u")
@@ -56,14 +57,40 @@ def axis_param(p: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int
     return p.reshape((-1,) + (1,) * (rank - axis - 1))
 
 
-def exact_dtype(a_absmax: int, b_absmax: int, k: int) -> np.dtype:
-    """float64 when every dot product of length ``k`` of integers bounded by
-    ``a_absmax``/``b_absmax`` is exact in float64 (BLAS speed), else int64."""
-    return np.dtype(np.float64) if a_absmax * b_absmax * max(k, 1) < (1 << 53) else np.dtype(np.int64)
+def exact_dtype(bound: int) -> np.dtype:
+    """Fastest dtype in which sums of integer products stay exact when every partial
+    sum is at most ``bound`` in magnitude: float32 below 2^24, float64 below 2^53
+    (both through BLAS), else int64."""
+    if bound < (1 << 24):
+        return np.dtype(np.float32)
+    if bound < (1 << 53):
+        return np.dtype(np.float64)
+    return np.dtype(np.int64)
 
 
-def absmax(a: np.ndarray) -> int:
-    return int(np.max(np.abs(a))) if a.size else 0
+def offset_bound(dtype, zp) -> int:
+    """Largest ``|v - zp|`` over every value ``v`` of integer ``dtype`` and every zero point."""
+    lo, hi = int_bounds(dtype)
+    z = np.asarray(zp, dtype=np.int64)
+    zmin, zmax = (int(z.min()), int(z.max())) if z.size else (0, 0)
+    return max(hi - zmin, zmax - lo, 0)
+
+
+def centered(a: np.ndarray, zp, dtype) -> np.ndarray:
+    """``a - zp`` as ``dtype`` (exact: integer values that fit the dtype's mantissa)."""
+    out = a.astype(dtype)
+    z = np.asarray(zp)
+    if z.size and np.any(z != 0):
+        out -= z.astype(dtype)
+    return out
+
+
+def to_int32(acc: np.ndarray) -> np.ndarray:
+    """Integer-valued accumulator (float32/float64/int64) as int32, wrapping like a
+    32-bit accumulator."""
+    if acc.dtype == np.float32:  # exact below 2^24
+        return acc.astype(np.int32)
+    return acc.astype(np.int64, copy=False).astype(np.int32)
 
 
 def rint_clip(y: np.ndarray, zp, out_dtype) -> np.ndarray:
@@ -76,9 +103,17 @@ def rint_clip(y: np.ndarray, zp, out_dtype) -> np.ndarray:
 
 def requantize_float(acc: np.ndarray, multiplier, zp, out_dtype) -> np.ndarray:
     """ORT/ONNX requantization of an int32 accumulator: ``float32(acc) * multiplier``
-    in float32, rounded half to even, plus the zero point, saturated to ``out_dtype``."""
-    y = acc.astype(np.float32) * np.asarray(multiplier, dtype=np.float32)
-    return rint_clip(y, zp, out_dtype)
+    in float32, rounded half to even, plus the zero point, saturated to ``out_dtype``.
+
+    ``acc`` is integer-valued (int64, or float32/float64 holding exact integers)."""
+    if acc.dtype != np.float32:
+        acc = to_int32(acc).astype(np.float32)  # int32 wrap, then ORT's int -> float
+    y = acc * np.asarray(multiplier, dtype=np.float32)
+    lo, hi = int_bounds(out_dtype)
+    np.rint(y, out=y)
+    y += np.asarray(zp, dtype=np.float32)
+    np.clip(y, lo, hi, out=y)
+    return y.astype(out_dtype)
 
 
 def qonnx_round(y: np.ndarray, mode: str, node=None) -> np.ndarray:

@@ -17,14 +17,17 @@ __all__ = ["run"]
 
 
 def run(node, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point=None, b=None):
-    acc = conv_integer_acc(node, x, x_zero_point, w, w_zero_point)
     m = w.shape[0]
     spatial = (1,) * (x.ndim - 2)
+    bmax = 0
     if b is not None:
         b = np.asarray(b, dtype=np.int64)
         if b.size not in (1, m):
             raise ModelError(f"node {node.name!r}: bias shape {b.shape!r} does not match {m} output channels")
-        acc = acc + b.reshape((-1,) + spatial)
+        bmax = int(np.max(np.abs(b)))
+    acc = conv_integer_acc(node, x, x_zero_point, w, w_zero_point, extra=bmax)
+    if b is not None:  # exact: the accumulator dtype has headroom for the bias
+        acc += b.reshape((-1,) + spatial).astype(acc.dtype)
     ws = np.asarray(w_scale, dtype=np.float32)
     if ws.size not in (1, m):
         raise ModelError(f"node {node.name!r}: w_scale shape {ws.shape!r} does not match {m} output channels")
