@@ -1,0 +1,192 @@
+"""Quantized elementwise Add of two streams (residual connections)."""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal, Value, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..quant.arith import acc_bits
+from . import _blockparams as _p
+from .cost import Cost
+
+__all__ = ["Add"]
+
+
+def _range(shape):
+    if shape.signed:
+        return -(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1
+    return 0, (1 << shape.width) - 1
+
+
+class Add(wiring.Component):
+    """``y = clamp(zp + round((a - za)*Ma + (b - zb)*Mb, shift))`` lane by lane.
+
+    Semantics are exactly :func:`onnx2hw.quant.arith_add.add_requantized` (round half up,
+    one shared shift). ``a`` and ``b`` stream the same tensor layout; transfer ``t`` of ``a``
+    is added to transfer ``t`` of ``b``.
+
+    Parameters
+    ----------
+    a_shape, b_shape, out_shape : ShapeLike
+        Lane shapes of ``a``, ``b`` and ``o``.
+    lanes : int
+        Lanes per transfer, the same on all three ports.
+    a_zero, b_zero, zero_point : int
+        Zero points of ``a``, ``b`` and the output.
+    a_mult, b_mult : int
+        Integer multipliers, ``|m| < 2**31``.
+    shift : int
+        Shared right shift, 0..62.
+    lo, hi : int, optional
+        Output clamp (default: the range of ``out_shape``; must lie inside it).
+
+    Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
+    4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
+    lane and input). Latency 2 cycles (term register, output register), initiation interval 1.
+    The two inputs transfer together (``a.ready = en & b.valid``, ``b.ready = en & a.valid``
+    with ``en = ~o.valid | o.ready``); the pipeline stalls as a whole when ``o`` is not ready.
+    ``o.valid``/``o.payload`` are registers (stream rules hold).
+
+    Ports: ``a``, ``b`` (in), ``o`` (out).
+    """
+
+    def __init__(self, a_shape, b_shape, out_shape, lanes: int = 1, *, a_zero: int = 0,
+                 a_mult: int = 1, b_zero: int = 0, b_mult: int = 1, shift: int = 0,
+                 zero_point: int = 0, lo: int | None = None, hi: int | None = None):
+        p = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
+                    zero_point, lo, hi)
+        (self.a_shape, self.b_shape, self.out_shape, self.lanes, self.a_zero, self.a_mult,
+         self.b_zero, self.b_mult, self.shift, self.zero_point, self.lo, self.hi) = p
+        super().__init__({
+            "a": In(stream.Signature(_p.lanes_layout(self.a_shape, self.lanes))),
+            "b": In(stream.Signature(_p.lanes_layout(self.b_shape, self.lanes))),
+            "o": Out(stream.Signature(_p.lanes_layout(self.out_shape, self.lanes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        en = Signal()
+        v1 = Signal()
+        m.d.comb += [
+            en.eq(~self.o.valid | self.o.ready),
+            self.a.ready.eq(en & self.b.valid),
+            self.b.ready.eq(en & self.a.valid),
+        ]
+        ta_shape = _term_shape(self.a_shape, self.a_zero, self.a_mult)
+        tb_shape = _term_shape(self.b_shape, self.b_zero, self.b_mult)
+        half = (1 << (self.shift - 1)) if self.shift else 0
+        ta_lo, ta_hi = _term_range(self.a_shape, self.a_zero, self.a_mult)
+        tb_lo, tb_hi = _term_range(self.b_shape, self.b_zero, self.b_mult)
+        y_shape = signed(acc_bits(((ta_lo + tb_lo + half) >> self.shift) + self.zero_point,
+                                  ((ta_hi + tb_hi + half) >> self.shift) + self.zero_point))
+        for j in range(self.lanes):
+            ta = Signal(ta_shape, name=f"ta{j}")
+            tb = Signal(tb_shape, name=f"tb{j}")
+            ta_next = _term(m, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult)
+            tb_next = _term(m, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult)
+            y = Signal(y_shape, name=f"y{j}")
+            m.d.comb += y.eq(((ta + tb + half) >> self.shift) + self.zero_point)
+            with m.If(en):
+                m.d.sync += [
+                    ta.eq(ta_next), tb.eq(tb_next),
+                    self.o.payload[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
+                ]
+        with m.If(en):
+            m.d.sync += [v1.eq(self.a.valid & self.b.valid), self.o.valid.eq(v1)]
+        return m
+
+    @staticmethod
+    def estimate(a_shape, b_shape, out_shape, lanes: int = 1, *, a_zero: int = 0,
+                 a_mult: int = 1, b_zero: int = 0, b_mult: int = 1, shift: int = 0,
+                 zero_point: int = 0, lo: int | None = None, hi: int | None = None,
+                 family: str = "ecp5") -> Cost:
+        """Cost without elaboration (calibrated against Yosys ``synth_ecp5``)."""
+        (a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift, zero_point,
+         lo, hi) = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult,
+                           shift, zero_point, lo, hi)
+        _p.family(family)
+        lut = ff = dsp = 0
+        tw = []
+        for shape, z, mult in ((a_shape, a_zero, a_mult), (b_shape, b_zero, b_mult)):
+            t = _term_shape(shape, z, mult).width
+            tw.append(t)
+            kind = _term_kind(shape, mult)
+            ff += t
+            if kind == "table":
+                lut += t
+            elif kind == "dsp":
+                dsp += 1
+            else:
+                lut += shape.width + 1       # subtract the zero point
+        acc = max(tw) + 1
+        out_w = out_shape.width
+        # adder + rounding constant (carry chain counted as LUT4-equivalents in Yosys stat:
+        # CCU2C not included), zero-point add, two comparisons and the clamp muxes.
+        lut += (acc - shift) + 2 * out_w + (acc - shift) // 2
+        ff += out_w
+        per_lane = Cost(1, 2, lut, ff, dsp, 0)
+        return Cost(1, 2, per_lane.lut * lanes + 3, per_lane.ff * lanes + 2, dsp * lanes, 0)
+
+
+def _term_kind(shape, mult) -> str:
+    if shape.width <= 4:
+        return "table"
+    if mult == 0 or (mult > 0 and mult & (mult - 1) == 0):
+        return "shift"
+    return "dsp"
+
+
+def _term_range(shape, zero, mult):
+    lo, hi = _range(shape)
+    ends = [(lo - zero) * mult, (hi - zero) * mult]
+    return min(ends), max(ends)
+
+
+def _term_shape(shape, zero, mult):
+    return signed(acc_bits(*_term_range(shape, zero, mult)))
+
+
+def _term(m, value, shape, zero, mult):
+    """``(value - zero) * mult`` as a table, a shift, or a DSP product."""
+    kind = _term_kind(shape, mult)
+    out = Signal(_term_shape(shape, zero, mult))
+    if kind == "table":
+        raw = Value.cast(value).as_unsigned()
+        with m.Switch(raw):
+            for r in range(1 << shape.width):
+                x = r - (1 << shape.width) if shape.signed and r >> (shape.width - 1) else r
+                with m.Case(r):
+                    m.d.comb += out.eq((x - zero) * mult)
+    elif kind == "shift":
+        if mult == 0:
+            m.d.comb += out.eq(0)
+        else:
+            m.d.comb += out.eq((value - zero) << (mult.bit_length() - 1))
+    else:
+        m.d.comb += out.eq((value - zero) * mult)
+    return out
+
+
+def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
+            zero_point, lo, hi):
+    a_shape = _p.elem_shape(a_shape, "a_shape")
+    b_shape = _p.elem_shape(b_shape, "b_shape")
+    out_shape = _p.elem_shape(out_shape, "out_shape")
+    lanes = _p.positive_int(lanes, "lanes")
+    a_zero, b_zero = _p.integer(a_zero, "a_zero"), _p.integer(b_zero, "b_zero")
+    zero_point = _p.integer(zero_point, "zero_point")
+    a_mult, b_mult = _p.integer(a_mult, "a_mult"), _p.integer(b_mult, "b_mult")
+    for name, v in (("a_mult", a_mult), ("b_mult", b_mult)):
+        if abs(v) >= 1 << 31:
+            raise ValueError(f"{name} must satisfy |{name}| < 2**31, not {v!r}")
+    shift = _p.integer(shift, "shift")
+    if not 0 <= shift <= 62:
+        raise ValueError(f"shift must be in 0..62, not {shift!r}")
+    olo, ohi = _range(out_shape)
+    lo = olo if lo is None else _p.integer(lo, "lo")
+    hi = ohi if hi is None else _p.integer(hi, "hi")
+    if not olo <= lo <= hi <= ohi:
+        raise ValueError(f"clamp range [{lo!r}, {hi!r}] must be non-empty and inside "
+                         f"[{olo}, {ohi}] of out_shape {out_shape!r}")
+    return (a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
+            zero_point, lo, hi)

@@ -1,0 +1,124 @@
+"""Lane-count conversion between stages with different folding."""
+from __future__ import annotations
+
+import math
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import _blockparams as _p
+from .cost import Cost
+
+__all__ = ["WidthConverter"]
+
+
+class WidthConverter(wiring.Component):
+    """Repack a stream of ``in_lanes`` elements per transfer into ``out_lanes`` per transfer.
+
+    Element order is kept: element ``t*in_lanes + j`` (lane ``j`` of input transfer ``t``)
+    leaves as lane ``e % out_lanes`` of output transfer ``e // out_lanes``. A stream must
+    carry a multiple of ``lcm(in_lanes, out_lanes)`` elements to come out whole.
+
+    Parameters
+    ----------
+    elem_shape : ShapeLike
+        Shape of one lane.
+    in_lanes, out_lanes : int
+        Lanes on ``i`` and ``o`` (>= 1).
+
+    Structure and timing:
+
+    * equal: wires (latency 0);
+    * ``out_lanes = k * in_lanes`` (gather): a shift register of ``k - 1`` pieces and an
+      output register; accepts one input per cycle, emits every ``k`` cycles; latency 1;
+    * ``in_lanes = k * out_lanes`` (split): the input word is loaded into a register that
+      shifts by one piece per output transfer; emits one output per cycle and accepts the next
+      input during the last piece; latency 1;
+    * otherwise: gather to ``lcm`` lanes, then split (latency 2).
+
+    Throughput is ``min(in_lanes, out_lanes)`` elements per cycle. Outputs are registers that
+    change only on an output transfer (stream rules hold); ``i.ready`` may depend
+    combinationally on ``o.ready``.
+
+    Ports: ``i`` (in), ``o`` (out).
+    """
+
+    def __init__(self, elem_shape, in_lanes: int, out_lanes: int):
+        self.elem_shape = _p.elem_shape(elem_shape)
+        self.in_lanes = _p.positive_int(in_lanes, "in_lanes")
+        self.out_lanes = _p.positive_int(out_lanes, "out_lanes")
+        super().__init__({
+            "i": In(stream.Signature(_p.lanes_layout(self.elem_shape, self.in_lanes))),
+            "o": Out(stream.Signature(_p.lanes_layout(self.elem_shape, self.out_lanes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n_in, n_out, w = self.in_lanes, self.out_lanes, self.elem_shape.width
+        if n_in == n_out:
+            wiring.connect(m, wiring.flipped(self.i), wiring.flipped(self.o))
+        elif n_out % n_in == 0:
+            self._gather(m, self.i, self.o, n_out // n_in, n_in * w)
+        elif n_in % n_out == 0:
+            self._split(m, self.i, self.o, n_in // n_out, n_out * w)
+        else:
+            lcm = math.lcm(n_in, n_out)
+            mid = stream.Signature(_p.lanes_layout(self.elem_shape, lcm)).create(path=("mid",))
+            self._gather(m, self.i, mid, lcm // n_in, n_in * w)
+            self._split(m, mid, self.o, lcm // n_out, n_out * w)
+        return m
+
+    @staticmethod
+    def _gather(m, i, o, k, piece):
+        buf = Signal((k - 1) * piece)
+        count = Signal(range(k))
+        out_free = ~o.valid | o.ready
+        last = count == k - 1
+        m.d.comb += i.ready.eq(~last | out_free)
+        with m.If(o.valid & o.ready):
+            m.d.sync += o.valid.eq(0)
+        with m.If(i.valid & i.ready):
+            with m.If(last):
+                m.d.sync += [o.payload.eq(Cat(buf, i.payload)), o.valid.eq(1), count.eq(0)]
+            with m.Else():
+                shifted = Cat(buf[piece:], i.payload) if k > 2 else i.payload
+                m.d.sync += [buf.eq(shifted), count.eq(count + 1)]
+
+    @staticmethod
+    def _split(m, i, o, k, piece):
+        word = Signal(k * piece)
+        count = Signal(range(k))
+        last = count == k - 1
+        m.d.comb += [o.payload.eq(word[:piece]), i.ready.eq(~o.valid | (last & o.ready))]
+        with m.If(i.valid & i.ready):
+            m.d.sync += [word.eq(i.payload), o.valid.eq(1), count.eq(0)]
+        with m.Elif(o.valid & o.ready):
+            m.d.sync += [word.eq(word[piece:]), count.eq(count + 1)]
+            with m.If(last):
+                m.d.sync += o.valid.eq(0)
+
+    @staticmethod
+    def estimate(elem_shape, in_lanes: int, out_lanes: int, family: str = "ecp5") -> Cost:
+        """Cycles per input transfer and resources (calibrated against Yosys ``synth_ecp5``)."""
+        w = _p.elem_shape(elem_shape).width
+        n_in = _p.positive_int(in_lanes, "in_lanes")
+        n_out = _p.positive_int(out_lanes, "out_lanes")
+        _p.family(family)
+        if n_in == n_out:
+            return Cost(1, 0, 0, 0, 0, 0)
+        lcm = math.lcm(n_in, n_out)
+        # cycles per input transfer: gather takes 1; split takes in/out
+        cycles = max(1, n_in // n_out) if n_in % n_out == 0 else max(1, -(-n_in // n_out))
+        cost = Cost(cycles, 0, 0, 0, 0, 0)
+        if lcm != n_in:     # gather stage: (k-1) pieces + output register, enables only
+            k = lcm // n_in
+            cbits = max(1, (k - 1).bit_length())
+            cost = Cost(cycles, 1, lut=cbits + 3, ff=lcm * w + cbits + 1, dsp=0, ebr=0)
+        if lcm != n_out:    # split stage: loadable shift register (2:1 mux per bit)
+            k = lcm // n_out
+            cbits = max(1, (k - 1).bit_length())
+            bits = lcm * w
+            cost = Cost(cycles, cost.latency + 1, cost.lut + (bits - n_out * w) + w * 0 +
+                        n_out * w // 2 + cbits + 3, cost.ff + bits + cbits + 1, 0, 0)
+        return cost
