@@ -30,6 +30,10 @@ Number formats
 * opset: ``max(model opset, 13)`` for 8-bit; ``max(model opset, 21)`` (IR version >= 10) when any
   4-bit type is used.
 
+onnxruntime 1.31 runs every output with its default optimizations except 4-bit activations feeding
+a ``Conv``: its QDQ fusion then builds a ``QLinearConv`` that rejects ``uint4``/``int4`` (the model is
+valid ONNX and runs with ``GraphOptimizationLevel.ORT_DISABLE_ALL``).
+
 A calibrated range of zero (for example an all-zero calibration set) would give a zero scale; it is
 rejected with an error naming the tensor. Every scale is checked to be a finite, normal float32.
 """
