@@ -148,7 +148,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, g: Geometry, group: int, compute_dtype
     zero padding per ``g``, plus ``bias`` (M,) when given. Returns a contiguous
     (N, M, *out) array in ``compute_dtype``.
 
-    Three formulations, all vectorized over batch and positions:
+    Two formulations, both vectorized over batch and positions:
 
     * stride 1 everywhere: the "flat" im2col. Input goes channel-major into one
       zero-padded buffer (C, N * F), F = prod(padded spatial), so the input under
@@ -157,8 +157,6 @@ def conv_nd(x: np.ndarray, w: np.ndarray, g: Geometry, group: int, compute_dtype
       at positions a window cannot reach (the right/bottom margins) are cropped.
       The columns of a chunk of samples stay cache-sized; the bias rides along as
       a row of ones in the columns.
-    * one input channel per group with group > 1 (depthwise): one broadcast
-      multiply-add per kernel offset.
     * otherwise: strided-window im2col (N, G, K*Cg, P) and one batched matmul.
     """
     n, c = x.shape[:2]
@@ -167,17 +165,6 @@ def conv_nd(x: np.ndarray, w: np.ndarray, g: Geometry, group: int, compute_dtype
     d = len(g.kernel)
     k = math.prod(g.kernel)
     wc = np.asarray(w).astype(compute_dtype, copy=False)
-    if cg == 1 and group > 1:
-        xp = pad_spatial(x, g, 0)
-        wg = wc.reshape((group, mg, k) + (1,) * d)
-        y = np.zeros((n, group, mg) + g.out, dtype=compute_dtype)
-        for idx, _, sl in window_slices(g):
-            xs = xp[(slice(None), slice(None)) + sl].astype(compute_dtype, copy=False)
-            y += wg[:, :, idx] * xs[:, :, None]
-        y = y.reshape((n, m) + g.out)
-        if bias is not None:
-            y += np.asarray(bias, dtype=compute_dtype).reshape((m,) + (1,) * d)
-        return y
     # weights as (G, Mg, K*Cg), column = kernel offset * Cg + channel in group
     wg = wc.reshape(group, mg, cg, k).transpose(0, 1, 3, 2).reshape(group, mg, k * cg)
     if all(s == 1 for s in g.strides):
@@ -199,7 +186,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, g: Geometry, group: int, compute_dtype
             bcol = np.asarray(bias, dtype=compute_dtype).reshape(group, mg, 1)
             wg = np.concatenate([wg, bcol], axis=2)
         # samples per chunk: the columns of one chunk stay cache-sized
-        chunk = max(1, _CHUNK_BYTES // (rows * f * buf.itemsize))
+        chunk = max(1, _CHUNK_BYTES // (group * rows * f * buf.itemsize))
         full = None
         for n0 in range(0, n, chunk):
             nc = min(chunk, n - n0)
