@@ -234,3 +234,29 @@ def test_batch_normalization_training_mode_running_stats():
     np.testing.assert_allclose(rv, var * 0.8 + bv * 0.2, rtol=1e-6)
     want = s[None, :, None] * (x - bm[None, :, None]) / np.sqrt(bv[None, :, None] + 1e-5) + b[None, :, None]
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_qonnx_graph_through_loader_and_executor():
+    """Quant -> Trunc -> BipolarQuant as a QONNX model: domain dispatch and input order."""
+    from onnx2hw.golden import execute
+    from onnx2hw.ir import load
+
+    consts = {"s": np.float32(0.5), "z": np.float32(0), "b8": np.float32(8), "os": np.float32(2),
+              "b6": np.float32(6), "one": np.float32(1)}
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b8"], ["q"], domain=QONNX, signed=1, narrow=0,
+                              rounding_mode="ROUND"),
+             helper.make_node("Trunc", ["q", "s", "z", "b8", "os", "b6"], ["t"], domain=QONNX,
+                              rounding_mode="FLOOR"),
+             helper.make_node("BipolarQuant", ["t", "one"], ["y"], domain=QONNX)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                          [numpy_helper.from_array(np.array(v), k) for k, v in consts.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(QONNX, 2)])
+    x = f32(3.3, -0.7, 100.0, -1.2).reshape(1, 4)
+    out = execute(load(model), {"x": x})
+    # Quant: x/0.5 = 6.6 -1.4 200 -2.4 -> clamp [-128, 127] -> round 7 -1 127 -2 -> * 0.5
+    # Trunc: /0.5 -> 7 -1 127 -2; t = 2^round(log2(2 / 0.5)) = 4 -> 1.75 -0.25 31.75 -0.5
+    #        clamp [-32, 31] -> 1.75 -0.25 31 -0.5 -> FLOOR 1 -1 31 -1 -> * 2
+    np.testing.assert_array_equal(out["t"], f32(2, -2, 62, -2).reshape(1, 4))
+    np.testing.assert_array_equal(out["y"], f32(1, -1, 1, -1).reshape(1, 4))
