@@ -61,7 +61,7 @@ def quantized():
 
 @pytest.mark.parametrize("cfg", CONFIGS)
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_qdq_is_valid_runs_and_reimports_exactly(name, cfg, quantized, record_property):
+def test_qdq_is_valid_runs_and_reimports_exactly(name, cfg, quantized, record_property, summary):
     model = quantized(name, cfg)
     onnx.checker.check_model(model, full_check=True)
     opset = next(o.version for o in model.opset_import if o.domain == "")
@@ -84,6 +84,8 @@ def test_qdq_is_valid_runs_and_reimports_exactly(name, cfg, quantized, record_pr
     same = float(np.mean(lsb < 0.5))
     record_property("identical_fraction", same)
     record_property("max_lsb", float(lsb.max()))
+    summary(f"ptq-reimport-{name}-{cfg}", f"onnx2hw quantize {name:15s} {cfg:9s} golden IntegerGraph vs onnxruntime: "
+            f"{100 * same:6.2f}% identical outputs, max {lsb.max():.0f} LSB")
     assert lsb.max() <= 1.0 + 1e-6 and same >= 0.99, (same, lsb.max())
     # the float golden executor on the QDQ model agrees with onnxruntime too
     y_gold = execute(load(model), {key: x})["logits"]
