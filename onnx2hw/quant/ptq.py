@@ -51,7 +51,7 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
 from . import _calib, _fold
 
-__all__ = ["quantize", "quantize_file", "load_calibration", "act_qparams", "weight_qparams", "QParams",
+__all__ = ["quantize", "load_calibration", "act_qparams", "weight_qparams", "QParams",
            "WEIGHT_BITS", "ACT_BITS", "METHODS"]
 
 WEIGHT_BITS = (8, 4)
@@ -412,10 +412,3 @@ def _dedupe(inits: list[onnx.TensorProto]) -> list[onnx.TensorProto]:
             seen.add(t.name)
             out.append(t)
     return out
-
-
-def quantize_file(model_path, calib_path, out_path, **options) -> onnx.ModelProto:
-    """:func:`quantize` from files; writes ``out_path`` and returns the model."""
-    model = quantize(model_path, load_calibration(calib_path), **options)
-    onnx.save(model, os.fspath(out_path))
-    return model
