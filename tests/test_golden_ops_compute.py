@@ -5,7 +5,6 @@ Cross-checks with onnxruntime are in test_golden_ort_compute.py."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator

@@ -198,7 +198,8 @@ def test_qlinear_matmul(shapes, dtype, seed):
     a, b = rand(rng, shapes[0], dtype), rand(rng, shapes[1], dtype)
     off = 128 if dtype == np.uint8 else 0
     consts = {"as": np.array(rng.uniform(0.01, 0.1), np.float32), "az": np.array(off + rng.integers(-9, 9), dtype),
-              "b": b, "bs": np.array(rng.uniform(0.01, 0.1), np.float32), "bz": np.array(off + rng.integers(-9, 9), dtype),
+              "b": b, "bs": np.array(rng.uniform(0.01, 0.1), np.float32),
+              "bz": np.array(off + rng.integers(-9, 9), dtype),
               "ys": np.array(rng.uniform(0.05, 2.0), np.float32), "yz": np.array(off + rng.integers(-9, 9), dtype)}
     model = make_model("QLinearMatMul", {"a": a}, consts, [_tensor_type(a)])
     check(model, {"a": a}, exact=True)
@@ -347,7 +348,10 @@ def test_quantize_linear_float8(saturate, ftype):
 @pytest.mark.parametrize("layout", ["tensor", "axis", "blocked"])
 def test_dequantize_linear(qtype, layout):
     rng = np.random.default_rng(QTYPES.index(qtype) if qtype in QTYPES else 99)
-    x = rand(rng, (4, 6, 3), qtype) if qtype != np.int32 else rng.integers(-2**20, 2**20, size=(4, 6, 3)).astype(np.int32)
+    if qtype == np.int32:
+        x = rng.integers(-2**20, 2**20, size=(4, 6, 3)).astype(np.int32)
+    else:
+        x = rand(rng, (4, 6, 3), qtype)
     if qtype == np.int32:
         scale = q_params(rng, x.shape, layout, np.int8)[0]
         zp = np.zeros(scale.shape, np.int32)
@@ -361,7 +365,8 @@ def test_dequantize_linear(qtype, layout):
         check(model, {"x": x}, exact=True)
     else:  # int4/uint4: ORT is fed int8 and casts inside the graph
         raw = x.astype(np.int8)
-        check(model, {"x": x}, exact=True, ort_model=with_casts(model, in_from=TensorProto.INT8), ort_feeds={"x_c": raw})
+        check(model, {"x": x}, exact=True, ort_model=with_casts(model, in_from=TensorProto.INT8),
+              ort_feeds={"x_c": raw})
 
 
 # ------------------------------------------------------------------ float16 paths

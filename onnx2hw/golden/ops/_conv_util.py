@@ -2,8 +2,8 @@
 
 All helpers work for any number of spatial dimensions (layout ``N, C, *spatial``).
 Windows are visited as one strided slice per kernel offset, so the work is
-vectorized over batch, channels and output positions; the only Python loop runs
-over the ``prod(kernel_shape)`` kernel offsets.
+vectorized over batch, channels and output positions; Python loops run only over
+kernel offsets (and, in the convolution, over cache-sized chunks of samples).
 """
 from __future__ import annotations
 
@@ -65,7 +65,12 @@ def spatial_attrs(node, kernel: tuple[int, ...]):
 
 
 def geometry(node, in_shape: tuple[int, ...], kernel: tuple[int, ...], *, ceil_mode: bool = False) -> Geometry:
-    """Resolve ``auto_pad``/``pads``/``ceil_mode`` of ``node`` for spatial input ``in_shape``."""
+    """Resolve ``auto_pad``/``pads``/``ceil_mode`` of ``node`` for spatial input ``in_shape``.
+
+    ``ceil_mode`` rounds the window count up (a last window may not start in the
+    end padding); with ``auto_pad=VALID`` it applies too, as in onnxruntime and ONNX
+    shape inference (onnx's reference evaluator rounds down there).
+    """
     strides, dilations, pads = spatial_attrs(node, kernel)
     d = len(kernel)
     auto_pad = node.attr("auto_pad", "NOTSET") or "NOTSET"
@@ -114,8 +119,9 @@ def pad_spatial(x: np.ndarray, g: Geometry, value) -> np.ndarray:
 
 
 def window_slices(g: Geometry):
-    """Yield ``(offset index, slices)``: the spatial slices of a padded array that hold,
-    for every output position, the input element under kernel offset ``offset``."""
+    """Yield ``(index, offset, slices)`` per kernel offset (row-major order): the
+    spatial slices of a padded array that hold, for every output position, the
+    input element under that kernel offset."""
     ranges = [range(k) for k in g.kernel]
     for idx, off in enumerate(itertools.product(*ranges)):
         yield idx, off, tuple(slice(o * dl, o * dl + (n - 1) * s + 1, s)
@@ -253,7 +259,8 @@ def conv_geometry(node, x: np.ndarray, w: np.ndarray) -> tuple[Geometry, int]:
     kernel = tuple(int(k) for k in w.shape[2:])
     declared = node.attr("kernel_shape", None)
     if declared is not None and tuple(declared) != kernel:
-        raise ModelError(f"node {node.name!r}: kernel_shape {tuple(declared)!r} does not match weight shape {w.shape!r}")
+        raise ModelError(f"node {node.name!r}: kernel_shape {tuple(declared)!r} does not match "
+                         f"weight shape {w.shape!r}")
     group = int(node.attr("group", 1))
     c, m = x.shape[1], w.shape[0]
     if group < 1 or c % group or m % group or w.shape[1] != c // group:
