@@ -229,9 +229,13 @@ class SlidingWindow(wiring.Component):
         # Is the whole window of output pixel (u, v) written?
         r_last = Signal(_signed_for(-PT - 1, max(H, (OH - 1) * SH + KH + 1)))
         c_last = Signal(_signed_for(-PL - 1, max(W, (OW - 1) * SW + KW + 1)))
+        # Clipped to the image; a window wholly in the top/left padding still waits for the
+        # image's first pixel, so no window is emitted before its image has started.
+        def clip(x, hi):
+            return Mux(x > hi, hi, Mux(x < 0, 0, x))
         m.d.comb += [
-            r_last.eq(Mux(u + (KH - 1) > H - 1, H - 1, u + (KH - 1))),
-            c_last.eq(Mux(v + (KW - 1) > W - 1, W - 1, v + (KW - 1))),
+            r_last.eq(clip(u + (KH - 1), H - 1)),
+            c_last.eq(clip(v + (KW - 1), W - 1)),
         ]
         w_row_s = Cat(w_row, C(0, 1)).as_signed()
         w_col_s = Cat(w_col, C(0, 1)).as_signed()
