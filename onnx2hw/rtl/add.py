@@ -105,27 +105,28 @@ class Add(wiring.Component):
          lo, hi) = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult,
                            shift, zero_point, lo, hi)
         _p.family(family)
+        half = (1 << (shift - 1)) if shift else 0
         lut = ff = dsp = 0
-        tw = []
+        ranges = []
         for shape, z, mult in ((a_shape, a_zero, a_mult), (b_shape, b_zero, b_mult)):
+            ranges.append(_term_range(shape, z, mult))
             t = _term_shape(shape, z, mult).width
-            tw.append(t)
+            tz = (abs(mult) & -abs(mult)).bit_length() - 1 if mult else t   # constant LSBs
             kind = _term_kind(shape, mult)
-            ff += t
+            ff += max(0, t - tz)
             if kind == "table":
-                lut += t
+                lut += max(0, t - tz)            # one LUT4 per non-constant table bit
             elif kind == "dsp":
                 dsp += 1
-            else:
-                lut += shape.width + 1       # subtract the zero point
-        acc = max(tw) + 1
-        out_w = out_shape.width
-        # adder + rounding constant (carry chain counted as LUT4-equivalents in Yosys stat:
-        # CCU2C not included), zero-point add, two comparisons and the clamp muxes.
-        lut += (acc - shift) + 2 * out_w + (acc - shift) // 2
-        ff += out_w
-        per_lane = Cost(1, 2, lut, ff, dsp, 0)
-        return Cost(1, 2, per_lane.lut * lanes + 3, per_lane.ff * lanes + 2, dsp * lanes, 0)
+                lut += shape.width + 2 if z else 2
+            elif z:
+                lut += shape.width + 1           # zero-point subtraction
+        (alo, ahi), (blo, bhi) = ranges
+        y_w = acc_bits(((alo + blo + half) >> shift) + zero_point,
+                       ((ahi + bhi + half) >> shift) + zero_point)
+        lut += 3 * y_w + 2                       # rounding/zero-point adds (plus CCU2C), clamp
+        ff += out_shape.width
+        return Cost(1, 2, lut * lanes + 3, ff * lanes + 2, dsp * lanes, 0)
 
 
 def _term_kind(shape, mult) -> str:
@@ -190,3 +191,14 @@ def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, 
                          f"[{olo}, {ohi}] of out_shape {out_shape!r}")
     return (a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
             zero_point, lo, hi)
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect)."""
+    import numpy as np
+    from amaranth.hdl import signed
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-128, 128, size=(2000, 4)) for _ in range(2))
+    q = dict(a_zero=-3, a_mult=23170, b_zero=5, b_mult=-9000, shift=15, zero_point=7)
+    return [("Add s8+s8->s8 x4 (DSP)", lambda: Add(signed(8), signed(8), signed(8), 4, **q),
+             {"a": a, "b": b}, {"o": len(a)})]

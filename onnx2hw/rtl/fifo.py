@@ -102,3 +102,14 @@ def _bram_count(entries: int, width: int, family: str) -> int:
         if entries <= d:
             return -(-width // wd)
     return -(-entries // 16384) * width
+
+
+def bench_config():
+    """Representative configurations for ``bench.rtl`` (name, factory, feeds, expect)."""
+    import numpy as np
+    from amaranth.hdl import signed
+    x = np.random.default_rng(0).integers(-128, 128, size=(2000, 8))
+    return [("StreamFIFO s8x8 depth 512 (BRAM)", lambda: StreamFIFO(signed(8), 8, 512),
+             {"i": x}, {"o": len(x)}),
+            ("StreamFIFO s8x8 depth 16 (LUT RAM)", lambda: StreamFIFO(signed(8), 8, 16),
+             {"i": x}, {"o": len(x)})]

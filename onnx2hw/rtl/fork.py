@@ -63,3 +63,11 @@ class Fork(wiring.Component):
         _p.positive_int(lanes, "lanes")
         _p.family(family)
         return Cost(1, 0, lut=4, ff=2, dsp=0, ebr=0)
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect)."""
+    import numpy as np
+    from amaranth.hdl import signed
+    x = np.random.default_rng(0).integers(-128, 128, size=(2000, 8))
+    return [("Fork s8x8", lambda: Fork(signed(8), 8), {"i": x}, {"o0": len(x), "o1": len(x)})]

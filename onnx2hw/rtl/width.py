@@ -111,14 +111,27 @@ class WidthConverter(wiring.Component):
         # cycles per input transfer: gather takes 1; split takes in/out
         cycles = max(1, n_in // n_out) if n_in % n_out == 0 else max(1, -(-n_in // n_out))
         cost = Cost(cycles, 0, 0, 0, 0, 0)
-        if lcm != n_in:     # gather stage: (k-1) pieces + output register, enables only
-            k = lcm // n_in
+        if lcm != n_in:     # gather: (k-1)-piece shift register + output register (enables)
+            k, piece = lcm // n_in, n_in * w
             cbits = max(1, (k - 1).bit_length())
-            cost = Cost(cycles, 1, lut=cbits + 3, ff=lcm * w + cbits + 1, dsp=0, ebr=0)
-        if lcm != n_out:    # split stage: loadable shift register (2:1 mux per bit)
-            k = lcm // n_out
+            cost = Cost(cycles, 1, lut=2 * cbits + 6, ff=(k - 1) * piece + lcm * w + cbits + 1,
+                        dsp=0, ebr=0)
+        if lcm != n_out:    # split: loadable shift register, 2 LUTs per shifting bit
+            k, piece = lcm // n_out, n_out * w
             cbits = max(1, (k - 1).bit_length())
             bits = lcm * w
-            cost = Cost(cycles, cost.latency + 1, cost.lut + (bits - n_out * w) + w * 0 +
-                        n_out * w // 2 + cbits + 3, cost.ff + bits + cbits + 1, 0, 0)
+            cost = Cost(cycles, cost.latency + 1,
+                        cost.lut + 2 * (bits - piece) + piece + cbits + 8,
+                        cost.ff + bits + cbits + 1, 0, 0)
         return cost
+
+
+def bench_config():
+    """Representative configurations for ``bench.rtl`` (name, factory, feeds, expect)."""
+    import numpy as np
+    from amaranth.hdl import signed
+    e = np.random.default_rng(0).integers(-128, 128, size=2400)
+    return [("WidthConverter s8 4->6", lambda: WidthConverter(signed(8), 4, 6),
+             {"i": e.reshape(-1, 4)}, {"o": len(e) // 6}),
+            ("WidthConverter s8 16->4", lambda: WidthConverter(signed(8), 16, 4),
+             {"i": e.reshape(-1, 16)}, {"o": len(e) // 4})]
