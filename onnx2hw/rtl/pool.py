@@ -83,7 +83,10 @@ class _WindowPool(wiring.Component):
     def estimate(cls, height, width, channels, kernel, *, stride=None, pads=0, dilation=1,
                  elem_shape=unsigned(8), simd=1, pad_value=None, buffer_rows=None,
                  family="ecp5") -> Cost:
-        """Cost without elaboration: the window generator plus the per-lane reducer."""
+        """Cost without elaboration: the window generator plus the per-lane reducer.
+
+        Same conventions as :meth:`SlidingWindow.estimate` (``lut`` = LUT4 + 4 per LUTRAM cell).
+        """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         stride = kernel if stride is None else stride
@@ -229,7 +232,8 @@ class GlobalAvgPool(wiring.Component):
     @staticmethod
     def estimate(height, width, channels, *, elem_shape=unsigned(8), simd=1,
                  family="ecp5") -> Cost:
-        """Cost without elaboration (calibrated against Yosys stat)."""
+        """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` ``stat``
+        (``lut`` = LUT4 + 4 per LUTRAM cell holding the partial sums)."""
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         g = Geometry.make(height, width, channels, 1, 1, 0, 1, simd)

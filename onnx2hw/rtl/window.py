@@ -125,7 +125,14 @@ class SlidingWindow(wiring.Component):
     def estimate(height, width, channels, kernel, *, stride=1, pads=0, dilation=1,
                  elem_shape=unsigned(8), simd=1, pad_value=0, depthwise=False, buffer_rows=None,
                  family="ecp5") -> Cost:
-        """Cost without elaboration (calibrated against Yosys ``synth_ecp5``/``synth_ice40``)."""
+        """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` ``stat``.
+
+        ``lut`` counts LUT4s plus 4 per ``TRELLIS_DPR16X4`` (Yosys keeps line buffers of up to
+        ~27 such cells in distributed RAM, larger ones in ``DP16KD`` blocks, counted in
+        ``ebr``). ``cycles`` is the initiation interval per image without backpressure;
+        ``latency`` is counted from the first input transfer to the first output transfer.
+        The ``ice40`` figures reuse the ECP5 logic fit with SB_RAM40_4K block counts.
+        """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
