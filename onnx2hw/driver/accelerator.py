@@ -1,0 +1,272 @@
+"""Run inferences on a built accelerator over its host link."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.errors import ModelError
+from . import protocol as P
+from .build_info import read_build_info
+from .transport import LinkError, Transport
+
+__all__ = ["Accelerator", "RunStats"]
+
+
+@dataclass
+class RunStats:
+    """Link statistics of the last :meth:`Accelerator.run` (times in transport seconds)."""
+
+    inferences: int = 0
+    frames: int = 0
+    resent: int = 0
+    crc_errors: int = 0                      # frames from the board with a bad CRC
+    board_errors: Counter = field(default_factory=Counter)   # error code -> reports
+    seconds: float = 0.0
+    bytes_out: int = 0                       # host -> board
+    bytes_in: int = 0                        # board -> host
+
+    @property
+    def inferences_per_s(self) -> float:
+        return self.inferences / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Pending:
+    __slots__ = ("index", "count", "frame", "attempts", "order", "why")
+
+    def __init__(self, index, count, frame):
+        self.index, self.count, self.frame = index, count, frame
+        self.attempts, self.order, self.why = 0, 0, []
+
+
+class Accelerator:
+    """A built accelerator reached through a :class:`~onnx2hw.driver.transport.Transport`.
+
+    Use :meth:`open`. ``run(x)`` takes float inputs shaped like the ONNX model's input (batch
+    first) and returns float outputs shaped like its output; ``run(x, raw=True)`` takes and
+    returns the integer tensors the hardware computes (NHWC, batch first).
+
+    Frames carry up to ``batch`` inferences (default: the board's maximum); ``window`` frames
+    are in flight at once. A frame whose result is not back in time, arrives corrupted, is
+    reported bad by the board or is overtaken by a later frame's result is sent again, at most
+    ``retries`` times, after which :class:`LinkError` is raised. Results are only ever taken
+    from frames whose CRC, sequence number and length check out.
+    """
+
+    def __init__(self, info: dict, transport: Transport, *, batch=None, window=2, retries=8):
+        self.info = info
+        self.transport = transport
+        self.fmt = P.link_format(info["pipeline"])
+        q = info["quant"]
+        self._qin, self._qout = q["input"], q["output"]
+        if batch is None:
+            batch = self.fmt.max_batch
+        if not (isinstance(batch, int) and 1 <= batch <= self.fmt.max_batch):
+            raise ValueError(f"batch must be 1..{self.fmt.max_batch} inferences per frame, not {batch!r}")
+        if not (isinstance(window, int) and 1 <= window <= 2):
+            raise ValueError(f"window must be 1 or 2 frames (the board buffers two), not {window!r}")
+        if not (isinstance(retries, int) and retries >= 0):
+            raise ValueError(f"retries must be a non-negative int, not {retries!r}")
+        self.batch, self.window, self.retries = batch, window, retries
+        self._seq = 0
+        self.stats = RunStats()
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, build_dir, port: str = "/dev/ttyUSB0", baud=None, *, pipeline=None, batch=None,
+             window=2, retries=8, **sim_options) -> "Accelerator":
+        """Open the accelerator built in ``build_dir`` (its ``accelerator.json``).
+
+        ``port="sim"`` simulates the board top (UART included) with Amaranth's simulator; the
+        design is rebuilt from ``pipeline`` if given, else from the model recorded in the build
+        description. ``baud`` overrides the build's baud rate (for simulation: a fast UART keeps
+        runs short; it must divide the clock within 2.5 %). ``sim_options`` go to
+        :class:`~onnx2hw.driver.sim_transport.SimTransport` (fault injection).
+        """
+        info = build_dir if isinstance(build_dir, dict) else read_build_info(build_dir)
+        baud = float(info["baud"] if baud is None else baud)
+        if port == "sim":
+            transport = sim_transport(info, baud, pipeline=pipeline, **sim_options)
+        else:
+            if sim_options or pipeline is not None:
+                raise ValueError("pipeline and fault injection options are for port='sim' only")
+            from .serial_transport import SerialTransport
+            transport = SerialTransport(port, baud)
+        return cls(info, transport, batch=batch, window=window, retries=retries)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ quantization
+    @property
+    def input_shape(self) -> tuple:
+        """Integer (NHWC) input shape of one inference."""
+        return tuple(self.fmt.in_shape)
+
+    def quantize(self, x) -> np.ndarray:
+        """Float model inputs (batch first, ONNX layout) -> integer NHWC tensors."""
+        q = self._qin
+        x = np.asarray(x, dtype=np.float32)
+        if q["nchw_to_nhwc"]:
+            if x.ndim < 3:
+                raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")
+            x = np.moveaxis(x, 1, -1)
+        if int(np.prod(x.shape[1:])) != self.fmt.in_elems:
+            raise ValueError(f"input of shape {x.shape!r} does not hold {self.fmt.in_elems} elements "
+                             f"per inference (batch first)")
+        v = np.rint(x / np.float32(q["scale"])).astype(np.int64) + int(q["zero_point"])
+        if q["bipolar"]:
+            lo, hi = -1, 1
+        else:
+            lo, hi = ((-(1 << (q["bits"] - 1)), (1 << (q["bits"] - 1)) - 1) if q["signed"]
+                      else (0, (1 << q["bits"]) - 1))
+        v = np.clip(v, lo, hi)
+        if q["bipolar"]:
+            v = np.where(v >= 0, 1, -1)
+        return v.reshape((x.shape[0],) + self.input_shape)
+
+    def dequantize(self, y: np.ndarray) -> np.ndarray:
+        """Integer NHWC outputs -> float model outputs (ONNX layout)."""
+        d = self._qout
+        if d["integer_output"]:
+            out = y
+        else:
+            zp = np.asarray(d["zero_point"], np.int64)
+            out = ((y - zp) * np.asarray(d["scale"], np.float32)).astype(np.float32)
+        if d["nhwc_to_nchw"]:
+            out = np.moveaxis(out, -1, 1)
+        if d["shape"] is not None:
+            out = out.reshape((out.shape[0],) + tuple(d["shape"]))
+        return out
+
+    # ------------------------------------------------------------------ running
+    def run(self, x, *, raw: bool = False) -> np.ndarray:
+        """Run a batch of inferences; see the class docstring for ``raw``."""
+        if raw:
+            xi = np.asarray(x)
+            if not np.issubdtype(xi.dtype, np.integer):
+                raise ValueError(f"raw inputs must be integers, not {xi.dtype}")
+            if xi.shape[1:] != self.input_shape:
+                raise ValueError(f"raw input shape {xi.shape!r} is not (N, *{self.input_shape!r})")
+            return self._run_int(xi)
+        return self.dequantize(self._run_int(self.quantize(x)))
+
+    def _timeout(self) -> float:
+        t = self.transport
+        fmt = self.fmt
+        frame_bytes = (2 * (P.HEADER_BYTES + P.CRC_BYTES) + self.batch * (fmt.in_bytes + fmt.out_bytes))
+        link = self.window * frame_bytes * 10.0 / t.baud
+        p = self.info["pipeline"]
+        compute = (p.get("latency_cycles", 0) + p.get("ii_cycles", 0) * self.batch * self.window) / self.info["clock_hz"]
+        return 2.0 * (link + compute) + 64 * 10.0 / t.baud + t.margin_s
+
+    def _run_int(self, xi: np.ndarray) -> np.ndarray:
+        fmt, t = self.fmt, self.transport
+        n = len(xi)
+        if n == 0:
+            return np.zeros((0,) + tuple(fmt.out_shape), np.int64)
+        data = fmt.encode_inputs(xi, bipolar=bool(self._qin.get("bipolar")))
+        stats = self.stats = RunStats(inferences=n)
+        frames = []
+        for start in range(0, n, self.batch):
+            count = min(self.batch, n - start)
+            payload = data[start * fmt.in_bytes:(start + count) * fmt.in_bytes]
+            frames.append((start, count, payload))
+        results: list = [None] * len(frames)
+        todo = list(range(len(frames)))[::-1]
+        outstanding: dict[int, _Pending] = {}
+        order = 0
+        parser = P.FrameParser(lambda ft, c: c * fmt.out_bytes if ft == P.T_RESULT
+                               else 0 if ft == P.T_ERROR else None)
+        timeout = self._timeout()
+
+        def send(e: _Pending, why=None):
+            nonlocal order
+            if why is not None:
+                e.why.append(why)
+                if e.attempts > self.retries:
+                    first = frames[e.index][0]
+                    raise LinkError(f"inferences {first}..{first + e.count - 1} failed after {self.retries} "
+                                    f"retries ({', '.join(e.why[-3:])}); check the port, baud rate and "
+                                    f"that the board runs this build")
+                stats.resent += 1
+            e.attempts += 1
+            order += 1
+            e.order = order
+            t.write(e.frame)
+            stats.frames += 1
+            stats.bytes_out += len(e.frame)
+
+        t0 = t.now()
+        done = 0
+        while done < len(frames):
+            while todo and len(outstanding) < self.window:
+                k = todo.pop()
+                seq = self._seq
+                self._seq = (self._seq + 1) & 0xFF
+                if seq == P.NO_SEQ:                       # reserved for "header not read"
+                    seq, self._seq = 0, 1
+                start, count, payload = frames[k]
+                e = _Pending(k, count, P.encode_frame(P.T_DATA, seq, count, payload))
+                stale = outstanding.pop(seq, None)
+                assert stale is None
+                outstanding[seq] = e
+                send(e)
+            chunk = t.read(4096, timeout)
+            if not chunk:
+                parser.reset()
+                for e in sorted(outstanding.values(), key=lambda e: e.order):
+                    send(e, "no answer")
+                continue
+            stats.bytes_in += len(chunk)
+            for f in parser.feed(chunk):
+                if not f.ok:
+                    stats.crc_errors += 1
+                    continue
+                if f.type == P.T_ERROR:
+                    stats.board_errors[f.count] += 1
+                    e = outstanding.get(f.seq)
+                    if e is not None:
+                        send(e, f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
+                    continue
+                e = outstanding.get(f.seq)
+                if e is None or f.count != e.count:
+                    continue                              # a stale duplicate
+                results[e.index] = fmt.decode_outputs(f.payload, f.count)
+                del outstanding[f.seq]
+                done += 1
+                for other in sorted(outstanding.values(), key=lambda o: o.order):
+                    if other.order < e.order:             # overtaken: it was lost on the way
+                        send(other, "overtaken")
+        stats.seconds = t.now() - t0
+        return np.concatenate(results)
+
+
+def sim_transport(info: dict, baud: float, *, pipeline=None, **options):
+    """A :class:`~onnx2hw.driver.sim_transport.SimTransport` on the board top of this build."""
+    from ..rtl.accelerator import Accelerator as HwAccelerator
+    from ..rtl.board_top import BoardTop
+    from .sim_transport import SimTransport
+
+    if pipeline is None:
+        src = info.get("source") or {}
+        if not src.get("model"):
+            raise ModelError("this build description does not name its model; pass pipeline= to "
+                             "simulate it")
+        from ..flow import prepare
+        folding = {k: tuple(v) for k, v in info["pipeline"].get("folding", {}).items()}
+        pipeline = prepare(src["model"], calib=src.get("calib"), family=info["pipeline"]["family"],
+                           folding=folding or None).pipeline
+    if pipeline.describe() != info["pipeline"]:
+        raise ModelError("the rebuilt design does not match the build description "
+                         "(model or compiler changed since the build)")
+    top = BoardTop(HwAccelerator(pipeline), info["pipeline"], info["clock_hz"], baud)
+    return SimTransport(top, **options)

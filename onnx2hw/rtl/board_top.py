@@ -1,0 +1,131 @@
+"""The board top: UART <-> framing <-> accelerator, with status LEDs.
+
+Data path::
+
+    uart_rx -> UARTRx -> Deframer -> BytesToLanes -> accelerator -> LanesToBytes -> Framer -> UARTTx -> uart_tx
+                            \\-- tags (seq, count), error reports ---------------------/
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..driver.protocol import link_format
+from .framing import BytesToLanes, Deframer, Framer, LanesToBytes
+from .uart import UARTRx, UARTTx, uart_divisor
+
+__all__ = ["BoardTop", "frame_timeout_cycles"]
+
+
+def frame_timeout_cycles(divisor: int) -> int:
+    """Idle cycles after which the board abandons a frame in progress: 64 byte times."""
+    return 64 * 10 * divisor
+
+
+def _join(m, src, dst):
+    m.d.comb += [dst.valid.eq(src.valid), src.ready.eq(dst.ready), dst.payload.eq(src.payload)]
+
+
+class BoardTop(wiring.Component):
+    """An accelerator behind a UART host link (protocol: :mod:`onnx2hw.driver.protocol`).
+
+    Parameters
+    ----------
+    accelerator : wiring.Component
+        With ports ``i: In(stream.Signature(ArrayLayout(elem, in_lanes)))`` and
+        ``o: Out(stream.Signature(ArrayLayout(elem, out_lanes)))`` (e.g.
+        :class:`onnx2hw.rtl.accelerator.Accelerator`).
+    describe : dict
+        ``Pipeline.describe()`` of that accelerator (element widths, lanes, shapes); it must
+        agree with the accelerator's ports.
+    clk_hz, baud : number
+        System clock and UART baud rate (``round(clk_hz / baud)`` cycles per bit, see
+        :func:`onnx2hw.rtl.uart.uart_divisor`).
+    clock : callable ``(m, platform) -> None``, optional
+        Creates the ``sync`` clock domain at ``clk_hz`` on a board (e.g. through a PLL); default:
+        the platform's default clock, which must then run at ``clk_hz``.
+    pins : callable ``(m, platform, top) -> None``, optional
+        Connects ``top.uart_rx``, ``top.uart_tx`` and the ``led_*`` ports to the board's pins;
+        default: resource ``uart`` 0 and ``led`` 0..2.
+
+    Ports
+    -----
+    uart_rx : In(1), idle high;  uart_tx : Out(1), idle high
+    led_idle, led_busy, led_error : Out(1)
+        ``led_busy`` while a frame is being received, results are queued or being sent;
+        ``led_idle`` otherwise; ``led_error`` lights for about 1/4 s after a dropped frame or a
+        UART framing/overrun error.
+
+    With ``platform=None`` (simulation, Verilog export) the UART lines and LEDs are the
+    component's ports and the ``sync`` domain is external.
+    """
+
+    def __init__(self, accelerator, describe: dict, clk_hz, baud, *, clock=None, pins=None):
+        if not isinstance(accelerator, wiring.Component) or not {"i", "o"} <= set(accelerator.signature.members):
+            raise TypeError(f"accelerator must be a wiring.Component with stream ports i and o, not {accelerator!r}")
+        self.fmt = link_format(describe)
+        self.divisor = uart_divisor(clk_hz, baud)
+        self.clk_hz, self.baud = clk_hz, baud
+        il, ol = accelerator.i.payload.shape(), accelerator.o.payload.shape()
+        for side, layout, bits, lanes in (("input", il, self.fmt.in_bits, self.fmt.in_lanes),
+                                          ("output", ol, self.fmt.out_bits, self.fmt.out_lanes)):
+            width = getattr(layout, "elem_shape", None)
+            got = (layout.elem_shape.width if width is not None else None, getattr(layout, "length", None))
+            if got != (bits, lanes):
+                raise ValueError(f"accelerator {side} port carries (bits, lanes) = {got!r} but the "
+                                 f"description says {(bits, lanes)!r}")
+        self.accelerator = accelerator
+        self._clock, self._pins = clock, pins
+        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1),
+                          "led_idle": Out(1), "led_busy": Out(1), "led_error": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        if platform is not None:
+            if self._clock is not None:
+                self._clock(m, platform)
+            else:
+                freq = platform.default_clk_frequency
+                if abs(freq - self.clk_hz) > 1e-6 * freq:
+                    raise ValueError(f"clock of {self.clk_hz!r} Hz requested but the board's default "
+                                     f"clock runs at {freq:.0f} Hz and no PLL was given")
+            if self._pins is not None:
+                self._pins(m, platform, self)
+            else:
+                uart = platform.request("uart", 0)
+                m.d.comb += [self.uart_rx.eq(uart.rx.i), uart.tx.o.eq(self.uart_tx)]
+                for k, led in enumerate((self.led_idle, self.led_busy, self.led_error)):
+                    m.d.comb += platform.request("led", k).o.eq(led)
+
+        fmt, div = self.fmt, self.divisor
+        m.submodules.rx = rx = UARTRx(div)
+        m.submodules.tx = tx = UARTTx(div)
+        m.submodules.deframer = dfr = Deframer(in_bytes=fmt.in_bytes, buffer_bytes=fmt.buffer_bytes,
+                                               timeout=frame_timeout_cycles(div))
+        il, ol = self.accelerator.i.payload.shape(), self.accelerator.o.payload.shape()
+        m.submodules.unpack = b2l = BytesToLanes(elem_shape=il.elem_shape, lanes=il.length)
+        m.submodules.accelerator = acc = self.accelerator
+        m.submodules.pack = l2b = LanesToBytes(elem_shape=ol.elem_shape, lanes=ol.length)
+        m.submodules.framer = frm = Framer(out_bytes=fmt.out_bytes)
+
+        m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx)]
+        _join(m, rx.o, dfr.i)
+        _join(m, dfr.o, b2l.i)
+        _join(m, b2l.o, acc.i)
+        _join(m, acc.o, l2b.i)
+        _join(m, l2b.o, frm.i)
+        _join(m, dfr.tag, frm.tag)
+        _join(m, dfr.err, frm.err)
+        _join(m, frm.o, tx.i)
+
+        busy = dfr.in_frame | dfr.tag.valid | frm.busy | dfr.o.valid
+        m.d.comb += [self.led_busy.eq(busy), self.led_idle.eq(~busy)]
+        hold = max(1, int(self.clk_hz) // 4)
+        stretch = Signal(range(hold + 1))
+        with m.If(rx.error | dfr.err_lost | (dfr.err.valid & dfr.err.ready)):
+            m.d.sync += stretch.eq(hold)
+        with m.Elif(stretch != 0):
+            m.d.sync += stretch.eq(stretch - 1)
+        m.d.comb += self.led_error.eq(stretch != 0)
+        return m

@@ -1,0 +1,204 @@
+"""The host driver through the simulated board top (UART, framing, real accelerator) in
+Amaranth's simulator: bit-exact against the golden integer executor, and robust to corrupted
+and dropped bytes on the simulated link (retried, never returned as results)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import _int_models as models
+from onnx2hw.dataflow.compile import compile_pipeline
+from onnx2hw.dataflow.fold import Budget
+from onnx2hw.driver import Accelerator, LinkError, read_build_info, write_build_info
+from onnx2hw.driver import protocol as P
+from onnx2hw.driver.build_info import build_info
+from onnx2hw.flow import Prepared, prepare
+from onnx2hw.golden.integer import execute_integer
+from onnx2hw.ir import ModelError
+from onnx2hw.quant.integer_graph import dequantize_outputs, quantize_inputs
+
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+
+SMALL = Budget(6000, 12, 20, "small")
+CLK = 25e6
+FAST = CLK / 4          # 4 clock cycles per bit keeps the simulation short
+DIGITS = "examples/digits_mlp_int8.onnx"
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    g = models.mlp(seed=1)
+    p = compile_pipeline(g, budget=SMALL)
+    return g, p, build_info(Prepared(None, g, p), "ulx3s-85f", CLK, 3e6)
+
+
+def _golden(g, x):
+    return execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
+
+
+def _inputs(g, n, seed):
+    spec = g.input_specs[0]
+    return np.random.default_rng(seed).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
+
+
+class _Nth:
+    """Deterministic fault: mangle byte ``index`` of the ``nth`` chunk sent in ``direction``
+    (chunks are whole frames to the board, single bytes to the host)."""
+
+    def __init__(self, direction, nth, index=0, drop=False):
+        self.direction, self.nth, self.index, self.drop = direction, nth, index, drop
+        self.seen = 0
+
+    def __call__(self, direction, data):
+        if direction != self.direction:
+            return data
+        self.seen += 1
+        if self.seen - 1 != self.nth:
+            return data
+        b = bytearray(data)
+        if self.drop:
+            del b[self.index]
+        else:
+            b[self.index] ^= 0x10
+        return bytes(b)
+
+
+@pytest.mark.parametrize("batch", [1, 3, None])
+def test_mlp_bit_exact_through_board(mlp, batch):
+    g, p, info = mlp
+    x = _inputs(g, 7, batch or 0)
+    with Accelerator.open(info, "sim", baud=FAST, pipeline=p, batch=batch) as acc:
+        y = acc.run(x, raw=True)
+        s = acc.stats
+    np.testing.assert_array_equal(y, _golden(g, x))
+    b = batch or acc.fmt.max_batch
+    assert s.frames == -(-7 // b) and s.resent == 0 and s.crc_errors == 0 and not s.board_errors
+
+
+def test_signed_outputs_and_wide_elements():
+    # last layer without activation: signed accumulator-width outputs (more than one byte)
+    g = models.mlp(seed=3, sizes=(6, 5), w_type=models.IntType(2, True), act=None)
+    p = compile_pipeline(g, budget=SMALL)
+    info = build_info(Prepared(None, g, p), "ulx3s-85f", CLK, 3e6)
+    assert info["pipeline"]["output"]["bits"] > 8 and info["pipeline"]["output"]["signed"]
+    x = _inputs(g, 4, 3)
+    with Accelerator.open(info, "sim", baud=FAST, pipeline=p) as acc:
+        np.testing.assert_array_equal(acc.run(x, raw=True), _golden(g, x))
+
+
+@pytest.mark.parametrize("fault", [
+    _Nth("to_board", 0, index=9),              # payload bit flip in frame 1 -> board CRC error
+    _Nth("to_board", 1, index=3),              # header (seq) flip in frame 2 -> board CRC error
+    _Nth("to_board", 0, index=12, drop=True),  # dropped payload byte -> frame 1 and 2 merge
+    _Nth("to_board", 0, index=0, drop=True),   # dropped magic byte -> frame unseen, overtaken
+    _Nth("to_host", 6),                        # corrupted result payload -> host CRC error
+    _Nth("to_host", 1, drop=True),             # dropped result magic byte -> result lost
+    _Nth("to_host", 10, drop=True),            # dropped result byte -> bad CRC / length
+], ids=["b-flip", "b-seq", "b-drop", "b-magic", "h-flip", "h-magic", "h-drop"])
+def test_faults_are_detected_and_retried(mlp, fault):
+    g, p, info = mlp
+    x = _inputs(g, 6, 11)
+    with Accelerator.open(info, "sim", baud=FAST, pipeline=p, batch=2, inject=fault) as acc:
+        y = acc.run(x, raw=True)
+        s = acc.stats
+        faults = acc.transport.faults
+    assert faults == 1
+    np.testing.assert_array_equal(y, _golden(g, x))
+    assert s.resent >= 1
+    if fault.direction == "to_board" and not fault.drop:
+        assert s.board_errors[P.E_CRC] >= 1
+    if fault.direction == "to_host" and not fault.drop:
+        assert s.crc_errors == 1
+
+
+def test_random_byte_errors_both_directions(mlp):
+    g, p, info = mlp
+    x = _inputs(g, 12, 5)
+    with Accelerator.open(info, "sim", baud=FAST, pipeline=p, batch=2, corrupt=0.004, drop=0.004,
+                          seed=7) as acc:
+        y = acc.run(x, raw=True)
+        assert acc.transport.faults >= 2
+        assert acc.stats.resent >= 1
+    np.testing.assert_array_equal(y, _golden(g, x))
+
+
+def test_link_that_always_fails_raises(mlp):
+    g, p, info = mlp
+
+    def garble(direction, data):
+        if direction != "to_board":
+            return data
+        b = bytearray(data)
+        b[-1] ^= 0xFF                       # every frame's CRC is wrong
+        return bytes(b)
+
+    with Accelerator.open(info, "sim", baud=FAST, pipeline=p, retries=2, inject=garble) as acc:
+        with pytest.raises(LinkError, match="failed after 2 retries.*CRC mismatch"):
+            acc.run(_inputs(g, 2, 0), raw=True)
+        assert acc.stats.board_errors[P.E_CRC] == 3
+
+
+@pytest.fixture(scope="module")
+def digits_build(tmp_path_factory):
+    prepared = prepare(DIGITS, target_cycles=256)
+    d = tmp_path_factory.mktemp("digits")
+    write_build_info(d, prepared, "ulx3s", CLK, 3e6, model=DIGITS)
+    return d, prepared
+
+
+def test_digits_mlp_float_path_bit_exact(digits_build):
+    d, prepared = digits_build
+    g = prepared.integer
+    with np.load("examples/digits_test.npz") as f:
+        x = f["input"][:4].astype(np.float32)
+    want_int = execute_integer(g, quantize_inputs(g, {"input": x}))[g.output_specs[0].name]
+    want = dequantize_outputs(g, {g.output_specs[0].name: want_int})["logits"]
+    # no pipeline given: the simulated transport rebuilds the design from the build directory
+    with Accelerator.open(d, "sim", baud=FAST) as acc:
+        np.testing.assert_array_equal(acc.quantize(x), quantize_inputs(g, {"input": x})["input"])
+        y = acc.run(x)
+        assert acc.stats.inferences == 4
+    assert y.dtype == np.float32 and y.shape == (4, 10)
+    np.testing.assert_array_equal(y, want)
+
+
+def test_build_info_round_trip_and_errors(digits_build, tmp_path):
+    d, prepared = digits_build
+    info = read_build_info(d)
+    assert info["pipeline"] == prepared.pipeline.describe()
+    assert info["board"] == "ulx3s" and info["link"]["in_bytes"] == 64 and info["link"]["out_bytes"] == 10
+    assert json.loads((d / "accelerator.json").read_text())["quant"]["input"]["scale"] == pytest.approx(1 / 255)
+    with pytest.raises(ModelError, match="not a build directory"):
+        read_build_info(tmp_path)
+    (tmp_path / "accelerator.json").write_text("{nope")
+    with pytest.raises(ModelError, match="cannot read"):
+        read_build_info(tmp_path)
+    bad = dict(info, baud=-5)
+    (tmp_path / "accelerator.json").write_text(json.dumps(bad))
+    with pytest.raises(ModelError, match="baud"):
+        read_build_info(tmp_path)
+
+
+def test_rebuilt_design_must_match(digits_build):
+    d, _prepared = digits_build
+    info = read_build_info(d)
+    info["pipeline"] = dict(info["pipeline"], ii_cycles=1)
+    with pytest.raises(ModelError, match="does not match"):
+        Accelerator.open(info, "sim", baud=FAST)
+
+
+def test_bad_arguments(mlp):
+    g, p, info = mlp
+    with pytest.raises(ValueError, match="batch"):
+        Accelerator.open(info, "sim", baud=FAST, pipeline=p, batch=99)
+    with Accelerator.open(info, "sim", baud=FAST, pipeline=p) as acc:
+        with pytest.raises(ValueError, match="raw input shape"):
+            acc.run(np.zeros((2, 5), np.int64), raw=True)
+        with pytest.raises(ValueError, match="does not fit"):
+            acc.run(np.full((1, 24), 300), raw=True)
+    with pytest.raises(ValueError, match="baud rate"):
+        Accelerator.open(info, "sim", baud=CLK, pipeline=p)
+    with pytest.raises(LinkError, match="cannot open serial port"):
+        Accelerator.open(info, "/dev/nonexistent-tty", baud=3e6)
