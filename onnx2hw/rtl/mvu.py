@@ -292,48 +292,55 @@ class MatrixVectorUnit(wiring.Component):
         nf, sf = n // pe, k // simd
         ab, wb, ib = self.acc_bits, self.weight_bits, self.in_bits
         stages = self.pipeline_stages()
-        cycles = nf * sf
-        latency = sf - 1 + stages
         mults = pe * simd
-        pw = 2 if self.style == "xnor" else wb + ib   # product width
-        # Adder tree: (simd - 1) adders per PE of growing width; one adder per PE accumulates.
-        tree_w = min(ab, pw + max(simd - 1, 0).bit_length())
-        tree_lut = pe * (simd - 1) * tree_w
-        acc_lut = pe * ab * 2           # adder + first/bias mux
+        pw = 1 if self.style == "xnor" else wb + ib          # product width
+        small, large = min(wb, ib), max(wb, ib)
+        # LUT4 equivalents (a CCU2C carry cell counts 2): fitted to Yosys synth_ecp5 stat
         if self.style == "lut":
-            small = min(wb, ib)
-            prod_lut = mults * small * (max(wb, ib) + small)
-        elif self.style == "xnor":
-            prod_lut = mults
+            per = small * small * (small + large) / 2
+            prod = mults * (per if nf * sf > 1 else small * large / 2)   # constant weights
+        elif self.style == "dsp":
+            prod = 12 * mults
         else:
-            prod_lut = 0
-        ctrl_lut = 3 * max(1, (nf * sf).bit_length()) + 20
-        # Memories: weight ROM (nf*sf words of pe*simd*wb bits) and the input buffer.
-        wbits_word = pe * simd * wb
-        ebr, rom_lut = _mem_cost(nf * sf, wbits_word)
-        if nf > 1:
-            e2, l2 = _mem_cost(sf, simd * ib, ram=True)
-            ebr += e2
-            rom_lut += l2
-        lut = prod_lut + tree_lut + acc_lut + ctrl_lut + rom_lut + simd * ib
-        dsp = mults if self.style == "dsp" else 0
-        ff = (2 * simd * ib + pe * ab + mults * pw
-              + (mults * (wb + ib) if self.style == "dsp" else 0)
-              + tree_registers(simd, 2) * pe * tree_w + 4 * stages + 30)
+            prod = 0
+        tree = pe * _tree_bits(simd, pw, ab)
+        acc = pe * ab * 2                                      # adder + first/bias mux
+        rom_ebr, rom_lut = _mem_cost(nf * sf, mults * wb)
+        buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nf > 1 else (0, 0)
+        io = simd * ib * (2 if nf > 1 else 1)                  # input skid mux, buffer mux
+        lut = prod + tree + acc + rom_lut + buf_lut + io + 40
+        ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw)
+              + (mults * wb if self.style == "dsp" else 0)
+              + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
+              + 4 * stages + 30)
+        if self.style != "dsp":
+            ff *= 1.25
         if family == "ice40":
-            lut = int(lut * 1.1)
-        return Cost(cycles=cycles, latency=latency, lut=int(lut), ff=int(ff), dsp=dsp, ebr=ebr)
+            lut *= 1.1
+        return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff),
+                    dsp=mults if self.style == "dsp" else 0, ebr=rom_ebr + buf_ebr)
+
+
+def _tree_bits(items, width, cap):
+    """Total adder width of a pairwise tree over ``items`` operands of ``width`` bits."""
+    total, level = 0, 0
+    while items > 1:
+        level += 1
+        total += (items // 2) * min(cap, width + level)
+        items = items - items // 2
+    return total
 
 
 def _mem_cost(depth, width, ram=False):
-    """(EBR blocks, LUTs) for a depth×width memory as Yosys maps it on ECP5 (approximate)."""
+    """(EBR blocks, LUT4 equivalents) of a depth×width memory as Yosys maps it on ECP5."""
     if depth <= 1:
         return 0, 0
-    bits = depth * width
-    if depth <= 16 or bits < 2048:
-        # Distributed (LUT) RAM / logic: ~one LUT4 per 16 bits plus a read register mux.
-        return 0, -(-bits // 16) * (2 if ram else 1) + width
-    # DP16KD: 512x36 .. 16384x1; pick the cheapest aspect ratio.
+    if depth <= 64 and not ram:
+        # ROM as logic: a 16-word slice per LUT4 plus wide-mux overhead
+        return 0, int(1.4 * width * -(-depth // 16))
+    if ram and depth * width <= 4096:
+        # TRELLIS_DPR16X4 (16x4 bits, counted as 6 LUTs) plus output mux for deep buffers
+        return 0, 6 * -(-width // 4) * -(-depth // 16) + (width if depth > 16 else 0)
     best = None
     for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)):
         cnt = -(-width // dw) * -(-depth // dd)

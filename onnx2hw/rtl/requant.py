@@ -200,24 +200,27 @@ class Requantize(wiring.Component):
     def _cost(self, family):
         pe, nf, ab = self.pe, self.channels // self.pe, self.acc_bits
         mw, zw = self.m_width, self.z_width
-        dsp_per = n_dsp(ab, True, mw, self.m_signed)
+        pieces = n_dsp(ab, True, mw, self.m_signed)
         pw = ab + mw
-        rw = max(pw - self.max_shift, 1)
-        pieces = dsp_per
-        # per lane: partial-product sum, rounding add, zero-point add, two compares + mux
-        lut = pe * ((pieces - 1) * pw + pw + (rw + 2) + 2 * (rw + 2) + self.out_bits) + 20
+        rw = max(pw - self.max_shift, 1) + 2
+        # LUT4 equivalents (a CCU2C carry cell counts 2), fitted to Yosys synth_ecp5 stat:
+        # partial-product adders, rounding add (half of it constant), zero-point add and the
+        # clamp compares, output mux
+        lane = (pieces - 1) * pw + pw / 2 + 2 * rw + 2 * self.out_bits
+        lut = pe * lane + pe * ab + 20
+        ebr = 0
         if not (self.per_tensor or nf == 1):
-            words = nf
             width = pe * (mw + zw)
-            lut += width if words <= 16 or words * width < 2048 else 0
-            ebr = 0 if words <= 16 or words * width < 2048 else -(-width // 36) * -(-words // 512)
-        else:
-            ebr = 0
-        ff = pe * (2 * ab + mw + pieces * 36 + pw + rw + zw * 4 + self.out_bits) + 20
+            if nf <= 64:
+                lut += 1.4 * width * -(-nf // 16)
+            else:
+                ebr = -(-width // 36) * -(-nf // 512)
+        ff = pe * (2 * ab + mw + pieces * 36 + (pieces > 1) * pw + rw * 2 + zw * 4
+                   + self.out_bits) + 20
         if family == "ice40":
-            lut = int(lut * 1.1)
-        return Cost(cycles=1, latency=self.pipeline_stages(), lut=int(lut), ff=int(ff),
-                    dsp=pe * dsp_per, ebr=ebr)
+            lut *= 1.1
+        return Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),
+                    dsp=pe * pieces, ebr=ebr)
 
 
 def bench_config():

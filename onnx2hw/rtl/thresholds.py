@@ -144,22 +144,24 @@ class Thresholds(wiring.Component):
     def _cost(self, family):
         pe, nf, ab, n = self.pe, self.channels // self.pe, self.acc_bits, self.steps
         tw = ab + 1
+        # LUT4 equivalents (a CCU2C carry cell counts 2), fitted to Yosys synth_ecp5 stat
+        cmp_lut = pe * n * tw                        # one carry-chain comparison each
+        rom_lut, ebr = 0, 0
         if self._uses_rom():
-            cmp_lut = pe * n * (tw // 2 + 2)          # comparator on a carry chain
-            width, words = pe * n * tw, nf
-            if words <= 16 or words * width < 2048:
-                rom_lut, ebr = width * max(1, -(-words // 16)), 0
+            width = pe * n * tw
+            if nf <= 64:
+                rom_lut = 1.1 * width * -(-nf // 16)
             else:
-                rom_lut, ebr = 0, -(-width // 36) * -(-words // 512)
-        else:
-            cmp_lut = pe * n * (tw // 2 + 1)          # comparison against a constant
-            rom_lut, ebr = 0, 0
+                ebr = min(-(-width // dw) * -(-nf // dd)
+                          for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096)))
+                rom_lut = width * 0.8                # output registers / read muxing
         pop_lut = pe * (n + self.out_bits)
-        lut = cmp_lut + rom_lut + pop_lut + pe * ab + 8
-        ff = pe * (2 * ab + n + self.out_bits) + 8
+        lut = cmp_lut + rom_lut + pop_lut + 10
+        ff = pe * (2 * ab + n + self.out_bits) + 10 + (pe * n * tw if self._uses_rom() else 0)
         if family == "ice40":
-            lut = int(lut * 1.1)
-        return Cost(cycles=1, latency=self.STAGES, lut=int(lut), ff=int(ff), dsp=0, ebr=ebr)
+            lut *= 1.1
+        return Cost(cycles=1, latency=self.STAGES, lut=int(round(lut)), ff=int(ff), dsp=0,
+                    ebr=ebr)
 
 
 def bench_config():
