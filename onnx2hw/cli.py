@@ -10,14 +10,12 @@ import argparse
 import importlib
 import sys
 
+from .commands import UsageError
+
 __all__ = ["main", "VERBS", "UsageError"]
 
 #: verb -> module in onnx2hw.commands (order = order in --help)
-VERBS = ("inspect", "quantize", "sim")
-
-
-class UsageError(Exception):
-    """A bad option or input file detected by a command (printed as ``error: ...``)."""
+VERBS = ("inspect", "quantize", "sim", "boards", "run")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -23,7 +23,7 @@ def configure(parser):
 
 
 def _bits(value: str, option: str, allowed) -> int:
-    from ..cli import UsageError
+    from . import UsageError
 
     try:
         bits = int(value)
@@ -35,7 +35,7 @@ def _bits(value: str, option: str, allowed) -> int:
 
 
 def run(args) -> int:
-    from ..cli import UsageError
+    from . import UsageError
     from ..quant import ptq
 
     wbits = _bits(args.weight_bits, "--weight-bits", ptq.WEIGHT_BITS)

@@ -20,7 +20,7 @@ def configure(parser):
 
 
 def _inputs(args, prepared):
-    from ..cli import UsageError
+    from . import UsageError
     from ..flow import load_npz
     from ..quant.integer_graph import quantize_inputs
 
@@ -40,7 +40,7 @@ def _inputs(args, prepared):
 def run(args) -> int:
     from rich.console import Console
 
-    from ..cli import UsageError
+    from . import UsageError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..dataflow.fold import load_folding
