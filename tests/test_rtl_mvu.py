@@ -182,3 +182,74 @@ def test_mvu_bench_config_runs():
     x = feeds["i"].reshape(-1, dut.in_features)
     want = x @ dut.weights.T + dut.bias
     np.testing.assert_array_equal(out["o"].reshape(-1, dut.out_features), want)
+
+
+# -- HDL simulation (cocotb + Verilator) ---------------------------------------------------
+
+@pytest.mark.sim
+@pytest.mark.parametrize("cfg,pauses", [
+    ((6, 12, 2, 4, 8, True, 8, True, False, True), ("random", "random")),
+    ((6, 12, 3, 4, 1, False, 1, False, True, True), ("3of4", "random")),
+], ids=lambda v: _id(v) if isinstance(v[0], int) else f"{v[0]}-{v[1]}")
+def test_mvu_verilator(cfg, pauses):
+    from sim.cocotb_run import run_cocotb
+    n, k, pe, simd, wb, ws, ib, isg, bip, bias = cfg
+    vectors = 120
+    w, b, feed, x = _case(n, k, wb, ws, ib, isg, bipolar=bip, bias=bias, vectors=vectors, seed=7)
+    dut = MatrixVectorUnit(w, b, in_bits=ib, in_signed=isg, weight_bits=wb, weight_signed=ws,
+                           bipolar=bip, pe=pe, simd=simd)
+    out, _ = run_cocotb(dut, {"i": feed.reshape(-1, simd)}, {"o": vectors * n // pe},
+                        src_pause=pauses[0], sink_pause=pauses[1], seed=7)
+    want = x @ w.T + (0 if b is None else b)
+    np.testing.assert_array_equal(out["o"].reshape(vectors, n), want)
+
+
+# -- synthesis (Yosys synth_ecp5 through YoWASP) -------------------------------------------
+
+def _lut_equiv(stat):
+    """LUT4 equivalents: LUT4 (+6 per distributed-RAM cell) plus 2 per CCU2C carry cell."""
+    return stat["lut"] + 2 * stat["ccu2c"]
+
+
+def _within(est, got, rel=0.30, slack=0):
+    return abs(est - got) <= rel * got + slack
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("n,k,pe,simd,wb,ib,bip", [
+    (16, 16, 4, 4, 8, 8, False),    # 16 multipliers -> 16 MULT18X18D
+    (12, 12, 1, 4, 8, 8, False),    # 4 -> 4
+    (16, 16, 4, 4, 2, 2, False),    # LUT products, no DSP
+    (64, 64, 2, 8, 4, 4, False),    # weights in block RAM
+    (64, 64, 4, 16, 1, 1, True),    # XNOR-popcount, weights as logic
+])
+def test_mvu_synth_dsp_count_and_estimate(n, k, pe, simd, wb, ib, bip, summary):
+    from onnx2hw.rtl.synth_check import yosys_stat
+    rng = np.random.default_rng(5)
+    if bip:
+        w = rng.choice([-1, 1], size=(n, k))
+    else:
+        w = rng.integers(-(1 << (wb - 1)), 1 << (wb - 1), size=(n, k))
+    kw = dict(in_bits=ib, in_signed=not bip, weight_bits=wb, weight_signed=not bip,
+              bipolar=bip, pe=pe, simd=simd)
+    b = rng.integers(-100, 100, size=n)
+    stat = yosys_stat(MatrixVectorUnit(w, b, **kw))
+    est = MatrixVectorUnit.estimate(w, b, **kw)
+    assert stat["dsp"] == (pe * simd if wb >= 5 else 0) == est.dsp
+    got = _lut_equiv(stat)
+    summary(f"mvu{n}x{k}p{pe}s{simd}w{wb}",
+            f"MVU {n}x{k} PE{pe} SIMD{simd} {wb}b: LUT4eq {got} (est {est.lut}), FF {stat['ff']} "
+            f"(est {est.ff}), DSP {stat['dsp']}, EBR {stat['ebr']} (est {est.ebr})")
+    assert _within(est.lut, got), (est, stat)
+    assert _within(est.ebr, stat["ebr"], slack=1), (est, stat)
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+def test_mvu_bench_fmax_ecp5_85f(summary):
+    """The 8-bit MVU with 16 multipliers meets 100 MHz on an LFE5U-85F (nextpnr, out of context)."""
+    from onnx2hw.rtl.synth_check import nextpnr_fmax
+    name, factory, _, _ = bench_config()[0]
+    fmax = nextpnr_fmax(factory())
+    summary("mvu-fmax", f"{name}: Fmax {fmax:.1f} MHz on LFE5U-85F")
+    assert fmax >= 100.0

@@ -139,3 +139,41 @@ def test_requant_bench_config_runs():
     want = arith.requantize(x, dut.multiplier[ch], dut.shift[ch], dut.zero_point[ch],
                             dut.lo, dut.hi)
     np.testing.assert_array_equal(out["o"], want)
+
+
+@pytest.mark.sim
+def test_requant_verilator():
+    from sim.cocotb_run import run_cocotb
+    rng = np.random.default_rng(11)
+    c, pe, ab = 6, 2, 24
+    m, s, z = _params(c, ab, 31, 8, True, rng, negative=True)
+    x = rng.integers(-(1 << 23), 1 << 23, size=(900, pe))
+    dut = Requantize(channels=c, pe=pe, acc_bits=ab, multiplier=m, shift=s, zero_point=z,
+                     out_bits=8, out_signed=True)
+    out, _ = run_cocotb(dut, {"i": x}, {"o": len(x)}, src_pause="random", sink_pause="random")
+    ch = np.arange(x.size).reshape(x.shape) % c
+    np.testing.assert_array_equal(out["o"], arith.requantize(x, m[ch], s[ch], z[ch], -128, 127))
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("c,pe,ab,mbits,per_channel,dsp", [
+    (16, 2, 16, 16, False, 1),      # 16x16: one MULT18X18D per lane
+    (8, 1, 32, 32, True, 6),        # 32-bit acc x 41-bit normalised multiplier: 2x3 pieces
+])
+def test_requant_synth_dsp_count_and_estimate(c, pe, ab, mbits, per_channel, dsp, summary):
+    from onnx2hw.rtl.synth_check import yosys_stat
+    rng = np.random.default_rng(6)
+    n = c if per_channel else 1
+    m = rng.integers(1 << (mbits - 2), 1 << (mbits - 1), size=n)
+    s = rng.integers(10, 20, size=n)
+    if per_channel:
+        s[0], s[1] = 10, 19
+    kw = dict(channels=c, pe=pe, acc_bits=ab, multiplier=m if per_channel else int(m[0]),
+              shift=s if per_channel else int(s[0]), zero_point=3, out_bits=8, out_signed=True)
+    stat = yosys_stat(Requantize(**kw))
+    est = Requantize.estimate(**kw)
+    got = stat["lut"] + 2 * stat["ccu2c"]
+    summary(f"rq{c}p{pe}a{ab}m{mbits}", f"Requantize c{c} PE{pe} acc{ab} M{mbits}b: LUT4eq {got} "
+            f"(est {est.lut}), FF {stat['ff']} (est {est.ff}), DSP {stat['dsp']}")
+    assert stat["dsp"] == est.dsp == pe * dsp
+    assert abs(est.lut - got) <= 0.3 * got, (est, stat)

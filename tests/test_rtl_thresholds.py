@@ -103,3 +103,37 @@ def test_thresholds_bench_config_runs():
     x = feeds["i"].reshape(-1, dut.channels)
     want = arith.multithreshold(x, dut.thresholds, dut.lo).reshape(out["o"].shape)
     np.testing.assert_array_equal(out["o"], want)
+
+
+@pytest.mark.sim
+def test_thresholds_verilator():
+    from sim.cocotb_run import run_cocotb
+    rng = np.random.default_rng(12)
+    c, pe, ab = 6, 2, 12
+    t = np.sort(rng.integers(-1500, 1500, size=(c, 15)), axis=1)
+    x = rng.integers(-2048, 2048, size=(900, pe))
+    dut = Thresholds(t, channels=c, pe=pe, acc_bits=ab, out_bits=4, out_signed=True, lo=-8)
+    out, _ = run_cocotb(dut, {"i": x}, {"o": len(x)}, src_pause="3of4", sink_pause="random")
+    want = arith.multithreshold(x.reshape(-1, c), t, -8).reshape(x.shape)
+    np.testing.assert_array_equal(out["o"], want)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("c,pe,ab,ob,per_channel", [
+    (8, 8, 12, 2, True),            # constants (pe = channels)
+    (32, 4, 16, 4, False),          # per tensor
+    (64, 4, 16, 4, True),           # 16-word threshold ROM as logic
+])
+def test_thresholds_synth_estimate(c, pe, ab, ob, per_channel, summary):
+    from onnx2hw.rtl.synth_check import yosys_stat
+    rng = np.random.default_rng(8)
+    t = np.sort(rng.integers(-(1 << (ab - 2)), 1 << (ab - 2),
+                             size=(c if per_channel else 1, (1 << ob) - 1)), axis=1)
+    kw = dict(channels=c, pe=pe, acc_bits=ab, out_bits=ob, out_signed=False)
+    stat = yosys_stat(Thresholds(t, **kw))
+    est = Thresholds.estimate(t, **kw)
+    got = stat["lut"] + 2 * stat["ccu2c"]
+    summary(f"th{c}p{pe}a{ab}o{ob}", f"Thresholds c{c} PE{pe} acc{ab} {ob}b: LUT4eq {got} "
+            f"(est {est.lut}), FF {stat['ff']} (est {est.ff})")
+    assert stat["dsp"] == est.dsp == 0 and stat["ebr"] == est.ebr
+    assert abs(est.lut - got) <= 0.3 * got, (est, stat)

@@ -282,6 +282,7 @@ class MatrixVectorUnit(wiring.Component):
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         self = cls.__new__(cls)
+        self._MustUse__used = True     # never elaborated: no "unused" warning
         cls.__init__(self, weights, bias, in_bits=in_bits, in_signed=in_signed,
                      weight_bits=weight_bits, weight_signed=weight_signed, bipolar=bipolar,
                      pe=pe, simd=simd, acc_bits=acc_bits, mul_style=mul_style)

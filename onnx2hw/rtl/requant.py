@@ -192,6 +192,7 @@ class Requantize(wiring.Component):
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         self = cls.__new__(cls)
+        self._MustUse__used = True     # never elaborated: no "unused" warning
         cls.__init__(self, channels=channels, pe=pe, acc_bits=acc_bits, multiplier=multiplier,
                      shift=shift, zero_point=zero_point, out_bits=out_bits, out_signed=out_signed,
                      lo=lo, hi=hi)

@@ -137,6 +137,7 @@ class Thresholds(wiring.Component):
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         self = cls.__new__(cls)
+        self._MustUse__used = True     # never elaborated: no "unused" warning
         cls.__init__(self, thresholds, channels=channels, pe=pe, acc_bits=acc_bits,
                      out_bits=out_bits, out_signed=out_signed, lo=lo)
         return self._cost(family)
