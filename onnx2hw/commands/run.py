@@ -1,0 +1,71 @@
+"""``onnx2hw run BUILD_DIR --port PORT --inputs X.npz [-o Y.npz]``: inferences on a built
+accelerator over its host link (a board's serial port, or ``--port sim`` to simulate the
+board top)."""
+from __future__ import annotations
+
+import numpy as np
+
+HELP = "run inferences on a built accelerator through its serial link (or --port sim)"
+
+
+def configure(parser):
+    parser.add_argument("build_dir", metavar="BUILD_DIR", help="directory written by `onnx2hw synth`")
+    parser.add_argument("--port", required=True, help="serial port (e.g. /dev/ttyUSB0), or 'sim'")
+    parser.add_argument("--inputs", required=True, metavar="X.npz",
+                        help="inputs keyed by the model's input name (batch first); float unless --raw")
+    parser.add_argument("--output", "-o", metavar="Y.npz", help="write the outputs, keyed by output name")
+    parser.add_argument("--baud", type=float, help="override the build's baud rate")
+    parser.add_argument("--raw", action="store_true",
+                        help="inputs and outputs are the hardware's integer tensors (NHWC)")
+    parser.add_argument("--batch", type=int, help="inferences per frame (default: the board's maximum)")
+    parser.add_argument("--retries", type=int, default=8, help="resends of a frame before giving up")
+
+
+def _load_inputs(path, info, raw):
+    from ..cli import UsageError
+
+    q = info["quant"]["input"]
+    try:
+        with np.load(path) as f:
+            arrays = {k: f[k] for k in f.files}
+    except (OSError, ValueError) as e:
+        raise UsageError(f"cannot read {path!r} as .npz: {e}") from None
+    for key in (q["name"], q["tensor"]):
+        if key in arrays:
+            return arrays[key]
+    if len(arrays) == 1:
+        return next(iter(arrays.values()))
+    raise UsageError(f"{path!r} has no array named {q['name']!r} (has {', '.join(sorted(arrays)) or 'none'})")
+
+
+def run(args) -> int:
+    from ..cli import UsageError
+    from ..driver import Accelerator, LinkError, read_build_info
+
+    info = read_build_info(args.build_dir)
+    x = _load_inputs(args.inputs, info, args.raw)
+    if x.ndim < 1 or len(x) == 0:
+        raise UsageError(f"{args.inputs!r}: no inferences (empty batch)")
+    if args.batch is not None and args.batch < 1:
+        raise UsageError(f"--batch must be at least 1, not {args.batch!r}")
+    if args.retries < 0:
+        raise UsageError(f"--retries must be non-negative, not {args.retries!r}")
+    try:
+        with Accelerator.open(info, args.port, baud=args.baud, batch=args.batch,
+                              retries=args.retries) as acc:
+            y = acc.run(x, raw=args.raw)
+            s = acc.stats
+    except LinkError as e:
+        raise UsageError(str(e)) from None
+    name = info["quant"]["output"]["tensor" if args.raw else "name"]
+    bound = acc.transport.baud / 10 / max(acc.fmt.in_bytes, acc.fmt.out_bytes)
+    print(f"{s.inferences} inferences in {s.seconds:.4g} s ({s.inferences_per_s:,.1f}/s; link bound "
+          f"{bound:,.1f}/s); {s.frames} frames, {s.resent} resent, {s.crc_errors} bad CRCs received, "
+          f"{sum(s.board_errors.values())} errors reported by the board")
+    if args.output:
+        np.savez(args.output, **{name: y})
+        print(f"wrote {args.output}")
+    else:
+        np.set_printoptions(precision=4, suppress=True, threshold=200)
+        print(f"{name}:\n{y}")
+    return 0
