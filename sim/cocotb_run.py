@@ -208,8 +208,12 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
     reason = simulator_available(simulator)
     if reason:
         raise RuntimeError(f"cannot run {simulator}: {reason}")
+    from amaranth.hdl import Elaboratable
+
     dut = dut_factory_or_component
-    if callable(dut) and not hasattr(dut, "signature"):
+    if not isinstance(dut, Elaboratable):
+        if not callable(dut):
+            raise TypeError(f"expected an Amaranth component or a factory, not {dut!r}")
         dut = dut()
     ports = stream_ports(dut)
     check_names(ports, feeds, expect)
