@@ -202,3 +202,37 @@ def test_bad_arguments(mlp):
         Accelerator.open(info, "sim", baud=CLK, pipeline=p)
     with pytest.raises(LinkError, match="cannot open serial port"):
         Accelerator.open(info, "/dev/nonexistent-tty", baud=3e6)
+
+
+def test_cli_run_sim(digits_build, tmp_path, capsys):
+    from onnx2hw.cli import main
+
+    d, prepared = digits_build
+    g = prepared.integer
+    with np.load("examples/digits_test.npz") as f:
+        x = f["input"][4:6].astype(np.float32)
+    np.savez(tmp_path / "x.npz", input=x)
+    rc = main(["run", str(d), "--port", "sim", "--baud", str(FAST), "--inputs", str(tmp_path / "x.npz"),
+               "-o", str(tmp_path / "y.npz")])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "2 inferences" in out and "0 resent" in out
+    want_int = execute_integer(g, quantize_inputs(g, {"input": x}))[g.output_specs[0].name]
+    want = dequantize_outputs(g, {g.output_specs[0].name: want_int})["logits"]
+    with np.load(tmp_path / "y.npz") as f:
+        np.testing.assert_array_equal(f["logits"], want)
+
+
+def test_cli_run_errors(digits_build, tmp_path, capsys):
+    from onnx2hw.cli import main
+
+    d, _prepared = digits_build
+    assert main(["run", str(tmp_path), "--port", "sim", "--inputs", "x.npz"]) == 2
+    assert "not a build directory" in capsys.readouterr().err
+    np.savez(tmp_path / "x.npz", other=np.zeros((1, 64)), more=np.zeros(1))
+    assert main(["run", str(d), "--port", "sim", "--inputs", str(tmp_path / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no array named 'input'" in err
+    np.savez(tmp_path / "x.npz", input=np.zeros((1, 64), np.float32))
+    assert main(["run", str(d), "--port", "/dev/nonexistent-tty", "--inputs", str(tmp_path / "x.npz")]) == 2
+    assert "cannot open serial port" in capsys.readouterr().err

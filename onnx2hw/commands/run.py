@@ -22,7 +22,7 @@ def configure(parser):
 
 
 def _load_inputs(path, info, raw):
-    from ..cli import UsageError
+    from . import UsageError
 
     q = info["quant"]["input"]
     try:
@@ -39,7 +39,7 @@ def _load_inputs(path, info, raw):
 
 
 def run(args) -> int:
-    from ..cli import UsageError
+    from . import UsageError
     from ..driver import Accelerator, LinkError, read_build_info
 
     info = read_build_info(args.build_dir)
