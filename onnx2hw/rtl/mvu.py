@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..quant import arith
 from ._arith_pipe import delay, input_skid, pack_words, rom
-from ._mul import adder_tree, lut_product, tree_registers
+from ._mul import adder_tree, lut_product, n_dsp, tree_registers
 from .cost import FAMILIES, Cost
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
@@ -45,8 +45,9 @@ class MatrixVectorUnit(wiring.Component):
     bias : int ndarray, shape (N,), optional
     in_bits, in_signed, weight_bits, weight_signed : int, bool
         Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
-        at least 5 bits use ``*`` (one ECP5 ``MULT18X18D`` each for operands up to 18 bits);
-        others are shift-and-add LUT logic (see ``mul_style``).
+        at least 5 bits use ``*``: one ECP5 ``MULT18X18D`` each for operands that fit a signed
+        18-bit port, several (combinational, lower Fmax) beyond that. Other products are
+        shift-and-add LUT logic (see ``mul_style``).
     bipolar : bool
         1-bit bipolar mode: weights and inputs are ±1, inputs encoded on the stream as bit 1 = +1,
         0 = -1 (``unsigned(1)`` lanes); products are XNOR, sums a popcount.
@@ -278,7 +279,12 @@ class MatrixVectorUnit(wiring.Component):
     @classmethod
     def estimate(cls, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
                  bipolar=False, pe=1, simd=1, acc_bits=None, mul_style="auto", family="ecp5"):
-        """Cost without elaboration (calibrated against Yosys ``synth_ecp5`` stat)."""
+        """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` (YoWASP 0.70).
+
+        ``lut`` counts LUT4 equivalents: ``yosys_stat()["lut"] + 2 * yosys_stat()["ccu2c"]``
+        (LUT4, 6 per distributed-RAM cell, 2 per CCU2C carry cell). ``family="ice40"`` scales
+        the ECP5 figures (not calibrated separately).
+        """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         self = cls.__new__(cls)
@@ -319,7 +325,8 @@ class MatrixVectorUnit(wiring.Component):
         if family == "ice40":
             lut *= 1.1
         return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff),
-                    dsp=mults if self.style == "dsp" else 0, ebr=rom_ebr + buf_ebr)
+                    dsp=mults * n_dsp(wb, self.weight_signed, ib, self.in_signed)
+                    if self.style == "dsp" else 0, ebr=rom_ebr + buf_ebr)
 
 
 def _tree_bits(items, width, cap):

@@ -133,7 +133,12 @@ class Thresholds(wiring.Component):
     @classmethod
     def estimate(cls, thresholds, *, channels, pe=1, acc_bits, out_bits, out_signed, lo=0,
                  family="ecp5"):
-        """Cost without elaboration (calibrated against Yosys ``synth_ecp5`` stat)."""
+        """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` (YoWASP 0.70).
+
+        ``lut`` counts LUT4 equivalents: ``yosys_stat()["lut"] + 2 * yosys_stat()["ccu2c"]``
+        (LUT4, 6 per distributed-RAM cell, 2 per CCU2C carry cell). ``family="ice40"`` scales
+        the ECP5 figures (not calibrated separately).
+        """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         self = cls.__new__(cls)
