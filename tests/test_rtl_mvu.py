@@ -56,6 +56,8 @@ CONFIGS = [
     (6, 12, 1, 2, 2, True, 2, True, False, False),
     (6, 12, 6, 1, 2, False, 2, False, False, True),
     (4, 16, 2, 4, 2, True, 8, True, False, True),      # 2x8: LUT shift-and-add
+    (6, 12, 2, 4, 1, False, 4, True, False, True),     # 1-bit {0, 1} weights: AND gating
+    (6, 12, 3, 2, 4, True, 1, True, False, False),     # 1-bit signed {-1, 0} inputs
     (6, 12, 2, 4, 1, False, 1, False, True, True),     # bipolar XNOR-popcount
     (6, 12, 6, 12, 1, False, 1, False, True, False),
     (6, 12, 1, 1, 1, False, 1, False, True, True),
