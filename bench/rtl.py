@@ -21,10 +21,14 @@ def discover(name_filter: str = "") -> list[tuple]:
     for info in sorted(pkgutil.iter_modules(rtl.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"onnx2hw.rtl.{info.name}")
-        config = getattr(module, "bench_config", None)
-        if callable(config):
-            entries += [e for e in config() if name_filter.lower() in e[0].lower()]
+        try:
+            module = importlib.import_module(f"onnx2hw.rtl.{info.name}")
+            config = getattr(module, "bench_config", None)
+            found = config() if callable(config) else []
+        except Exception as e:  # one broken module must not hide the other blocks
+            print(f"  onnx2hw.rtl.{info.name}: bench_config failed: {e!r}", file=sys.stderr)
+            continue
+        entries += [e for e in found if name_filter.lower() in e[0].lower()]
     return entries
 
 
