@@ -127,8 +127,8 @@ class RamCost:
 
     @property
     def lut_equiv(self) -> int:
-        """LUT4s plus four per LUTRAM cell (each holds the bits of four LUT4s)."""
-        return self.lut + 4 * self.lutram
+        """LUT4s plus six per LUTRAM cell (4 of storage, 2 of write port), as ``yosys_stat``."""
+        return self.lut + 6 * self.lutram
 
 
 def ram_cost(depth: int, word: int, family: str = "ecp5", *, transparent: bool = False) -> RamCost:

@@ -85,7 +85,7 @@ class _WindowPool(wiring.Component):
                  family="ecp5") -> Cost:
         """Cost without elaboration: the window generator plus the per-lane reducer.
 
-        Same conventions as :meth:`SlidingWindow.estimate` (``lut`` = LUT4 + 4 per LUTRAM cell).
+        Same conventions as :meth:`SlidingWindow.estimate` (``lut`` = LUT4 + 6 per LUTRAM cell).
         """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
@@ -233,7 +233,7 @@ class GlobalAvgPool(wiring.Component):
     def estimate(height, width, channels, *, elem_shape=unsigned(8), simd=1,
                  family="ecp5") -> Cost:
         """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` ``stat``
-        (``lut`` = LUT4 + 4 per LUTRAM cell holding the partial sums)."""
+        (``lut`` = LUT4 + 6 per LUTRAM cell holding the partial sums)."""
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         g = Geometry.make(height, width, channels, 1, 1, 0, 1, simd)
@@ -242,7 +242,7 @@ class GlobalAvgPool(wiring.Component):
         word = ow * g.simd
         ram = ram_cost(cf, word, family, transparent=True)
         ctrl = clog2(cf) + clog2(g.height * g.width) + 1
-        lut = 1.4 * word + 4 * ram.lutram     # adders in carry chains; first-pixel select, bypass
+        lut = 1.4 * word + 6 * ram.lutram     # adders in carry chains; first-pixel select, bypass
         ff = word + ctrl + 2
         if ram.ebr:
             lut += 10 + 2 * ctrl

@@ -127,7 +127,7 @@ class SlidingWindow(wiring.Component):
                  family="ecp5") -> Cost:
         """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` ``stat``.
 
-        ``lut`` counts LUT4s plus 4 per ``TRELLIS_DPR16X4`` (Yosys keeps line buffers of up to
+        ``lut`` counts LUT4s plus 6 per ``TRELLIS_DPR16X4`` (Yosys keeps line buffers of up to
         ~27 such cells in distributed RAM, larger ones in ``DP16KD`` blocks, counted in
         ``ebr``). ``cycles`` is the initiation interval per image without backpressure;
         ``latency`` is counted from the first input transfer to the first output transfer.
@@ -360,7 +360,7 @@ class SlidingWindow(wiring.Component):
 def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int, int, int]:
     """(LUT4 equivalents, FF, EBR) of a SlidingWindow, fitted to Yosys ``synth_ecp5`` stat.
 
-    LUT counts include four LUT4s per distributed-RAM cell (``TRELLIS_DPR16X4``) when the
+    LUT counts include six LUT4s per distributed-RAM cell (``TRELLIS_DPR16X4``) when the
     line buffer is small enough for Yosys to keep it out of block RAM.
     """
     depth = rows * g.width * g.fold
