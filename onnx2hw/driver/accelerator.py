@@ -48,8 +48,9 @@ class Accelerator:
     first) and returns float outputs shaped like its output; ``run(x, raw=True)`` takes and
     returns the integer tensors the hardware computes (NHWC, batch first).
 
-    Frames carry up to ``batch`` inferences (default: the board's maximum); ``window`` frames
-    are in flight at once. A frame whose result is not back in time, arrives corrupted, is
+    Frames carry up to ``batch`` inferences (default: the board's maximum, but at most a
+    quarter of the run so that frames overlap on the link); ``window`` frames are in flight at
+    once. A frame whose result is not back in time, arrives corrupted, is
     reported bad by the board or is overtaken by a later frame's result is sent again, at most
     ``retries`` times, after which :class:`LinkError` is raised. Results are only ever taken
     from frames whose CRC, sequence number and length check out.
@@ -61,15 +62,14 @@ class Accelerator:
         self.fmt = P.link_format(info["pipeline"])
         q = info["quant"]
         self._qin, self._qout = q["input"], q["output"]
-        if batch is None:
-            batch = self.fmt.max_batch
-        if not (isinstance(batch, int) and 1 <= batch <= self.fmt.max_batch):
+        if not (batch is None or isinstance(batch, int) and 1 <= batch <= self.fmt.max_batch):
             raise ValueError(f"batch must be 1..{self.fmt.max_batch} inferences per frame, not {batch!r}")
         if not (isinstance(window, int) and 1 <= window <= 2):
             raise ValueError(f"window must be 1 or 2 frames (the board buffers two), not {window!r}")
         if not (isinstance(retries, int) and retries >= 0):
             raise ValueError(f"retries must be a non-negative int, not {retries!r}")
         self.batch, self.window, self.retries = batch, window, retries
+        self._batch = batch or self.fmt.max_batch
         self._seq = 0
         self.stats = RunStats()
 
@@ -162,10 +162,10 @@ class Accelerator:
     def _timeout(self) -> float:
         t = self.transport
         fmt = self.fmt
-        frame_bytes = (2 * (P.HEADER_BYTES + P.CRC_BYTES) + self.batch * (fmt.in_bytes + fmt.out_bytes))
+        frame_bytes = (2 * (P.HEADER_BYTES + P.CRC_BYTES) + self._batch * (fmt.in_bytes + fmt.out_bytes))
         link = self.window * frame_bytes * 10.0 / t.baud
         p = self.info["pipeline"]
-        compute = (p.get("latency_cycles", 0) + p.get("ii_cycles", 0) * self.batch * self.window) / self.info["clock_hz"]
+        compute = (p.get("latency_cycles", 0) + p.get("ii_cycles", 0) * self._batch * self.window) / self.info["clock_hz"]
         return 2.0 * (link + compute) + 64 * 10.0 / t.baud + t.margin_s
 
     def _run_int(self, xi: np.ndarray) -> np.ndarray:
@@ -175,9 +175,10 @@ class Accelerator:
             return np.zeros((0,) + tuple(fmt.out_shape), np.int64)
         data = fmt.encode_inputs(xi, bipolar=bool(self._qin.get("bipolar")))
         stats = self.stats = RunStats(inferences=n)
+        self._batch = self.batch or max(1, min(fmt.max_batch, -(-n // 4)))
         frames = []
-        for start in range(0, n, self.batch):
-            count = min(self.batch, n - start)
+        for start in range(0, n, self._batch):
+            count = min(self._batch, n - start)
             payload = data[start * fmt.in_bytes:(start + count) * fmt.in_bytes]
             frames.append((start, count, payload))
         results: list = [None] * len(frames)

@@ -140,7 +140,7 @@ def link_format(describe: dict) -> LinkFormat:
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"not a pipeline description (missing or bad {e!s})") from None
     in_bytes = int(np.prod(in_shape)) * _elem_bytes(fmt["in_bits"])
-    max_batch = max(1, min(8, 1024 // in_bytes))
+    max_batch = max(1, min(32, 1024 // in_bytes))
     need = 2 * max_batch * in_bytes
     return LinkFormat(**fmt, max_batch=max_batch, buffer_bytes=1 << (need - 1).bit_length())
 
