@@ -35,9 +35,12 @@ class SimTransport(Transport):
         ``inject(direction, data) -> data`` applied to every chunk (instead of the rates).
     vcd : str, optional
         Write a waveform.
+    monitors : iterable of ``async def f(ctx)``
+        Extra background processes (e.g. to observe internal signals in tests).
     """
 
-    def __init__(self, top, *, corrupt=0.0, drop=0.0, direction="both", seed=0, inject=None, vcd=None):
+    def __init__(self, top, *, corrupt=0.0, drop=0.0, direction="both", seed=0, inject=None, vcd=None,
+                 monitors=()):
         from amaranth.sim import Simulator
 
         if direction not in _DIRECTIONS:
@@ -63,6 +66,8 @@ class SimTransport(Transport):
         self._sim.add_clock(self._period)
         self._sim.add_testbench(self._drive_rx, background=True)
         self._sim.add_testbench(self._sample_tx, background=True)
+        for mon in monitors:
+            self._sim.add_process(mon)
         self._vcd = None
         if vcd:
             self._vcd = self._sim.write_vcd(vcd)
