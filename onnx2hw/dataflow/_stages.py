@@ -126,7 +126,7 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
         blocks += act
         cycles = blocks[0].cost.cycles
         macs, mults = n * k, pe * simd
-        in_lanes = simd
+        in_lanes, fill = simd, 1.0
     elif isinstance(layer, Conv):
         h, w, c = spec.shape
         cout, kh, kw, _ = layer.weights.shape
@@ -141,7 +141,7 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
         blocks += act
         cycles = max(blocks[0].cost.cycles, oh * ow * blocks[1].cost.cycles)
         macs, mults = oh * ow * cout * kh * kw * c, pe * simd
-        in_lanes = simd
+        in_lanes, fill = simd, _window_fill(kh, layer.pads[0], h)
     elif isinstance(layer, MaxPool):
         h, w, c = spec.shape
         params = dict(height=h, width=w, channels=c, kernel=layer.kernel, stride=layer.stride,
@@ -149,6 +149,7 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
         blocks = [Block("MaxPool", params, MaxPoolBlock.estimate(**params, family=family))]
         ob, osg = spec.dtype.bits, spec.dtype.signed
         cycles, in_lanes = blocks[0].cost.cycles, simd
+        fill = _window_fill(layer.kernel[0], layer.pads[0], h)
     elif isinstance(layer, AvgPool):
         h, w, c = spec.shape
         es = elem_shape(spec.dtype)
@@ -166,6 +167,7 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
         act, ob, osg = _act_blocks(layer.act, c, simd, acc_bits, out.dtype, family)
         blocks += act
         cycles, in_lanes = blocks[0].cost.cycles, simd
+        fill = _window_fill(layer.kernel[0], layer.pads[0], h)
     elif isinstance(layer, Add):
         from ..rtl.add import Add as AddBlock
 
@@ -175,7 +177,7 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
         blocks = [Block("Add", params, AddBlock.estimate(**params, family=family))]
         ob, osg = out.dtype.bits, out.dtype.signed
         cycles = int(np.prod(h_w_c)) // simd
-        in_lanes = simd
+        in_lanes, fill = simd, 0.0
     else:
         raise UnsupportedError(f"layer {layer.name!r}: {type(layer).__name__} has no hardware stage")
     cost = _sum_costs(blocks)
@@ -183,7 +185,12 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
     return Stage(name=name, layer=layer.name, op=type(layer).__name__.lower(), inputs=tuple(layer.inputs),
                  output=out.name, pe=pe, simd=simd, in_lanes=(in_lanes,) * len(layer.inputs),
                  out_lanes=pe, out_bits=ob, out_signed=osg, blocks=tuple(blocks), cycles=cycles,
-                 latency=cost.latency, cost=cost, macs=macs, multipliers=mults)
+                 latency=cost.latency, cost=cost, macs=macs, multipliers=mults, fill=fill)
+
+
+def _window_fill(kernel_rows: int, pad_top: int, rows: int) -> float:
+    """Fraction of an image a window stage reads before its first output."""
+    return min(1.0, max(1, kernel_rows - pad_top) / rows)
 
 
 def _add_params(layer: Add, ins, lanes) -> dict:

@@ -134,7 +134,13 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             dst_name = OUTPUT if dst == OUTPUT else layer_stage[dst].name
             dst_lanes = lanes if dst == OUTPUT else layer_stage[dst].in_lanes[port]
             n = elements(tensor)
-            depth = LINK_FIFO if tensor not in forked else -(-n // min(lanes, dst_lanes)) + LINK_FIFO
+            depth = LINK_FIFO
+            if tensor in forked:
+                depth = -(-n // min(lanes, dst_lanes)) + LINK_FIFO
+            elif dst != OUTPUT and layer_stage[dst].op == "dense":
+                # an MVU reads its whole input vector during its first output fold and none
+                # during the others: buffer one vector so the producer never waits meanwhile
+                depth = n // dst_lanes + LINK_FIFO
             links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
     for link in links:
         if link.elements % link.src_lanes or link.elements % link.dst_lanes:

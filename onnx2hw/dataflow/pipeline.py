@@ -61,6 +61,9 @@ class Stage:
     macs: int = 0
     #: number of multipliers instantiated (PE*SIMD for MVUs)
     multipliers: int = 0
+    #: fraction of its input a stage needs before its first output (1.0 for a dense layer,
+    #: about kernel rows / image rows for windows)
+    fill: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -104,14 +107,22 @@ class Pipeline:
 
     @property
     def latency(self) -> int:
-        """Estimated latency: the longest path of stage latencies plus the last stage's II share."""
+        """Estimated cycles from the first input transfer to the last output transfer of one
+        inference without backpressure.
+
+        Along the longest path, a stage starts producing once ``fill`` of its input has
+        arrived, and its input arrives at the pace of the slowest stage so far (``rate``); the
+        last stage then streams its whole output. Block pipeline latencies add up.
+        """
         by_name = {s.name: s for s in self.stages}
-        done: dict[str, int] = {INPUT: 0}
+        start: dict[str, tuple[float, int]] = {INPUT: (0.0, 0)}  # (time of first output, rate)
         for s in self.stages:
-            start = max(done[l.src] for l in self.links if l.dst == s.name)
-            done[s.name] = start + s.latency
-        last = [l.src for l in self.links if l.dst == OUTPUT][0]
-        return done[last] + by_name[last].cycles
+            t, rate = max(start[l.src] for l in self.links if l.dst == s.name)
+            rate = max(rate, s.cycles)
+            start[s.name] = (t + s.fill * rate + s.latency, rate)
+        last = by_name[next(l.src for l in self.links if l.dst == OUTPUT)]
+        t, _ = max(start[l.src] for l in self.links if l.dst == last.name)
+        return int(round(t + last.cycles + last.latency))
 
     @property
     def total(self) -> Cost:
