@@ -17,7 +17,9 @@ class Board:
     in :mod:`boards`); ``nextpnr_device``/``nextpnr_package`` are nextpnr's option values;
     ``max_baud`` is the highest UART rate the board's USB-serial bridge is trusted with
     (``baud_source`` says why). ``leds`` maps status ``idle``/``busy``/``error`` to
-    ``(resource, number)`` (``None`` = not shown).
+    ``(resource, number[, subsignal])`` (``None`` = not shown). ``default_clock_hz`` and
+    ``default_baud`` are a suggested system clock and link rate (the baud rate an exact divisor
+    of the clock).
     """
 
     name: str
@@ -34,6 +36,8 @@ class Board:
     platform_class: str
     leds: tuple = ()
     uart_note: str = ""
+    default_clock_hz: float = 0.0
+    default_baud: float = 0.0
 
     def platform(self):
         """A fresh amaranth_boards platform instance for this board."""
@@ -75,4 +79,5 @@ class Board:
         return {"name": self.name, "title": self.title, "family": self.family, "device": self.device,
                 "package": self.package, "lut": self.budget.lut, "dsp": self.budget.dsp,
                 "ebr": self.budget.ebr, "osc_mhz": self.osc_hz / 1e6, "max_baud": self.max_baud,
+                "default_clock_mhz": self.default_clock_hz / 1e6, "default_baud": self.default_baud,
                 "nextpnr": f"--{self.nextpnr_device} --package {self.nextpnr_package}"}

@@ -26,7 +26,7 @@ def _ulx3s(suffix, device, lut, dsp, ebr) -> Board:
         budget=Budget(lut, dsp, ebr, device), osc_hz=25e6, max_baud=3e6, baud_source=_FT231X,
         platform_class=f"amaranth_boards.ulx3s:ULX3S_{suffix.upper()}_Platform",
         leds=(("idle", ("led", 0)), ("busy", ("led", 1)), ("error", ("led", 7))),
-        uart_note="FT231X USB-UART on the US1 port")
+        uart_note="FT231X USB-UART on the US1 port", default_clock_hz=75e6, default_baud=3e6)
 
 
 ULX3S = {b.name: b for b in (_ulx3s(*v) for v in _ULX3S)}
@@ -57,4 +57,5 @@ ORANGECRAB = Board(
                 "limited to 1 Mbaud for common adapters (CP2102: 1 Mbaud)",
     platform_class="boards.ecp5:OrangeCrabUARTPlatform",
     leds=(("idle", ("rgb_led", 0, "g")), ("busy", ("rgb_led", 0, "b")), ("error", ("rgb_led", 0, "r"))),
-    uart_note="external USB-UART on Feather pins 0 (RX) / 1 (TX)")
+    uart_note="external USB-UART on Feather pins 0 (RX) / 1 (TX)", default_clock_hz=48e6,
+    default_baud=1e6)

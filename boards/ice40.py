@@ -16,4 +16,4 @@ ICEBREAKER = Board(
     platform_class="amaranth_boards.icebreaker:ICEBreakerPlatform",
     # the board has a red and a green user LED: green = busy, red = error (idle: both off)
     leds=(("idle", None), ("busy", ("led", 1)), ("error", ("led", 0))),
-    uart_note="FT2232H channel B")
+    uart_note="FT2232H channel B", default_clock_hz=24e6, default_baud=3e6)

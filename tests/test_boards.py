@@ -35,6 +35,10 @@ def test_registry_and_budgets():
         b = boards.get_board(name)
         assert (b.device, b.budget.lut, b.budget.dsp, b.budget.ebr) == (device, lut, dsp, ebr)
         assert b.family == ("ice40" if name == "icebreaker" else "ecp5")
+        b.check_link(b.default_clock_hz, b.default_baud)          # suggested link is valid
+        assert b.default_clock_hz % b.default_baud == 0           # with an exact divisor
+        if b.default_clock_hz != b.osc_hz:
+            assert b.pll(b.default_clock_hz).fout_hz == b.default_clock_hz
     with pytest.raises(ModelError, match="unknown board 'de10'.*ulx3s-85f"):
         boards.get_board("de10")
 

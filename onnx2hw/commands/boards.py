@@ -26,11 +26,12 @@ def run(args) -> int:
     t = Table(title="Boards (onnx2hw synth --board NAME)", title_justify="left")
     for col, just in (("board", "left"), ("family", "left"), ("device", "left"), ("package", "left"),
                       ("LUT4", "right"), ("DSP", "right"), ("EBR", "right"), ("osc MHz", "right"),
-                      ("max baud", "right")):
+                      ("max baud", "right"), ("default clock / baud", "right")):
         t.add_column(col, justify=just)
     for r in rows:
         name = r["name"] + (f" ({r['alias']})" if r["alias"] else "")
         t.add_row(name, r["family"], r["device"], r["package"], f"{r['lut']:,}", str(r["dsp"]),
-                  str(r["ebr"]), f"{r['osc_mhz']:g}", f"{r['max_baud'] / 1e6:g}M")
-    Console(highlight=False, width=120).print(t)
+                  str(r["ebr"]), f"{r['osc_mhz']:g}", f"{r['max_baud'] / 1e6:g}M",
+                  f"{r['default_clock_mhz']:g} MHz / {r['default_baud'] / 1e6:g}M")
+    Console(highlight=False, width=140).print(t)
     return 0

@@ -27,7 +27,7 @@ import numpy as np
 
 __all__ = ["MAGIC", "T_DATA", "T_RESULT", "T_ERROR", "ERROR_CODES", "E_CRC", "E_TYPE", "E_COUNT",
            "E_OVERFLOW", "E_TIMEOUT", "HEADER_BYTES", "CRC_BYTES", "NO_SEQ", "LinkFormat",
-           "link_format", "encode_frame", "Frame", "FrameParser", "crc32"]
+           "link_format", "encode_frame", "Frame", "FrameParser", "crc32", "TAG_DEPTH"]
 
 MAGIC = b"\xA5\x5A"
 T_DATA, T_RESULT, T_ERROR = 0x01, 0x81, 0xEE
