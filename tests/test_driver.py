@@ -236,3 +236,42 @@ def test_cli_run_errors(digits_build, tmp_path, capsys):
     np.savez(tmp_path / "x.npz", input=np.zeros((1, 64), np.float32))
     assert main(["run", str(d), "--port", "/dev/nonexistent-tty", "--inputs", str(tmp_path / "x.npz")]) == 2
     assert "cannot open serial port" in capsys.readouterr().err
+
+
+def test_serial_transport_over_a_pty(mlp):
+    """The pyserial transport against the simulated board behind a pseudo-terminal."""
+    import os
+    import select
+    import threading
+
+    from onnx2hw.driver.sim_transport import SimTransport
+    from onnx2hw.rtl.accelerator import Accelerator as HwAccelerator
+    from onnx2hw.rtl.board_top import BoardTop
+
+    g, p, info = mlp
+    master, slave = os.openpty()
+    board = SimTransport(BoardTop(HwAccelerator(p), info["pipeline"], CLK, FAST))
+    stop = threading.Event()
+
+    def bridge():
+        while not stop.is_set():
+            if select.select([master], [], [], 0.005)[0]:
+                board.write(os.read(master, 4096))
+            out = board.read(4096, 40 / FAST)
+            if out:
+                os.write(master, out)
+
+    thread = threading.Thread(target=bridge, daemon=True)
+    thread.start()
+    x = _inputs(g, 3, 21)
+    try:
+        with Accelerator.open(info, os.ttyname(slave), baud=FAST, batch=1) as acc:
+            acc.transport.margin_s = 120.0     # the simulated board runs far slower than real time
+            y = acc.run(x, raw=True)
+            assert acc.stats.resent == 0 and acc.stats.frames == 3
+    finally:
+        stop.set()
+        thread.join(5)
+        os.close(master)
+        os.close(slave)
+    np.testing.assert_array_equal(y, _golden(g, x))
