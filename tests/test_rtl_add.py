@@ -121,10 +121,11 @@ def test_add_cocotb():
     (unsigned(2), signed(8), 2, dict(a_zero=0, a_mult=5000, b_zero=0, b_mult=16, shift=12,
                                       zero_point=3)),
 ])
-def test_add_estimate_matches_yosys(a_shape, b_shape, lanes, q):
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_add_estimate_matches_yosys(a_shape, b_shape, lanes, q, family):
     from onnx2hw.rtl.synth_check import yosys_stat
-    st = yosys_stat(Add(a_shape, b_shape, signed(8), lanes, **q), "ecp5")
-    est = Add.estimate(a_shape, b_shape, signed(8), lanes, **q)
+    st = yosys_stat(Add(a_shape, b_shape, signed(8), lanes, **q), family)
+    est = Add.estimate(a_shape, b_shape, signed(8), lanes, **q, family=family)
     assert est.dsp == st["dsp"], (est, st)
     assert est.ebr == st["ebr"] == 0
     assert abs(est.lut - st["lut"]) <= max(8, 0.3 * st["lut"]), (est, st)

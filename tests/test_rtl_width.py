@@ -69,12 +69,13 @@ def test_width_cocotb(n_in, n_out):
 
 
 @pytest.mark.synth
-def test_width_estimate_matches_yosys():
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_width_estimate_matches_yosys(family):
     from onnx2hw.rtl.synth_check import yosys_stat
     for shape, n_in, n_out in [(signed(8), 2, 8), (signed(8), 8, 2), (signed(4), 4, 6),
                                (unsigned(2), 16, 4)]:
-        st = yosys_stat(WidthConverter(shape, n_in, n_out), "ecp5")
-        est = WidthConverter.estimate(shape, n_in, n_out)
+        st = yosys_stat(WidthConverter(shape, n_in, n_out), family)
+        est = WidthConverter.estimate(shape, n_in, n_out, family=family)
         where = (shape, n_in, n_out, est, st)
         assert (est.dsp, est.ebr) == (st["dsp"], st["ebr"]) == (0, 0), where
         assert abs(est.lut - st["lut"]) <= max(4, 0.3 * st["lut"]), where

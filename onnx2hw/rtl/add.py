@@ -104,7 +104,7 @@ class Add(wiring.Component):
         (a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift, zero_point,
          lo, hi) = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult,
                            shift, zero_point, lo, hi)
-        _p.family(family)
+        family = _p.family(family)
         half = (1 << (shift - 1)) if shift else 0
         lut = ff = dsp = 0
         ranges = []
@@ -119,6 +119,8 @@ class Add(wiring.Component):
             elif kind == "dsp":
                 dsp += 1
                 lut += shape.width + 2 if z else 2
+                if family == "ice40":            # adder bits take an SB_LUT4 beside SB_CARRY
+                    lut += 3 * t // 4
             elif z:
                 lut += shape.width + 1           # zero-point subtraction
         (alo, ahi), (blo, bhi) = ranges

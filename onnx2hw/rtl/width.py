@@ -104,7 +104,7 @@ class WidthConverter(wiring.Component):
         w = _p.elem_shape(elem_shape).width
         n_in = _p.positive_int(in_lanes, "in_lanes")
         n_out = _p.positive_int(out_lanes, "out_lanes")
-        _p.family(family)
+        family = _p.family(family)
         if n_in == n_out:
             return Cost(1, 0, 0, 0, 0, 0)
         lcm = math.lcm(n_in, n_out)
@@ -116,12 +116,13 @@ class WidthConverter(wiring.Component):
             cbits = max(1, (k - 1).bit_length())
             cost = Cost(cycles, 1, lut=2 * cbits + 6, ff=(k - 1) * piece + lcm * w + cbits + 1,
                         dsp=0, ebr=0)
-        if lcm != n_out:    # split: loadable shift register, 2 LUTs per shifting bit
+        if lcm != n_out:    # split: loadable shift register (ECP5: 2 LUTs per shifting bit)
             k, piece = lcm // n_out, n_out * w
             cbits = max(1, (k - 1).bit_length())
             bits = lcm * w
+            per_bit = 2 if family == "ecp5" else 1
             cost = Cost(cycles, cost.latency + 1,
-                        cost.lut + 2 * (bits - piece) + piece + cbits + 8,
+                        cost.lut + per_bit * (bits - piece) + piece + cbits + 8,
                         cost.ff + bits + cbits + 1, 0, 0)
         return cost
 
