@@ -6,6 +6,7 @@ from amaranth.hdl import signed, unsigned
 from onnx2hw.quant.arith_add import add_requantized
 from onnx2hw.rtl.add import Add
 from sim.cocotb_run import run_cocotb
+from sim.fixtures import require_simulator
 from sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
@@ -110,6 +111,7 @@ def test_numpy_definition_rejects_bad_values():
 
 @pytest.mark.sim
 def test_add_cocotb():
+    require_simulator()
     _check(signed(8), unsigned(4), signed(8), 4, n=3000, seed=8, runner=run_cocotb, **Q8)
 
 

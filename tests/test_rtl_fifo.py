@@ -5,15 +5,13 @@ from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.fifo import StreamFIFO
 from sim.cocotb_run import run_cocotb
+from sim.fixtures import random_transfers, require_simulator
 from sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 
-def _rand(shape, lanes, n, seed=0):
-    lo, hi = (-(1 << (shape.width - 1)), 1 << (shape.width - 1)) if shape.signed else \
-        (0, 1 << shape.width)
-    return np.random.default_rng(seed).integers(lo, hi, size=(n, lanes))
+_rand = random_transfers
 
 
 @pytest.mark.parametrize("shape", [unsigned(1), signed(2), unsigned(4), signed(8)])
@@ -91,6 +89,7 @@ def test_fifo_estimate_rejects_family():
 @pytest.mark.sim
 @pytest.mark.parametrize("depth", [2, 33])
 def test_fifo_cocotb(depth):
+    require_simulator()
     x = _rand(signed(8), 4, 3000, seed=depth)
     out, _ = run_cocotb(StreamFIFO(signed(8), 4, depth), {"i": x}, {"o": len(x)},
                         src_pause="random", sink_pause="3of4", seed=depth)

@@ -5,15 +5,13 @@ from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.fork import Fork
 from sim.cocotb_run import run_cocotb
+from sim.fixtures import random_transfers, require_simulator
 from sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 
-def _rand(shape, lanes, n, seed=0):
-    lo, hi = (-(1 << (shape.width - 1)), 1 << (shape.width - 1)) if shape.signed else \
-        (0, 1 << shape.width)
-    return np.random.default_rng(seed).integers(lo, hi, size=(n, lanes))
+_rand = random_transfers
 
 
 @pytest.mark.parametrize("shape", [unsigned(1), signed(2), unsigned(4), signed(8)])
@@ -73,6 +71,7 @@ def test_fork_rejects_bad_parameters(bad, err, match):
 
 @pytest.mark.sim
 def test_fork_cocotb():
+    require_simulator()
     x = _rand(signed(8), 3, 3000, seed=5)
     out, _ = run_cocotb(Fork(signed(8), 3), {"i": x}, {"o0": 3000, "o1": 3000},
                         src_pause="random", sink_pause="random", seed=2)

@@ -7,6 +7,7 @@ from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.width import WidthConverter
 from sim.cocotb_run import run_cocotb
+from sim.fixtures import require_simulator
 from sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
@@ -61,6 +62,7 @@ def test_width_rejects_bad_parameters(bad, err, match):
 @pytest.mark.sim
 @pytest.mark.parametrize("n_in,n_out", [(4, 6)])
 def test_width_cocotb(n_in, n_out):
+    require_simulator()
     lcm = math.lcm(n_in, n_out)
     e = _elems(signed(8), lcm * 500, seed=1)
     out, _ = run_cocotb(WidthConverter(signed(8), n_in, n_out), {"i": e.reshape(-1, n_in)},

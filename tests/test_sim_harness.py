@@ -8,7 +8,8 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.cocotb_run import cache_root, run_cocotb, simulator_available
+from sim.cocotb_run import cache_root, run_cocotb
+from sim.fixtures import require_simulator
 from sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
@@ -175,15 +176,10 @@ def test_bad_pause_name():
 
 # --- cocotb + Verilator ---------------------------------------------------------------------
 
-def _need(simulator):
-    reason = simulator_available(simulator)
-    if reason:
-        pytest.skip(f"{simulator} unavailable: {reason}")
-
-
 @pytest.mark.sim
 @pytest.mark.parametrize("src,sink", [("none", "none"), ("random", "3of4")])
 def test_cocotb_matches_pysim(src, sink):
+    require_simulator()
     x = _data(3000)
     out, cycles = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause=src, sink_pause=sink,
                              seed=5)
@@ -199,6 +195,7 @@ def test_cocotb_matches_pysim(src, sink):
 
 @pytest.mark.sim
 def test_cocotb_reuses_build():
+    require_simulator()
     x = _data(20)
     run_cocotb(_Reg(), {"i": x}, {"o": 20})
     before = {p.parent.name: p.stat().st_mtime for p in cache_root().glob("*/.built")}
@@ -212,6 +209,7 @@ def test_cocotb_reuses_build():
 
 @pytest.mark.sim
 def test_cocotb_catches_and_keeps_waveform():
+    require_simulator()
     x = _data(100)
     with pytest.raises(AssertionError, match="payload changed while stalled") as info:
         run_cocotb(_Reg("unstable"), {"i": x}, {"o": len(x)}, src_pause="random",
@@ -222,7 +220,7 @@ def test_cocotb_catches_and_keeps_waveform():
 
 @pytest.mark.sim
 def test_icarus():
-    _need("icarus")
+    require_simulator("icarus")
     x = _data(500)
     out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, simulator="icarus",
                         src_pause="random", sink_pause="random")
