@@ -86,10 +86,16 @@ def _stage_pipeline(p: Pipeline, stage) -> Pipeline:
     return Pipeline(graph=p.graph, stages=(stage,), links=links, family=p.family, folding={})
 
 
-def locate_divergence(pipeline: Pipeline, x: np.ndarray, simulator="verilator", seed=0) -> str | None:
+def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
     """The first stage (in order) whose own output differs from the golden tensor when fed the
-    golden input tensor; ``None`` if every single-input stage matches alone."""
+    golden input tensor, or ``None`` if every single-input stage matches alone.
+
+    Each stage runs alone in Amaranth's simulator (small, no compile step), with random
+    backpressure.
+    """
     from onnx2hw.rtl.accelerator import Accelerator
+
+    from .pysim import run_stream
 
     g = pipeline.graph
     env = execute_integer(g, {g.input_specs[0].name: x}, keep_intermediates=True)
@@ -99,7 +105,8 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, simulator="verilator", 
         sub = _stage_pipeline(pipeline, stage)
         feeds = {"i": to_transfers(env[stage.inputs[0]], stage.in_lanes[0])}
         want = env[stage.output]
-        out, _ = _run(Accelerator(sub), feeds, {"o": want.size // stage.out_lanes}, simulator, "random", seed, False)
+        out, _ = run_stream(Accelerator(sub), feeds, {"o": want.size // stage.out_lanes}, src_pause="random",
+                            sink_pause="random", seed=seed, check_comb=False, idle_limit=1 << 20)
         if not np.array_equal(out["o"].reshape(want.shape), want):
             return stage.name
     return None
@@ -139,7 +146,7 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         bad = int(np.argmin(same))
         flat = int(np.argmax(hw[bad].ravel() != golden[bad].ravel()))
         report.first_mismatch = (bad, flat, int(golden[bad].ravel()[flat]), int(hw[bad].ravel()[flat]))
-        report.diverged_stage = locate_divergence(pipeline, x[bad:bad + 1], simulator, seed)
+        report.diverged_stage = locate_divergence(pipeline, x[bad:bad + 1], seed)
     if timing:
         report.ii, report.latency = measure_timing(pipeline, x, simulator)
     return report

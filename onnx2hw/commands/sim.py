@@ -16,7 +16,40 @@ def configure(parser):
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs and backpressure patterns")
     parser.add_argument("--waves", metavar="DIR", help="keep waveforms (written under the simulation cache; path printed)")
     parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
+    add_folding_options(parser)
+
+
+def add_folding_options(parser):
+    """Options that decide the folding (shared with ``synth``)."""
+    parser.add_argument("--board", default="ulx3s", help="board whose resources bound the folding (default ulx3s)")
     parser.add_argument("--folding", metavar="FILE", help="folding JSON {layer: {pe, simd}} (default: automatic)")
+    parser.add_argument("--target-fps", type=float, metavar="N",
+                        help="fold for the fewest resources that reach N inferences/s at --clock-mhz")
+    parser.add_argument("--clock-mhz", type=float, metavar="F", help="clock for --target-fps (default: the board's)")
+
+
+def folding_request(args):
+    """(board, budget, folding, target_cycles) from the folding options."""
+    from boards import get_board
+
+    from ..dataflow.fold import load_folding
+    from . import UsageError
+
+    board = get_board(args.board)
+    clock = (args.clock_mhz * 1e6) if args.clock_mhz else board.default_clock_hz
+    if args.clock_mhz is not None and args.clock_mhz <= 0:
+        raise UsageError(f"--clock-mhz must be positive, not {args.clock_mhz!r}")
+    target = None
+    if args.target_fps is not None:
+        if args.target_fps <= 0:
+            raise UsageError(f"--target-fps must be positive, not {args.target_fps!r}")
+        target = max(1, int(clock / args.target_fps))
+    folding = load_folding(args.folding) if args.folding else None
+    return board, board.budget.scaled(HEADROOM), folding, target
+
+
+#: fraction of a device the automatic folding may fill (room for the host link and routing)
+HEADROOM = 0.8
 
 
 def _inputs(args, prepared):
@@ -43,18 +76,18 @@ def run(args) -> int:
     from . import UsageError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..dataflow.fold import load_folding
     from ..flow import prepare
     from ..quant.integer_graph import dequantize_outputs
-    from sim.cocotb_run import simulator_available
+    from sim.cocotb_run import cache_root, simulator_available
     from sim.model_sim import simulate
 
     con = Console(stderr=True, highlight=False)
     reason = simulator_available(args.simulator)
     if reason:
         raise UsageError(f"cannot run {args.simulator}: {reason}")
-    folding = load_folding(args.folding) if args.folding else None
-    prepared = prepare(args.model, calib=args.calib, folding=folding)
+    board, budget, folding, target = folding_request(args)
+    prepared = prepare(args.model, calib=args.calib, family=board.family, budget=budget,
+                       folding=folding, target_cycles=target)
     p = prepared.pipeline
     x = _inputs(args, prepared)
     con.print(f"{len(p.stages)} stages, estimated II {p.ii} cycles, latency {p.latency} cycles, "
@@ -64,11 +97,12 @@ def run(args) -> int:
         task = bar.add_task("sim", total=len(x))
         report = simulate(p, x, simulator=args.simulator, seed=args.seed, waves=bool(args.waves),
                           progress=lambda done, total: bar.update(task, completed=done))
+    print("folding: " + ", ".join(f"{k} pe={v[0]} simd={v[1]}" for k, v in p.folding.items()))
     print(f"bit-exact: {report.exact}/{report.total} inferences")
     print(f"II: measured {report.ii:.1f} cycles, estimated {p.ii}; latency: measured {report.latency}, "
           f"estimated {p.latency} cycles")
-    rate = report.cycles / report.seconds if report.seconds else 0
-    print(f"simulation: {report.cycles} cycles in {report.seconds:.1f} s ({rate:,.0f} cycles/s)")
+    print(f"simulation: {report.cycles} cycles in {report.seconds:.1f} s wall, Verilog build included "
+          f"(cached in {cache_root()})")
     if args.output:
         g = prepared.integer
         outs = dequantize_outputs(g, {g.output_specs[0].name: report.hw})

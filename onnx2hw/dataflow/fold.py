@@ -88,14 +88,14 @@ def auto_fold(ig: IntegerGraph, family: str, budget: Budget | None, target_cycle
             best = max(min(c for c, _, _ in opts) for opts in options.values())
             raise ModelError(f"no folding reaches {target_cycles} cycles per inference; the best possible is {best}")
         if budget is not None:
-            _check_budget(stages, budget)
+            _check_budget(stages, budget, f"to reach {target_cycles} cycles per inference")
         return fold
     candidates = sorted({c for opts in options.values() for c, _, _ in opts})
     floor = max(min(c for c, _, _ in opts) for opts in options.values())
     candidates = [c for c in candidates if c >= floor]
     fold, stages = choose(candidates[-1])
     if budget is not None:
-        _check_budget(stages, budget)  # even the slowest folding does not fit
+        _check_budget(stages, budget, "at its smallest folding")  # even the slowest does not fit
     lo, hi = 0, len(candidates) - 1
     while lo < hi:  # smallest target whose cheapest folding fits (resources fall as cycles rise)
         mid = (lo + hi) // 2
@@ -107,7 +107,7 @@ def auto_fold(ig: IntegerGraph, family: str, budget: Budget | None, target_cycle
     return choose(candidates[lo])[0]
 
 
-def _check_budget(stages, budget: Budget) -> None:
+def _check_budget(stages, budget: Budget, why: str) -> None:
     total = _total(stages)
     for i, (what, avail) in enumerate((("LUT", budget.lut), ("DSP", budget.dsp), ("EBR", budget.ebr))):
         if total[i] > avail:
@@ -115,7 +115,7 @@ def _check_budget(stages, budget: Budget) -> None:
             used = (worst.cost.lut, worst.cost.dsp, worst.cost.ebr)[i]
             raise ModelError(
                 f"does not fit {budget.name or 'the budget'}: needs {total[i]} {what} but {avail} are available "
-                f"(largest layer {worst.layer!r} needs {used} {what} at its smallest folding)")
+                f"(largest layer {worst.layer!r} needs {used} {what} {why})")
 
 
 def load_folding(path) -> Folding:

@@ -118,7 +118,7 @@ class Thresholds(wiring.Component):
             hits = Signal(n, name=f"hits{p}")
             with m.If(en):
                 m.d.sync += hits.eq(Cat(*[acc >= thr[p][i] for i in range(n)]))
-            count = sum(hits[i] for i in range(n))
+            count = _popcount([hits[i] for i in range(n)])
             y = Signal(self.o.payload[p].shape(), name=f"y{p}")
             with m.If(en):
                 m.d.sync += y.eq(self.lo + count)
@@ -180,3 +180,12 @@ def bench_config():
     def factory():
         return Thresholds(t, channels=c, pe=pe, acc_bits=ab, out_bits=4, out_signed=False)
     return [("thresholds_c64_pe4_4b", factory, {"i": x}, {"o": len(x)})]
+
+
+def _popcount(bits):
+    """Balanced sum of 1-bit values (a linear chain nests too deep for Amaranth at 255 steps)."""
+    items = list(bits)
+    while len(items) > 1:
+        pairs = [items[k] + items[k + 1] for k in range(0, len(items) - 1, 2)]
+        items = pairs + ([items[-1]] if len(items) % 2 else [])
+    return items[0]

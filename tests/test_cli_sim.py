@@ -1,0 +1,74 @@
+"""`onnx2hw sim`: bit-exact whole-model simulation, outputs comparable with onnxruntime, and
+every way it must fail (early, clearly)."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnx2hw.cli import main
+
+EX = "examples"
+
+
+@pytest.mark.sim
+def test_sim_digits_mlp_matches_onnxruntime(tmp_path, capsys):
+    import onnxruntime as ort
+
+    x = np.load(f"{EX}/digits_test.npz")["input"][:6]
+    np.savez(tmp_path / "x.npz", input=x)
+    out = tmp_path / "y.npz"
+    rc = main(["sim", f"{EX}/digits_mlp_int8.onnx", "--inputs", str(tmp_path / "x.npz"), "-o", str(out),
+               "--target-fps", "20000", "--seed", "3"])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "bit-exact: 6/6 inferences" in text
+    assert "II: measured 4096.0 cycles, estimated 4096" in text
+    hw = np.load(out)["logits"]
+    ref = ort.InferenceSession(f"{EX}/digits_mlp_int8.onnx").run(None, {"input": x})[0]
+    # the hardware rounds requantization half up, onnxruntime half to even: at most 1 LSB apart
+    model = onnx.load(f"{EX}/digits_mlp_int8.onnx")
+    scale = next(onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name.startswith("logits")
+                 and t.name.endswith("scale"))
+    assert hw.shape == ref.shape == (6, 10) and hw.dtype == np.float32
+    lsb = np.abs(hw - ref) / float(scale)
+    assert lsb.max() <= 1.001 and np.mean(lsb < 1e-3) >= 0.9
+
+
+def _model(tmp_path, nodes, name="m.onnx", inputs=None, outputs=None, inits=()):
+    g = helper.make_graph(nodes, "g", inputs or [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                          outputs or [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], list(inits))
+    path = tmp_path / name
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_sim_float_model_needs_calib(capsys):
+    assert main(["sim", f"{EX}/digits_mlp.onnx", "--count", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "--calib" in err and "onnx2hw quantize" in err
+
+
+def test_sim_lists_every_unsupported_node_first(tmp_path, capsys):
+    path = _model(tmp_path, [helper.make_node("Softmax", ["x"], ["s"], name="sm"),
+                             helper.make_node("Exp", ["s"], ["y"], name="ex")])
+    assert main(["sim", path, "--count", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sm (Softmax)" in err and "ex (Exp)" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--count", "0"], "--count must be at least 1"),
+    (["--board", "nope"], "unknown board 'nope'"),
+    (["--target-fps", "-5"], "--target-fps must be positive"),
+    (["--target-fps", "1e9"], "to reach 1 cycles per inference"),
+])
+def test_sim_bad_options(capsys, argv, message):
+    assert main(["sim", f"{EX}/digits_mlp_int8.onnx", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+
+
+def test_sim_too_big_for_board(capsys):
+    assert main(["sim", f"{EX}/digits_cnn_int8.onnx", "--board", "icebreaker", "--count", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: does not fit iCE40UP5K: needs ") and "at its smallest folding" in err, err
