@@ -175,6 +175,8 @@ def _run_once(text, simulator, waves, rundir: Path, spec: dict, arrays: dict):
         with np.load(rundir / "out.npz") as f:
             outs = {n: f[n] for n in f.files if n != "__cycles__"}
             return outs, int(f["__cycles__"]), None
+    if simulator == "icarus" and (bdir / "top.fst").is_file():   # Icarus dumps in build_dir
+        shutil.copy2(bdir / "top.fst", rundir / "top.fst")
     if (rundir / "error.txt").is_file():
         return None, None, (rundir / "error.txt").read_text()
     return None, None, f"simulation did not finish ({status}); log {log}:\n{_tail(log)}"
