@@ -136,8 +136,9 @@ def check_names(ports: dict[str, PortInfo], feeds: dict, expect: dict) -> None:
                              f"(inputs: {sorted(n for n, p in ports.items() if p.is_input)!r})")
     for name, n in expect.items():
         if name not in ports or ports[name].is_input:
+            outputs = sorted(n for n, p in ports.items() if not p.is_input)
             raise ValueError(f"expect {name!r} is not an output stream port "
-                             f"(outputs: {sorted(n for n, p in ports.items() if not p.is_input)!r})")
+                             f"(outputs: {outputs!r})")
         if not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"expect[{name!r}] must be a transfer count >= 0, not {n!r}")
 

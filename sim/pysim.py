@@ -14,8 +14,6 @@ Violations, deadlocks and timeouts raise ``AssertionError`` naming the port and 
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ._stream import (Pause, as_transfers, check_names, default_max_cycles, pack, stream_ports,
                       unpack)
 
