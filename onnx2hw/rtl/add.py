@@ -42,7 +42,8 @@ class Add(wiring.Component):
 
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
-    lane and input). Latency 2 cycles (term register, output register), initiation interval 1.
+    lane and input). Latency 3 cycles (term, sum and clamped-output registers), initiation
+    interval 1.
     The two inputs transfer together (``a.ready = en & b.valid``, ``b.ready = en & a.valid``
     with ``en = ~o.valid | o.ready``); the pipeline stalls as a whole when ``o`` is not ready.
     ``o.valid``/``o.payload`` are registers (stream rules hold).
@@ -66,7 +67,7 @@ class Add(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         en = Signal()
-        v1 = Signal()
+        v1, v2 = Signal(), Signal()
         m.d.comb += [
             en.eq(~self.o.valid | self.o.ready),
             self.a.ready.eq(en & self.b.valid),
@@ -85,14 +86,14 @@ class Add(wiring.Component):
             ta_next = _term(m, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult)
             tb_next = _term(m, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult)
             y = Signal(y_shape, name=f"y{j}")
-            m.d.comb += y.eq(((ta + tb + half) >> self.shift) + self.zero_point)
             with m.If(en):
                 m.d.sync += [
                     ta.eq(ta_next), tb.eq(tb_next),
+                    y.eq(((ta + tb + half) >> self.shift) + self.zero_point),
                     self.o.payload[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
                 ]
         with m.If(en):
-            m.d.sync += [v1.eq(self.a.valid & self.b.valid), self.o.valid.eq(v1)]
+            m.d.sync += [v1.eq(self.a.valid & self.b.valid), v2.eq(v1), self.o.valid.eq(v2)]
         return m
 
     @staticmethod
@@ -127,8 +128,8 @@ class Add(wiring.Component):
         y_w = acc_bits(((alo + blo + half) >> shift) + zero_point,
                        ((ahi + bhi + half) >> shift) + zero_point)
         lut += 3 * y_w + 2                       # rounding/zero-point adds (plus CCU2C), clamp
-        ff += out_shape.width
-        return Cost(1, 2, lut * lanes + 3, ff * lanes + 2, dsp * lanes, 0)
+        ff += y_w + out_shape.width
+        return Cost(1, 3, lut * lanes + 3, ff * lanes + 3, dsp * lanes, 0)
 
 
 def _term_kind(shape, mult) -> str:
