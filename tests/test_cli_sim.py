@@ -1,5 +1,7 @@
 """`onnx2hw sim`: bit-exact whole-model simulation, outputs comparable with onnxruntime, and
 every way it must fail (early, clearly)."""
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -22,7 +24,8 @@ def test_sim_digits_mlp_matches_onnxruntime(tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "bit-exact: 6/6 inferences" in text
-    assert "II: measured 4096.0 cycles, estimated 4096" in text
+    measured, estimated = map(float, re.search(r"II: measured ([\d.]+) cycles, estimated (\d+)", text).groups())
+    assert abs(measured - estimated) <= 0.1 * estimated and estimated <= 75e6 / 20000
     hw = np.load(out)["logits"]
     ref = ort.InferenceSession(f"{EX}/digits_mlp_int8.onnx").run(None, {"input": x})[0]
     # the hardware rounds requantization half up, onnxruntime half to even: at most 1 LSB apart
