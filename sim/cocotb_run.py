@@ -145,6 +145,10 @@ def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
             except (RuntimeError, SystemExit) as e:
                 raise RuntimeError(f"{simulator} build failed ({e}); log {log}:\n"
                                    f"{_tail(log)}") from None
+        if simulator == "verilator":   # only the `top` executable is needed to run tests
+            for f in bdir.iterdir():
+                if f.suffix in (".gch", ".o", ".a", ".d"):
+                    f.unlink()
         (bdir / ".built").write_text(json.dumps({"simulator": simulator, "waves": waves}))
         return bdir
 
