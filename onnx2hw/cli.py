@@ -15,7 +15,7 @@ from .commands import UsageError
 __all__ = ["main", "VERBS", "UsageError"]
 
 #: verb -> module in onnx2hw.commands (order = order in --help)
-VERBS = ("inspect", "quantize", "sim", "boards", "run")
+VERBS = ("inspect", "quantize", "sim", "synth", "run", "boards")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,119 @@
+"""``onnx2hw synth MODEL --board B``: every stage from the model to a bitstream and a report."""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+from ._options import add_folding_options, folding_request
+
+HELP = "compile a model into a bitstream for a board (Yosys + nextpnr through YoWASP) with a report"
+
+
+def configure(parser):
+    parser.add_argument("model", help="ONNX model (quantized, or float with --calib)")
+    parser.add_argument("-o", "--output", metavar="DIR", help="build directory (default build/<model>)")
+    parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
+    parser.add_argument("--baud", type=float, help="UART baud rate (default: the board's)")
+    add_folding_options(parser)
+
+
+def _name(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", Path(model).stem) or "model"
+
+
+def link_rate(info: dict, baud: float) -> tuple[int, float]:
+    """(bytes per inference on the busier direction, inferences/s the UART can carry)."""
+    link = info["link"]
+    per = max(link["in_bytes"], link["out_bytes"])
+    return per, baud / 10 / per
+
+
+def run(args) -> int:
+    from rich.console import Console
+
+    from ..driver.build_info import build_info, write_build_info
+    from ..flow import prepare
+    from ..dataflow.fold import save_folding
+    from ..rtl.accelerator import Accelerator
+    from ..report import make_report, write_report
+    from ..synth import parse_fmax, parse_utilisation, run_build
+    from . import UsageError
+
+    con = Console(stderr=True, highlight=False)
+    t_start = time.perf_counter()
+    board, budget, folding, target = folding_request(args)
+    clock_hz = args.clock_mhz * 1e6 if args.clock_mhz else board.default_clock_hz
+    baud = args.baud or board.default_baud
+    try:
+        board.check_link(clock_hz, baud)
+        board.pll(clock_hz)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    name = _name(args.model)
+    out = Path(args.output or Path("build") / name)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output {str(out)!r} exists and is not a directory")
+    times = {}
+    t0 = time.perf_counter()
+    if target is None and folding is None:
+        # no point in a pipeline faster than the UART can feed: fold for the link's rate
+        probe = prepare(args.model, calib=args.calib, family=board.family, budget=budget)
+        per, rate = link_rate(build_info(probe, board, clock_hz, baud), baud)
+        target = max(probe.pipeline.ii, int(clock_hz / rate))
+        con.print(f"folding for the link: {per} bytes per inference at {baud:,.0f} baud = "
+                  f"{rate:,.0f} inferences/s (pass --target-fps to go faster)")
+    prepared = prepare(args.model, calib=args.calib, family=board.family, budget=budget,
+                       folding=folding, target_cycles=target)
+    p = prepared.pipeline
+    times["compile"] = time.perf_counter() - t0
+    est = p.total
+    con.print(f"{len(p.stages)} stages, II {p.ii:,} cycles, estimated {est.lut:,} LUT, {est.dsp} DSP, "
+              f"{est.ebr} EBR of {board.title}'s {board.budget.lut:,} / {board.budget.dsp} / {board.budget.ebr}")
+    out.mkdir(parents=True, exist_ok=True)
+    save_folding(p.folding, out / "folding.json")
+    info_path = write_build_info(out, prepared, board, clock_hz, baud, model=args.model, calib=args.calib)
+    t0 = time.perf_counter()
+    accelerator = Accelerator(p)
+    from amaranth.back import verilog
+    (out / f"{name}.v").write_text(verilog.convert(accelerator, name=name))
+    import json
+    top = board.make_top(Accelerator(p), json.loads(info_path.read_text()), clock_hz, baud)
+    # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
+    # private wire names otherwise (seen with synth_ecp5)
+    plan = board.platform().build(top, name=name, do_build=False, script_after_read="proc\nopt_clean -purge")
+    times["elaborate"] = time.perf_counter() - t0
+    work = out / "work"
+    with con.status("") as status:
+        steps = run_build(plan, work, name, progress=lambda title: status.update(f"{title} ..."))
+    times.update(steps)
+    for ext in ("bit", "svf", "bin"):
+        if (work / f"{name}.{ext}").is_file():
+            shutil.copy2(work / f"{name}.{ext}", out / f"{name}.{ext}")
+    log = (work / f"{name}.tim").read_text(errors="replace")
+    fm = parse_fmax(log)
+    fmax = fm[0] if fm else None
+    times["total"] = time.perf_counter() - t_start
+    per, rate = link_rate(json.loads(info_path.read_text()), baud)
+    report = make_report(model=name, board=board, pipeline=p, clock_mhz=clock_hz / 1e6, fmax_mhz=fmax,
+                         util=parse_utilisation(log), times=times, baud=baud, link_bytes=per)
+    jpath, hpath = write_report(report, out)
+    _print_summary(report, out, name)
+    if not report["clock"]["met"]:
+        print(f"error: timing not met: achieved Fmax {fmax} MHz < target {clock_hz / 1e6:.1f} MHz "
+              f"(try --clock-mhz {int(fmax or 0)})")
+        return 1
+    return 0
+
+
+def _print_summary(r: dict, out: Path, name: str) -> None:
+    res = r["resources"]
+    parts = [f"{k.upper()} {v['used'] if v['used'] is not None else '?'}/{v['available']}" for k, v in res.items()]
+    c, tp = r["clock"], r["throughput"]
+    print(f"bitstream: {out / (name + ('.bin' if (out / (name + '.bin')).exists() else '.bit'))}")
+    print("resources: " + ", ".join(parts))
+    print(f"clock: target {c['target_mhz']:.1f} MHz, Fmax {c['fmax_mhz']} MHz ({'met' if c['met'] else 'NOT met'})")
+    print(f"throughput: {tp['inferences_per_s']:,.0f} inferences/s (II {tp['ii_cycles']:,} cycles, "
+          f"latency {tp['latency_cycles']:,} cycles)")
+    print(f"report: {out / 'report.html'}")

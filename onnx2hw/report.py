@@ -1,0 +1,120 @@
+"""Build reports: ``report.json`` (machine-readable) and ``report.html`` (one page a person
+reads at a glance: the pipeline as an SVG diagram, resource bars against the device, clock)."""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+__all__ = ["make_report", "write_report", "render_html", "used_resources"]
+
+#: report resource -> nextpnr cell types (first present wins) and a multiplier
+_CELLS = {
+    "ecp5": {"lut": [("TRELLIS_COMB", 1), ("TRELLIS_SLICE", 2)], "ff": [("TRELLIS_FF", 1), ("TRELLIS_SLICE", 2)],
+             "dsp": [("MULT18X18D", 1)], "bram": [("DP16KD", 1)]},
+    "ice40": {"lut": [("ICESTORM_LC", 1)], "ff": [("ICESTORM_LC", 1)], "dsp": [("ICESTORM_DSP", 1)],
+              "bram": [("ICESTORM_RAM", 1)]},
+}
+
+
+def used_resources(util: dict, family: str) -> dict[str, int | None]:
+    out = {}
+    for res, options in _CELLS[family].items():
+        out[res] = next((util[c][0] * k for c, k in options if c in util), None)
+    return out
+
+
+def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: float | None,
+                util: dict, times: dict, baud: float, link_bytes: int) -> dict:
+    """The report dictionary (see the ``synth`` verb's documentation for the fields)."""
+    est = pipeline.total
+    used = used_resources(util, board.family)
+    avail = {"lut": board.budget.lut, "dsp": board.budget.dsp, "bram": board.budget.ebr, "ff": board.budget.lut}
+    estimated = {"lut": est.lut, "dsp": est.dsp, "bram": est.ebr, "ff": est.ff}
+    compute = clock_mhz * 1e6 / pipeline.ii
+    link = baud / 10 / link_bytes if link_bytes else None
+    return {
+        "model": model, "board": board.name, "device": board.device,
+        "clock": {"target_mhz": clock_mhz, "fmax_mhz": fmax_mhz,
+                  "met": fmax_mhz is not None and fmax_mhz >= clock_mhz},
+        "resources": {r: {"used": used[r], "available": avail[r], "estimated": estimated[r]} for r in avail},
+        "throughput": {"ii_cycles": pipeline.ii, "latency_cycles": pipeline.latency,
+                       "inferences_per_s": min(compute, link) if link else compute,
+                       "compute_bound_per_s": compute, "link_bound_per_s": link, "baud": baud,
+                       "link_bytes_per_inference": link_bytes},
+        "stages": [{"name": s.name, "op": s.op, "pe": s.pe, "simd": s.simd, "cycles": s.cycles,
+                    "lut": s.cost.lut, "dsp": s.cost.dsp, "bram": s.cost.ebr} for s in pipeline.stages],
+        "times_s": {k: round(v, 2) for k, v in times.items()},
+    }
+
+
+def write_report(report: dict, build_dir) -> tuple[Path, Path]:
+    d = Path(build_dir)
+    (d / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (d / "report.html").write_text(render_html(report))
+    return d / "report.json", d / "report.html"
+
+
+def _svg_pipeline(stages: list[dict]) -> str:
+    """Stages as boxes left to right, box height scaled by cycles (the slowest is full height)."""
+    w, gap, top, hmax = 150, 30, 20, 120
+    worst = max(s["cycles"] for s in stages) or 1
+    parts = []
+    for k, s in enumerate(stages):
+        x = 10 + k * (w + gap)
+        h = max(30, hmax * s["cycles"] / worst)
+        y = top + hmax - h
+        hot = s["cycles"] == worst
+        parts.append(
+            f'<rect x="{x}" y="{y:.0f}" width="{w}" height="{h:.0f}" rx="6" '
+            f'fill="{"#f4a582" if hot else "#92c5de"}" stroke="#333"/>'
+            f'<text x="{x + w / 2}" y="{top + hmax + 18}" text-anchor="middle" font-weight="bold">'
+            f'{html.escape(s["name"])}</text>'
+            f'<text x="{x + w / 2}" y="{top + hmax + 34}" text-anchor="middle">{html.escape(s["op"])} '
+            f'PE {s["pe"]} × SIMD {s["simd"]}</text>'
+            f'<text x="{x + w / 2}" y="{top + hmax + 50}" text-anchor="middle">{s["cycles"]:,} cycles</text>'
+            f'<text x="{x + w / 2}" y="{top + hmax + 66}" text-anchor="middle">{s["lut"]:,} LUT · '
+            f'{s["dsp"]} DSP · {s["bram"]} BRAM</text>')
+        if k:
+            parts.append(f'<line x1="{x - gap}" y1="{top + hmax - 15}" x2="{x - 4}" y2="{top + hmax - 15}" '
+                         f'stroke="#333" marker-end="url(#arrow)"/>')
+    width = 20 + len(stages) * (w + gap)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + hmax + 80}" '
+            f'font-family="sans-serif" font-size="12"><defs><marker id="arrow" markerWidth="8" '
+            f'markerHeight="8" refX="6" refY="3" orient="auto"><path d="M0,0 L6,3 L0,6 z"/></marker></defs>'
+            + "".join(parts) + "</svg>")
+
+
+def _bar(name: str, r: dict) -> str:
+    used, avail, est = r["used"], r["available"], r["estimated"]
+    frac = 0 if not used or not avail else min(1.0, used / avail)
+    efrac = 0 if not est or not avail else min(1.0, est / avail)
+    label = "not reported" if used is None else f"{used:,} / {avail:,} ({frac:.1%})"
+    return (f'<tr><td>{name}</td><td><div class="bar"><div class="used" style="width:{frac * 100:.1f}%"></div>'
+            f'<div class="est" style="left:{efrac * 100:.1f}%"></div></div></td><td>{label}</td>'
+            f'<td>estimated {est:,}</td></tr>')
+
+
+def render_html(r: dict) -> str:
+    clock = r["clock"]
+    ok = clock["met"]
+    fmax = "n/a" if clock["fmax_mhz"] is None else f'{clock["fmax_mhz"]:.1f} MHz'
+    tp = r["throughput"]
+    link = "" if tp["link_bound_per_s"] is None else f' (link bound {tp["link_bound_per_s"]:,.0f}/s at {tp["baud"]:,.0f} baud)'
+    times = " · ".join(f"{k}: {v:.1f} s" for k, v in r["times_s"].items())
+    bars = "".join(_bar(k.upper(), v) for k, v in r["resources"].items())
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>onnx2hw report: {html.escape(r["model"])}</title>
+<style>body{{font-family:sans-serif;margin:2em;color:#222}} .ok{{color:#1a7f37}} .bad{{color:#cf222e}}
+table{{border-collapse:collapse}} td{{padding:4px 10px}} .bar{{position:relative;width:320px;height:14px;
+background:#eee;border-radius:7px}} .used{{height:14px;background:#4393c3;border-radius:7px}}
+.est{{position:absolute;top:-3px;width:2px;height:20px;background:#d6604d}}</style></head><body>
+<h1>{html.escape(r["model"])} on {html.escape(r["board"])} ({html.escape(r["device"])})</h1>
+<p class="{'ok' if ok else 'bad'}"><b>Clock: {'met' if ok else 'NOT met'}</b> — target {clock["target_mhz"]:.1f} MHz,
+achieved Fmax {fmax}</p>
+<p><b>Throughput:</b> {tp["inferences_per_s"]:,.0f} inferences/s; initiation interval {tp["ii_cycles"]:,} cycles,
+latency {tp["latency_cycles"]:,} cycles{link}</p>
+<h2>Pipeline</h2>{_svg_pipeline(r["stages"])}
+<h2>Resources</h2><table>{bars}</table><p>Bars: used after place and route; red tick: the estimate.</p>
+<h2>Build time</h2><p>{times}</p></body></html>
+"""

@@ -1,0 +1,73 @@
+"""`onnx2hw synth`: bitstreams and reports for ECP5 and iCE40 boards, and early failures."""
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx2hw.cli import main
+from onnx2hw.quant.ptq import quantize
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A float MLP 16-8-4 quantized by our own PTQ (4-bit weights, 8-bit activations)."""
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.normal(0, 0.5, (8, 16)).astype(np.float32), rng.normal(0, 0.5, (4, 8)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1", transB=1),
+         helper.make_node("Relu", ["h"], ["r"], name="relu1"),
+         helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], name="fc2", transB=1)],
+        "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.zeros(8, np.float32), "b1"),
+         numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(np.zeros(4, np.float32), "b2")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    qdq = quantize(model, {"x": rng.uniform(0, 1, (64, 16)).astype(np.float32)}, weight_bits=4)
+    path = tmp_path_factory.mktemp("tiny") / "tiny_w4a8.onnx"
+    onnx.save(qdq, path)
+    return str(path)
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+@pytest.mark.parametrize("board, bitfile", [("ulx3s-85f", "bit"), ("ulx3s-12f", "bit"), ("icebreaker", "bin")])
+def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile):
+    out = tmp_path / "build"
+    rc = main(["synth", tiny_model, "--board", board, "-o", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert (out / f"tiny_w4a8.{bitfile}").stat().st_size > 1000
+    if bitfile == "bit":
+        assert (out / "tiny_w4a8.svf").is_file()
+    for f in ("tiny_w4a8.v", "folding.json", "accelerator.json", "report.html"):
+        assert (out / f).is_file(), f
+    r = json.loads((out / "report.json").read_text())
+    assert r["board"] == board and r["clock"]["met"] and r["clock"]["fmax_mhz"] >= r["clock"]["target_mhz"]
+    for name, res in r["resources"].items():
+        assert res["used"] is not None and 0 <= res["used"] <= res["available"], (name, res)
+    assert r["resources"]["lut"]["used"] > 0 and r["throughput"]["ii_cycles"] > 0
+    assert [s["name"] for s in r["stages"]] == ["fc1", "fc2"]
+    assert set(r["times_s"]) >= {"compile", "total"}
+    page = (out / "report.html").read_text()
+    assert "<svg" in page and "fc1" in page and "Clock: met" in page
+    assert "resources: LUT" in text and "inferences/s" in text
+
+
+def test_synth_too_large_for_icebreaker_fails_before_yosys(tmp_path, capsys):
+    out = tmp_path / "b"
+    assert main(["synth", "examples/digits_cnn_int8.onnx", "--board", "icebreaker", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: does not fit iCE40UP5K: needs ") and "'" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--board", "ulx3s", "--baud", "4e6"], "above the 3e+06 baud"),
+    (["--board", "orangecrab", "--clock-mhz", "1000"], "MHz"),
+])
+def test_synth_bad_link_or_clock(capsys, argv, message):
+    assert main(["synth", "examples/digits_mlp_int8.onnx", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
