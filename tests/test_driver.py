@@ -266,7 +266,7 @@ def test_serial_transport_over_a_pty(mlp):
     x = _inputs(g, 3, 21)
     try:
         with Accelerator.open(info, os.ttyname(slave), baud=FAST, batch=1) as acc:
-            acc.transport.margin_s = 120.0     # the simulated board runs far slower than real time
+            acc.transport.margin_s = 30.0      # the simulated board runs far slower than real time
             y = acc.run(x, raw=True)
             assert acc.stats.resent == 0 and acc.stats.frames == 3
     finally:

@@ -18,9 +18,10 @@ from .uart import UARTRx, UARTTx, uart_divisor
 __all__ = ["BoardTop", "frame_timeout_cycles"]
 
 
-def frame_timeout_cycles(divisor: int) -> int:
-    """Idle cycles after which the board abandons a frame in progress: 64 byte times."""
-    return 64 * 10 * divisor
+def frame_timeout_cycles(clk_hz, divisor: int) -> int:
+    """Idle cycles after which the board abandons a frame in progress: 64 byte times, but at
+    least 20 ms, so that USB-serial bridges pausing between packets do not cut frames."""
+    return max(64 * 10 * divisor, int(clk_hz * 0.02))
 
 
 def _join(m, src, dst):
@@ -102,7 +103,7 @@ class BoardTop(wiring.Component):
         m.submodules.rx = rx = UARTRx(div)
         m.submodules.tx = tx = UARTTx(div)
         m.submodules.deframer = dfr = Deframer(in_bytes=fmt.in_bytes, buffer_bytes=fmt.buffer_bytes,
-                                               timeout=frame_timeout_cycles(div))
+                                               timeout=frame_timeout_cycles(self.clk_hz, div))
         il, ol = self.accelerator.i.payload.shape(), self.accelerator.o.payload.shape()
         m.submodules.unpack = b2l = BytesToLanes(elem_shape=il.elem_shape, lanes=il.length)
         m.submodules.accelerator = acc = self.accelerator
@@ -121,11 +122,12 @@ class BoardTop(wiring.Component):
 
         busy = dfr.in_frame | dfr.tag.valid | frm.busy | dfr.o.valid
         m.d.comb += [self.led_busy.eq(busy), self.led_idle.eq(~busy)]
-        hold = max(1, int(self.clk_hz) // 4)
-        stretch = Signal(range(hold + 1))
+        # error LED: an up-counter that stops when its top bit sets (about 1/4 s; no wide compare)
+        k = max(1, (int(self.clk_hz) // 4).bit_length() - 1)
+        stretch = Signal(k + 1, init=1 << k)
         with m.If(rx.error | dfr.err_lost | (dfr.err.valid & dfr.err.ready)):
-            m.d.sync += stretch.eq(hold)
-        with m.Elif(stretch != 0):
-            m.d.sync += stretch.eq(stretch - 1)
-        m.d.comb += self.led_error.eq(stretch != 0)
+            m.d.sync += stretch.eq(0)
+        with m.Elif(~stretch[k]):
+            m.d.sync += stretch.eq(stretch + 1)
+        m.d.comb += self.led_error.eq(~stretch[k])
         return m

@@ -42,7 +42,8 @@ class Deframer(wiring.Component):
         arrives and *committed* (made visible on ``o``) only after its CRC matched; a frame
         that fails any check is rolled back, so the accelerator never sees it.
     timeout : int
-        Clock cycles without a byte after which a frame in progress is abandoned (``E_TIMEOUT``).
+        Clock cycles without a byte after which a frame in progress is abandoned (``E_TIMEOUT``),
+        rounded up to a power of two (the counter stops on its top bit: no wide comparator).
     tag_depth : int
         Committed frames whose (seq, count) can be queued on ``tag``.
 
@@ -93,7 +94,8 @@ class Deframer(wiring.Component):
         inf_left = Signal(8)
         byte_left = Signal(range(self.in_bytes))
         crc_left = Signal(2)
-        idle = Signal(range(self.timeout + 1))
+        tbits = max(1, (self.timeout - 1).bit_length())
+        idle = Signal(tbits + 1)
 
         # --- committed bytes out (1-cycle read latency, register held while stalled)
         load = ~self.o.valid | self.o.ready
@@ -127,7 +129,7 @@ class Deframer(wiring.Component):
         got = Signal()
         m.d.comb += got.eq(self.i.valid & self.i.ready)
         m.d.comb += [chk.data.eq(byte), wr.data.eq(byte), wr.addr.eq(wp)]
-        timed_out = idle == self.timeout
+        timed_out = idle[tbits]
         with m.FSM() as fsm:
             with m.State("MAGIC0"):
                 with m.If(got & (byte == P.MAGIC[0])):
