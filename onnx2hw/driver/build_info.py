@@ -29,8 +29,9 @@ def _list(v):
     return a.tolist() if a.ndim else a.item()
 
 
-def build_info(prepared, board: str, clock_hz, baud, *, model=None, calib=None) -> dict:
-    """The JSON-ready build description of a :class:`onnx2hw.flow.Prepared` design."""
+def build_info(prepared, board, clock_hz, baud, *, model=None, calib=None) -> dict:
+    """The JSON-ready build description of a :class:`onnx2hw.flow.Prepared` design
+    (``board``: a name or a :class:`boards.Board`)."""
     g, p = prepared.integer, prepared.pipeline
     q, spec = g.inputs[0], g.input_specs[0]
     d, ospec = g.outputs[0], g.output_specs[0]
@@ -52,7 +53,7 @@ def build_info(prepared, board: str, clock_hz, baud, *, model=None, calib=None) 
         },
         "link": {"in_bytes": fmt.in_bytes, "out_bytes": fmt.out_bytes, "max_batch": fmt.max_batch,
                  "buffer_bytes": fmt.buffer_bytes},
-        "board": str(board),
+        "board": str(getattr(board, "name", board)),
         "clock_hz": float(clock_hz),
         "baud": float(baud),
         "source": {"model": None if model is None else str(Path(model).resolve()),
@@ -60,7 +61,7 @@ def build_info(prepared, board: str, clock_hz, baud, *, model=None, calib=None) 
     }
 
 
-def write_build_info(build_dir, prepared, board: str, clock_hz, baud, *, model=None, calib=None) -> Path:
+def write_build_info(build_dir, prepared, board, clock_hz, baud, *, model=None, calib=None) -> Path:
     """Write ``BUILD_DIR/accelerator.json``; returns its path.
 
     ``model``/``calib`` (the files ``prepared`` came from) let the simulated transport rebuild
