@@ -73,6 +73,8 @@ def test_mlp_bit_exact_through_board(mlp, batch):
         y = acc.run(x, raw=True)
         s = acc.stats
     np.testing.assert_array_equal(y, _golden(g, x))
+    assert acc.link_bound == pytest.approx(FAST / 10 / 24)          # 24 input bytes > 6 output bytes
+    assert 0.3 * acc.link_bound < s.inferences_per_s < acc.link_bound
     b = batch or -(-7 // 4)          # default: about four frames per run, to overlap them
     assert s.frames == -(-7 // b) and s.resent == 0 and s.crc_errors == 0 and not s.board_errors
 

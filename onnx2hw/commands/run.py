@@ -58,7 +58,7 @@ def run(args) -> int:
     except LinkError as e:
         raise UsageError(str(e)) from None
     name = info["quant"]["output"]["tensor" if args.raw else "name"]
-    bound = acc.transport.baud / 10 / max(acc.fmt.in_bytes, acc.fmt.out_bytes)
+    bound = acc.link_bound
     print(f"{s.inferences} inferences in {s.seconds:.4g} s ({s.inferences_per_s:,.1f}/s; link bound "
           f"{bound:,.1f}/s); {s.frames} frames, {s.resent} resent, {s.crc_errors} bad CRCs received, "
           f"{sum(s.board_errors.values())} errors reported by the board")

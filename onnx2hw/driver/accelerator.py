@@ -105,6 +105,12 @@ class Accelerator:
     def __exit__(self, *exc):
         self.close()
 
+    @property
+    def link_bound(self) -> float:
+        """Inferences/s the link allows at best: ``(baud / 10) / max(in_bytes, out_bytes)``
+        (payload bytes only; framing adds 9 bytes per frame)."""
+        return self.transport.baud / 10 / max(self.fmt.in_bytes, self.fmt.out_bytes)
+
     # ------------------------------------------------------------------ quantization
     @property
     def input_shape(self) -> tuple:
