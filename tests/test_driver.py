@@ -79,6 +79,17 @@ def test_mlp_bit_exact_through_board(mlp, batch):
     assert s.frames == -(-7 // b) and s.resent == 0 and s.crc_errors == 0 and not s.board_errors
 
 
+@pytest.mark.parametrize("skew", [-0.02, 0.02])
+def test_host_bridge_baud_error(mlp, skew):
+    # a host UART 2 % off the board's rate in both directions still works (4 cycles per bit
+    # on the board; the receiver samples mid-bit)
+    g, p, info = mlp
+    x = _inputs(g, 4, 9)
+    with Accelerator.open(info, "sim", baud=CLK / 16, pipeline=p, skew=skew) as acc:
+        np.testing.assert_array_equal(acc.run(x, raw=True), _golden(g, x))
+        assert acc.stats.resent == 0
+
+
 def test_signed_outputs_and_wide_elements():
     # last layer without activation: signed accumulator-width outputs (more than one byte)
     g = models.mlp(seed=3, sizes=(6, 5), w_type=models.IntType(2, True), act=None)

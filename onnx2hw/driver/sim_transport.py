@@ -37,10 +37,13 @@ class SimTransport(Transport):
         Write a waveform.
     monitors : iterable of ``async def f(ctx)``
         Extra background processes (e.g. to observe internal signals in tests).
+    skew : float
+        Relative baud rate error of the simulated host bridge (both directions): its bit time is
+        ``(1 + skew)`` times the board's.
     """
 
     def __init__(self, top, *, corrupt=0.0, drop=0.0, direction="both", seed=0, inject=None, vcd=None,
-                 monitors=()):
+                 monitors=(), skew=0.0):
         from amaranth.sim import Simulator
 
         if direction not in _DIRECTIONS:
@@ -52,7 +55,9 @@ class SimTransport(Transport):
         self.baud = top.clk_hz / top.divisor
         self.margin_s = 0.0
         self._period = 1.0 / top.clk_hz
-        self._bit = top.divisor * self._period
+        if not (isinstance(skew, (int, float)) and abs(skew) < 0.1):
+            raise ValueError(f"skew must be a relative baud error below 0.1, not {skew!r}")
+        self._bit = top.divisor * self._period * (1 + skew)
         self._rates = (corrupt, drop)
         self._direction = direction
         self._inject = inject
