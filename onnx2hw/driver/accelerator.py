@@ -1,7 +1,6 @@
 """Run inferences on a built accelerator over its host link."""
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
