@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The main job on the bundled example: quantize the digits MLP, compile it and build a ULX3S bitstream.
 demo: install
-	$(BIN)/onnx2hw inspect examples/digits_mlp.onnx
+	$(BIN)/onnx2hw synth examples/digits_mlp.onnx --calib examples/digits_calib.npz --board ulx3s -o build/demo
 
 # Whole suite (unit, sim and synth tiers). pytest exit 5 = no tests collected: a failure here.
 test: install

@@ -32,10 +32,11 @@ def tiny_model(tmp_path_factory):
 
 @pytest.mark.synth
 @pytest.mark.slow
-@pytest.mark.parametrize("board, bitfile", [("ulx3s-85f", "bit"), ("ulx3s-12f", "bit"), ("icebreaker", "bin")])
-def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile):
+@pytest.mark.parametrize("board, bitfile, clock", [("ulx3s-85f", "bit", []), ("ulx3s-12f", "bit", []),
+                                                  ("icebreaker", "bin", ["--clock-mhz", "12"])])
+def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile, clock):
     out = tmp_path / "build"
-    rc = main(["synth", tiny_model, "--board", board, "-o", str(out)])
+    rc = main(["synth", tiny_model, "--board", board, "-o", str(out), *clock])
     text = capsys.readouterr().out
     assert rc == 0, text
     assert (out / f"tiny_w4a8.{bitfile}").stat().st_size > 1000
