@@ -33,7 +33,7 @@ def tiny_model(tmp_path_factory):
 @pytest.mark.synth
 @pytest.mark.slow
 @pytest.mark.parametrize("board, bitfile, clock", [("ulx3s-85f", "bit", []), ("ulx3s-12f", "bit", []),
-                                                  ("icebreaker", "bin", ["--clock-mhz", "12"])])
+                                                  ("icebreaker", "bin", [])])
 def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile, clock):
     out = tmp_path / "build"
     rc = main(["synth", tiny_model, "--board", board, "-o", str(out), *clock])

@@ -29,8 +29,10 @@ def folding_request(args):
         if args.target_fps <= 0:
             raise UsageError(f"--target-fps must be positive, not {args.target_fps!r}")
         target = max(1, int(clock / args.target_fps))
+    from ..rtl.board_top import LINK_COST
+
     folding = load_folding(args.folding) if args.folding else None
-    return board, board.budget.scaled(HEADROOM), folding, target
+    return board, board.budget.scaled(HEADROOM).minus(LINK_COST[board.family]), folding, target
 
 
 #: fraction of a device the automatic folding may fill (room for the host link and routing)

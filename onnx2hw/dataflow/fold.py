@@ -29,6 +29,11 @@ class Budget:
     def scaled(self, fraction: float) -> "Budget":
         return Budget(int(self.lut * fraction), int(self.dsp * fraction), int(self.ebr * fraction), self.name)
 
+    def minus(self, cost) -> "Budget":
+        """What is left after ``cost`` (a :class:`~onnx2hw.rtl.cost.Cost`) is reserved."""
+        return Budget(max(0, self.lut - cost.lut), max(0, self.dsp - cost.dsp), max(0, self.ebr - cost.ebr),
+                      self.name)
+
 
 def layer_cycles(layer, ins, pe: int, simd: int) -> int:
     """Analytic cycles per inference of a layer at (pe, simd) — the folding objective."""

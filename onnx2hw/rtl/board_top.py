@@ -12,10 +12,15 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..driver.protocol import link_format
+from .cost import Cost
 from .framing import BytesToLanes, Deframer, Framer, LanesToBytes
 from .uart import UARTRx, UARTTx, uart_divisor
 
-__all__ = ["BoardTop", "frame_timeout_cycles"]
+__all__ = ["BoardTop", "frame_timeout_cycles", "LINK_COST"]
+
+#: resources of the host link (UART, framing, CRC, frame buffer) around the accelerator,
+#: measured with Yosys on the small test MLP; reserved before the pipeline is folded
+LINK_COST = {"ecp5": Cost(0, 0, 930, 700, 0, 1), "ice40": Cost(0, 0, 790, 700, 0, 5)}
 
 
 def frame_timeout_cycles(clk_hz, divisor: int) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Cost", "FAMILIES"]
+__all__ = ["Cost", "FAMILIES", "unelaborated"]
 
 FAMILIES = ("ecp5", "ice40")
 
@@ -32,3 +32,12 @@ class Cost:
     def __add__(self, other: "Cost") -> "Cost":
         return Cost(max(self.cycles, other.cycles), self.latency + other.latency,
                     self.lut + other.lut, self.ff + other.ff, self.dsp + other.dsp, self.ebr + other.ebr)
+
+
+def unelaborated(cls, *args, **kwargs):
+    """An instance of component ``cls`` made only to read its derived parameters (for
+    ``estimate``): never elaborated, so Amaranth's "created but never used" warning is off."""
+    self = cls.__new__(cls)
+    self._MustUse__used = True
+    cls.__init__(self, *args, **kwargs)
+    return self

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..quant import arith
 from ._arith_pipe import delay, input_skid, pack_words, rom
 from ._mul import adder_tree, lut_product, n_dsp, tree_registers
-from .cost import FAMILIES, Cost
+from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
 
@@ -287,9 +287,7 @@ class MatrixVectorUnit(wiring.Component):
         """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
-        self = cls.__new__(cls)
-        self._MustUse__used = True     # never elaborated: no "unused" warning
-        cls.__init__(self, weights, bias, in_bits=in_bits, in_signed=in_signed,
+        self = unelaborated(cls, weights, bias, in_bits=in_bits, in_signed=in_signed,
                      weight_bits=weight_bits, weight_signed=weight_signed, bipolar=bipolar,
                      pe=pe, simd=simd, acc_bits=acc_bits, mul_style=mul_style)
         return self._cost(family)

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..quant import arith
 from ._arith_pipe import delay, input_skid, rom
 from ._mul import n_dsp, split_product, split_product_latency
-from .cost import FAMILIES, Cost
+from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["Requantize", "bench_config"]
 
@@ -196,9 +196,7 @@ class Requantize(wiring.Component):
         """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
-        self = cls.__new__(cls)
-        self._MustUse__used = True     # never elaborated: no "unused" warning
-        cls.__init__(self, channels=channels, pe=pe, acc_bits=acc_bits, multiplier=multiplier,
+        self = unelaborated(cls, channels=channels, pe=pe, acc_bits=acc_bits, multiplier=multiplier,
                      shift=shift, zero_point=zero_point, out_bits=out_bits, out_signed=out_signed,
                      lo=lo, hi=hi)
         return self._cost(family)

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..quant import arith
 from ._arith_pipe import delay, input_skid, pack_words, rom
-from .cost import FAMILIES, Cost
+from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["Thresholds", "bench_config"]
 
@@ -141,9 +141,7 @@ class Thresholds(wiring.Component):
         """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
-        self = cls.__new__(cls)
-        self._MustUse__used = True     # never elaborated: no "unused" warning
-        cls.__init__(self, thresholds, channels=channels, pe=pe, acc_bits=acc_bits,
+        self = unelaborated(cls, thresholds, channels=channels, pe=pe, acc_bits=acc_bits,
                      out_bits=out_bits, out_signed=out_signed, lo=lo)
         return self._cost(family)
 
