@@ -153,6 +153,18 @@ def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
         return bdir
 
 
+def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
+    """Copy the run's waveform into ``dest`` (numbered, never overwriting); returns its path."""
+    wave = next((p for p in (rundir / "dump.vcd", rundir / "dump.fst", rundir / "top.fst") if p.is_file()), None)
+    if wave is None:
+        return None
+    dest.mkdir(parents=True, exist_ok=True)
+    n = len(list(dest.glob("run*" + wave.suffix)))
+    target = dest / f"run{n:03d}{wave.suffix}"
+    shutil.copy2(wave, target)
+    return target
+
+
 def _run_once(text, simulator, waves, rundir: Path, spec: dict, arrays: dict):
     from cocotb_tools.runner import get_runner
 
@@ -198,9 +210,10 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
     feeds, expect, src_pause, sink_pause, seed, max_cycles, drain, idle_limit
         As for :func:`sim.pysim.run_stream`.
     simulator : {"verilator", "icarus"}
-    waves : bool
-        Trace every run (``dump.vcd`` for Verilator, kept in the run directory). Without it a
-        failing run is repeated with tracing to produce the waveform.
+    waves : bool or path
+        Trace every run (``dump.vcd`` for Verilator, kept in the run directory); a folder keeps
+        each successful run's waveform there as ``runNNN.vcd``. Without it a failing run is
+        repeated with tracing to produce the waveform.
 
     Returns
     -------
@@ -246,8 +259,10 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))
-    outs, cycles, err = _run_once(text, simulator, waves, rundir, spec, arrays)
+    outs, cycles, err = _run_once(text, simulator, bool(waves), rundir, spec, arrays)
     if err is None:
+        if waves and not isinstance(waves, bool):  # a folder to keep the waveform in
+            _keep_waveform(rundir, Path(waves))
         shutil.rmtree(rundir, ignore_errors=True)
         return outs, cycles
     if not waves:

@@ -117,7 +117,8 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
     """Run ``x`` ((N, *input shape) integers) through the accelerator with random backpressure
     on input and output, and compare every output element with the golden executor.
 
-    ``progress(done, total)`` is called after each chunk.
+    ``progress(done, total)`` is called after each chunk; ``waves`` may be a folder that
+    receives one waveform per chunk.
     """
     from onnx2hw.rtl.accelerator import Accelerator
 

@@ -20,12 +20,14 @@ def test_sim_digits_mlp_matches_onnxruntime(tmp_path, capsys):
     np.savez(tmp_path / "x.npz", input=x)
     out = tmp_path / "y.npz"
     rc = main(["sim", f"{EX}/digits_mlp_int8.onnx", "--inputs", str(tmp_path / "x.npz"), "-o", str(out),
-               "--target-fps", "20000", "--seed", "3"])
+               "--target-fps", "20000", "--seed", "3", "--waves", str(tmp_path / "waves")])
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "bit-exact: 6/6 inferences" in text
     measured, estimated = map(float, re.search(r"II: measured ([\d.]+) cycles, estimated (\d+)", text).groups())
     assert abs(measured - estimated) <= 0.1 * estimated and estimated <= 75e6 / 20000
+    vcd = sorted((tmp_path / "waves").glob("run*.vcd"))
+    assert vcd and "$var" in vcd[0].read_text()[:100000]
     hw = np.load(out)["logits"]
     ref = ort.InferenceSession(f"{EX}/digits_mlp_int8.onnx").run(None, {"input": x})[0]
     # the hardware rounds requantization half up, onnxruntime half to even: at most 1 LSB apart

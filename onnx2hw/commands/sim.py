@@ -16,7 +16,7 @@ def configure(parser):
     parser.add_argument("--output", "-o", metavar="Y.npz", help="write what the hardware computed, keyed by output name")
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs and backpressure patterns")
-    parser.add_argument("--waves", metavar="DIR", help="keep waveforms (written under the simulation cache; path printed)")
+    parser.add_argument("--waves", metavar="DIR", help="write a waveform (VCD) of each simulator run into DIR")
     parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
     add_folding_options(parser)
 
@@ -64,7 +64,7 @@ def run(args) -> int:
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=con, transient=True) as bar:
         task = bar.add_task("sim", total=len(x))
-        report = simulate(p, x, simulator=args.simulator, seed=args.seed, waves=bool(args.waves),
+        report = simulate(p, x, simulator=args.simulator, seed=args.seed, waves=args.waves or False,
                           progress=lambda done, total: bar.update(task, completed=done))
     print("folding: " + ", ".join(f"{k} pe={v[0]} simd={v[1]}" for k, v in p.folding.items()))
     print(f"bit-exact: {report.exact}/{report.total} inferences")
@@ -72,6 +72,8 @@ def run(args) -> int:
           f"estimated {p.latency} cycles")
     print(f"simulation: {report.cycles} cycles in {report.seconds:.1f} s wall, Verilog build included "
           f"(cached in {cache_root()})")
+    if args.waves:
+        print(f"waveforms: {args.waves}")
     if args.output:
         g = prepared.integer
         outs = dequantize_outputs(g, {g.output_specs[0].name: report.hw})
