@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards; default all)
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ BENCHES = {
     "quant": ("bench.quant", "bench_quant"),
     "rtl": ("bench.rtl", "bench_rtl"),
     "dataflow": ("bench.dataflow", "bench_dataflow"),
+    "boards": ("bench.boards", "bench_boards"),
 }
 
 

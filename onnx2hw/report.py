@@ -25,9 +25,11 @@ def used_resources(util: dict, family: str) -> dict[str, int | None]:
 
 
 def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: float | None,
-                util: dict, times: dict, baud: float, link_bytes: int) -> dict:
-    """The report dictionary (see the ``synth`` verb's documentation for the fields)."""
-    est = pipeline.total
+                util: dict, times: dict, baud: float, link_bytes: int, link_cost=None) -> dict:
+    """The report dictionary (see the ``synth`` verb's documentation for the fields).
+
+    The estimate is the pipeline's cost model plus ``link_cost`` (the host link around it)."""
+    est = pipeline.total if link_cost is None else pipeline.total + link_cost
     used = used_resources(util, board.family)
     avail = {"lut": board.budget.lut, "dsp": board.budget.dsp, "bram": board.budget.ebr, "ff": board.budget.lut}
     estimated = {"lut": est.lut, "dsp": est.dsp, "bram": est.ebr, "ff": est.ff}

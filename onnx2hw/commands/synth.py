@@ -38,6 +38,7 @@ def run(args) -> int:
     from ..flow import prepare
     from ..dataflow.fold import save_folding
     from ..rtl.accelerator import Accelerator
+    from ..rtl.board_top import LINK_COST
     from ..report import make_report, write_report
     from ..synth import parse_fmax, parse_utilisation, run_build
     from . import UsageError
@@ -100,7 +101,8 @@ def run(args) -> int:
     times["total"] = time.perf_counter() - t_start
     per, rate = link_rate(json.loads(info_path.read_text()), baud)
     report = make_report(model=name, board=board, pipeline=p, clock_mhz=clock_hz / 1e6, fmax_mhz=fmax,
-                         util=parse_utilisation(log), times=times, baud=baud, link_bytes=per)
+                         util=parse_utilisation(log), times=times, baud=baud, link_bytes=per,
+                         link_cost=LINK_COST[board.family])
     jpath, hpath = write_report(report, out)
     _print_summary(report, out, name)
     if not report["clock"]["met"]:
