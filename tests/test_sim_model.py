@@ -49,6 +49,34 @@ def test_example_bit_exact_pysim(model):
     np.testing.assert_array_equal(from_transfers(out["o"], 2, g.output_specs[0].shape), want)
 
 
+@pytest.mark.slow
+def test_qoperator_model_bit_exact_pysim(tmp_path):
+    """The QOperator import path (onnxruntime's QuantFormat.QOperator output) in hardware."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    calib = np.load(f"{EX}/digits_calib.npz")["input"][:32]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({"input": calib[i:i + 1]} for i in range(len(calib)))
+
+        def get_next(self):
+            return next(self.it, None)
+
+    out = tmp_path / "mlp_qop.onnx"
+    quantize_static(f"{EX}/digits_mlp.onnx", str(out), Reader(), quant_format=QuantFormat.QOperator,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    ig = integer_graph_of(load(out))
+    assert ig.source == "qoperator"
+    p = compile_pipeline(ig, target_cycles=6000)
+    x = _inputs(ig, 2, seed=5)
+    want = execute_integer(ig, {ig.input_specs[0].name: x})[ig.output_specs[0].name]
+    li, lo = p.input_link, p.output_link
+    got, _ = run_stream(Accelerator(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
+                        src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
+    np.testing.assert_array_equal(from_transfers(got["o"], 2, ig.output_specs[0].shape), want)
+
+
 @pytest.mark.sim
 def test_residual_cnn_cocotb_bit_exact_and_timing():
     p = _pipeline("digits_cnn_res_int8.onnx", target=1200)
