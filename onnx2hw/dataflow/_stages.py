@@ -181,11 +181,16 @@ def build_stage(name: str, layer, ins: list[TensorSpec], pe: int, simd: int, fam
     else:
         raise UnsupportedError(f"layer {layer.name!r}: {type(layer).__name__} has no hardware stage")
     cost = _sum_costs(blocks)
-    cost = Cost(cycles, sum(b.cost.latency for b in blocks), cost.lut, cost.ff, cost.dsp, cost.ebr)
+    # window blocks' own latency is the wait for their first rows, which ``fill`` models
+    delay = sum(b.cost.latency for b in blocks if b.kind not in _WINDOWED)
+    cost = Cost(cycles, delay, cost.lut, cost.ff, cost.dsp, cost.ebr)
     return Stage(name=name, layer=layer.name, op=type(layer).__name__.lower(), inputs=tuple(layer.inputs),
                  output=out.name, pe=pe, simd=simd, in_lanes=(in_lanes,) * len(layer.inputs),
                  out_lanes=pe, out_bits=ob, out_signed=osg, blocks=tuple(blocks), cycles=cycles,
                  latency=cost.latency, cost=cost, macs=macs, multipliers=mults, fill=fill)
+
+
+_WINDOWED = ("SlidingWindow", "MaxPool", "AvgPool", "GlobalAvgPool")
 
 
 def _window_fill(kernel_rows: int, pad_top: int, rows: int) -> float:
