@@ -32,7 +32,7 @@ def _synth(model: str, board: str, out: Path) -> tuple[int, str]:
     return rc, err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else ""
 
 
-def bench_link(build: Path, inferences: int = 16, clocks_per_bit: int = 16) -> tuple[float, float]:
+def bench_link(build: Path, inferences: int = 32, clocks_per_bit: int = 16) -> tuple[float, float]:
     """(measured inferences/s, bound) through the driver on the simulated board top, the bound
     being the lower of the link's (bytes per inference / (baud / 10)) and the pipeline's
     (clock / II): the design is folded for the real baud rate, so a much faster simulated UART
