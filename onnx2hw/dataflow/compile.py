@@ -70,7 +70,7 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             if name not in known:
                 raise ModelError(f"folding names layer {name!r}, which the model does not have")
         missing = known - set(folding)
-        fold = auto_fold(ig, family, None, None) if missing else {}
+        fold = auto_fold(ig, family, budget, target_cycles) if missing else {}
         fold.update(folding)
         for layer in ig.layers:
             ins = [specs[n] for n in layer.inputs]
@@ -93,11 +93,11 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
     def elements(tensor: str) -> int:
         return int(np.prod(specs[tensor].shape))
 
-    first = next(layer for layer in ig.layers if in_spec.name in layer.inputs)
-    src_lanes_in = fold[first.name][1] if ig.layers else 1
+    first = next((layer for layer in ig.layers if in_spec.name in layer.inputs), None)
+    if first is None:
+        raise UnsupportedError("the model computes nothing from its input that hardware could build")
+    src_lanes_in = fold[first.name][1]
     producer[in_spec.name] = (INPUT, 0, src_lanes_in, elem_shape(in_spec.dtype).width, elem_shape(in_spec.dtype).signed)
-
-    pending: list[tuple[str, str, int]] = []  # (tensor, dst stage, dst port) to link once sources exist
 
     def add_forks(tensor):
         """Insert Forks so each consumer of ``tensor`` gets its own stream."""
