@@ -16,7 +16,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, Timer
 
-from sim._stream import Pause, PortInfo, pack, unpack
+from sim._stream import Pause, PortInfo, observe_sink, pack, unpack
 
 
 class _Fail(Exception):
@@ -115,24 +115,11 @@ async def _run(dut, spec, rundir):
         for n in outs:
             v = int(h[n][1].value)
             p = h[n][0].value.to_unsigned() if v else None
-            if stalled[n] is not None:
-                if not v:
-                    fail(f"{n}.valid dropped before transfer {len(got[n])} at cycle {cyc}")
-                if p != stalled[n]:
-                    fail(f"{n}.payload changed while stalled (transfer {len(got[n])}, "
-                         f"cycle {cyc}: {stalled[n]:#x} -> {p:#x})")
-            if v and ready[n]:
-                if len(got[n]) >= want[n]:
-                    if n in expect:
-                        fail(f"{n} produced more than the expected {want[n]} transfers "
-                             f"(extra transfer at cycle {cyc})")
-                else:
-                    got[n].append(p)
-                    last_out = cyc
-                stalled[n] = None
-                any_xfer = True
-            else:
-                stalled[n] = p if v else None
+            x, stalled[n], took = observe_sink(n, cyc, v, p, ready[n], got[n], want[n], stalled[n],
+                                               n in expect, fail)
+            if took:
+                last_out = cyc
+            any_xfer = any_xfer or x
         for n in ins:
             if holding[n] and int(h[n][2].value):
                 holding[n] = False

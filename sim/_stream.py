@@ -146,3 +146,28 @@ def check_names(ports: dict[str, PortInfo], feeds: dict, expect: dict) -> None:
 def default_max_cycles(feeds: dict[str, np.ndarray], expect: dict[str, int]) -> int:
     n = sum(len(a) for a in feeds.values()) + sum(int(v) for v in expect.values())
     return 4096 + 64 * n
+
+
+def observe_sink(name: str, cyc: int, valid, payload, ready, got: list, want: int, stalled,
+                 checked: bool, fail):
+    """One cycle of an output stream, shared by both harnesses.
+
+    Checks the stream rules against ``stalled`` (the payload seen with ``valid & ~ready`` last
+    cycle, or ``None``), collects a transfer into ``got`` up to ``want``, and reports any
+    transfer beyond it when the port is ``checked``. Returns ``(transferred, stalled,
+    collected)`` for the next cycle.
+    """
+    if stalled is not None:
+        if not valid:
+            fail(f"{name}.valid dropped before transfer {len(got)} at cycle {cyc}")
+        if payload != stalled:
+            fail(f"{name}.payload changed while stalled (transfer {len(got)}, "
+                 f"cycle {cyc}: {stalled:#x} -> {payload:#x})")
+    if valid and ready:
+        if len(got) >= want:
+            if checked:
+                fail(f"{name} produced more than the expected {want} transfers (extra transfer at cycle {cyc})")
+            return True, None, False
+        got.append(payload)
+        return True, None, True
+    return False, (payload if valid else None), False

@@ -14,8 +14,8 @@ Violations, deadlocks and timeouts raise ``AssertionError`` naming the port and 
 """
 from __future__ import annotations
 
-from ._stream import (Pause, as_transfers, check_names, default_max_cycles, pack, stream_ports,
-                      unpack)
+from ._stream import (Pause, as_transfers, check_names, default_max_cycles, observe_sink, pack,
+                      stream_ports, unpack)
 
 __all__ = ["run_stream"]
 
@@ -135,24 +135,11 @@ def run_stream(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
                 if check_comb and v != alt[n]:
                     fail(f"{n}.valid depends combinationally on {n}.ready at cycle {cyc}")
                 p = ctx.get(sig[n][0]) if v else None
-                if stalled[n] is not None:
-                    if not v:
-                        fail(f"{n}.valid dropped before transfer {len(got[n])} at cycle {cyc}")
-                    if p != stalled[n]:
-                        fail(f"{n}.payload changed while stalled (transfer {len(got[n])}, "
-                             f"cycle {cyc}: {stalled[n]:#x} -> {p:#x})")
-                if v and ready[n]:
-                    if len(got[n]) >= want[n]:
-                        if n in expect:
-                            fail(f"{n} produced more than the expected {want[n]} transfers "
-                                 f"(extra transfer at cycle {cyc})")
-                    else:
-                        got[n].append(p)
-                        last_out = cyc
-                    stalled[n] = None
-                    any_xfer = True
-                else:
-                    stalled[n] = p if v else None
+                x, stalled[n], took = observe_sink(n, cyc, v, p, ready[n], got[n], want[n], stalled[n],
+                                                   n in expect, fail)
+                if took:
+                    last_out = cyc
+                any_xfer = any_xfer or x
             for n in ins:
                 if holding[n] and ctx.get(sig[n][2]):
                     holding[n] = False
