@@ -7,7 +7,7 @@ combinationally through several blocks.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Const, Signal, Value, unsigned
+from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
 
@@ -73,3 +73,24 @@ def pack_words(rows, width):
             w |= (int(v) & ((1 << width) - 1)) << (k * width)
         out.append(w)
     return out
+
+
+def channel_front(m, i, o, pe: int, nf: int, acc_bits: int):
+    """Front of a per-channel stream block (Requantize, Thresholds): the global enable
+    ``en = ~o.valid | o.ready``, the input skid, a fold counter over the ``nf`` channel groups
+    and the registered input word (stage 1). Returns ``(en, out_valid, fold, x1, v1)``;
+    the caller drives ``out_valid`` (``o.valid`` follows it)."""
+    en = Signal()
+    out_valid = Signal()
+    m.d.comb += [en.eq(~out_valid | o.ready), o.valid.eq(out_valid)]
+    take = Signal()
+    src_valid, src_data = input_skid(m, i, take)
+    m.d.comb += take.eq(en & src_valid)
+    fold = Signal(range(nf), name="fold")
+    with m.If(take):
+        m.d.sync += fold.eq(Mux(fold == nf - 1, 0, fold + 1))
+    x1 = Signal(pe * acc_bits, name="x1")
+    v1 = Signal(name="v1")
+    with m.If(en):
+        m.d.sync += [x1.eq(src_data), v1.eq(src_valid)]
+    return en, out_valid, fold, x1, v1

@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..quant import arith
-from ._arith_pipe import delay, input_skid, rom
+from ._arith_pipe import channel_front, delay, rom
 from ._mul import n_dsp, split_product, split_product_latency
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -121,21 +121,8 @@ class Requantize(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         pe, nf, ab = self.pe, self.channels // self.pe, self.acc_bits
-        en = Signal()
-        out_valid = Signal()
-        m.d.comb += [en.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid)]
-        take = Signal()
-        src_valid, src_data = input_skid(m, self.i, take)
-        m.d.comb += take.eq(en & src_valid)
-        fold = Signal(range(nf), name="fold")
-        with m.If(take):
-            m.d.sync += fold.eq(Mux(fold == nf - 1, 0, fold + 1))
-
         # Stage 1: input register and parameter ROM.
-        x1 = Signal(pe * ab, name="x1")
-        v1 = Signal(name="v1")
-        with m.If(en):
-            m.d.sync += [x1.eq(src_data), v1.eq(src_valid)]
+        en, out_valid, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab)
         mw, zw = self.m_width, self.z_width
         if self.per_tensor or nf == 1:
             ms = [Const(self.m_norm[p], self._mshape()) for p in range(pe)]

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..quant import arith
-from ._arith_pipe import delay, input_skid, pack_words, rom
+from ._arith_pipe import channel_front, delay, pack_words, rom
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["Thresholds", "bench_config"]
@@ -89,20 +89,7 @@ class Thresholds(wiring.Component):
         m = Module()
         pe, nf, ab, n = self.pe, self.channels // self.pe, self.acc_bits, self.steps
         tw = ab + 1
-        en = Signal()
-        out_valid = Signal()
-        m.d.comb += [en.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid)]
-        take = Signal()
-        src_valid, src_data = input_skid(m, self.i, take)
-        m.d.comb += take.eq(en & src_valid)
-        fold = Signal(range(nf), name="fold")
-        with m.If(take):
-            m.d.sync += fold.eq(Mux(fold == nf - 1, 0, fold + 1))
-
-        x1 = Signal(pe * ab, name="x1")
-        v1 = Signal(name="v1")
-        with m.If(en):
-            m.d.sync += [x1.eq(src_data), v1.eq(src_valid)]
+        en, out_valid, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab)
         if self._uses_rom():
             rows = [self.thresholds[f * pe:(f + 1) * pe].reshape(-1) for f in range(nf)]
             word = rom(m, pack_words(rows, tw), pe * n * tw, fold, en, "thresholds")
