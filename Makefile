@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast test-novnni bench clean
 
 # Create the virtual environment and install the package with its test extras.
 # Re-runs only when pyproject.toml changes (the stamp is newer otherwise).
@@ -32,6 +32,18 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not sim and not synth and not slow"
+
+# The tests that run onnxruntime, on an emulated x86-64 CPU with AVX2 but no VNNI (AMD EPYC Rome),
+# where onnxruntime's u8 x s8 kernels saturate: shows the oracle policy holds on such CPUs.
+# Needs qemu-x86_64 (Debian: apt-get install qemu-user); skipped with that reason otherwise.
+# NumPy's AVX-512 paths are switched off (the emulated CPU has none; qemu 7.2 mis-emulates some).
+# stderr (qemu's unsupported-feature warnings) is dropped; pytest reports on stdout.
+NOVNNI_TESTS := $(shell grep -l -E "_oracle|_quant_models" tests/test_*.py)
+test-novnni: install
+	@if ! command -v qemu-x86_64 >/dev/null; then \
+	  echo "skipped: qemu-x86_64 not installed (apt-get install qemu-user)"; exit 0; fi; \
+	QEMU_CPU=EPYC-Rome NPY_DISABLE_CPU_FEATURES="AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR" \
+	  qemu-x86_64 $(BIN)/python -m pytest -p no:xdist -q -m "not sim and not synth" $(NOVNNI_TESTS) 2>/dev/null
 
 bench: install
 	$(BIN)/python -m bench

@@ -6,7 +6,7 @@ import numpy as np
 
 from .ir import Graph, ModelError, load
 
-__all__ = ["Prepared", "prepare", "check_ops", "integer_graph_of", "load_npz"]
+__all__ = ["Prepared", "prepare", "prepare_for_board", "link_rate", "check_ops", "integer_graph_of", "load_npz"]
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,8 @@ class Prepared:
     graph: Graph
     integer: "IntegerGraph"  # noqa: F821
     pipeline: "Pipeline"  # noqa: F821
+    #: inferences/s of the host link when the folding was chosen to match it, else ``None``
+    link_fold_rate: float | None = None
 
 
 def load_npz(path, graph: Graph) -> dict[str, np.ndarray]:
@@ -50,12 +52,50 @@ def integer_graph_of(graph: Graph, calib: str | Path | None = None):
     return to_integer_graph(graph)
 
 
+def _load_integer(model, calib) -> tuple[Graph, "IntegerGraph"]:  # noqa: F821
+    graph = load(model)
+    check_ops(graph)
+    return graph, integer_graph_of(graph, calib)
+
+
 def prepare(model, *, calib=None, family="ecp5", budget=None, folding=None, target_cycles=None) -> Prepared:
     """Load, quantize or import, check hardware support and compile to a pipeline."""
     from .dataflow.compile import compile_pipeline
 
-    graph = load(model)
-    check_ops(graph)
-    ig = integer_graph_of(graph, calib)
+    graph, ig = _load_integer(model, calib)
     pipeline = compile_pipeline(ig, family=family, budget=budget, folding=folding, target_cycles=target_cycles)
     return Prepared(graph, ig, pipeline)
+
+
+def link_rate(pipeline, baud: float) -> tuple[int, float]:
+    """(bytes per inference on the busier direction of the host link, inferences/s a UART at
+    ``baud`` carries: 10 bits per byte, frame headers not counted)."""
+    from .driver.protocol import link_format
+
+    fmt = link_format(pipeline.describe())
+    per = max(fmt.in_bytes, fmt.out_bytes)
+    return per, baud / 10 / per
+
+
+def prepare_for_board(model, *, family: str, budget, clock_hz: float, baud: float, calib=None, folding=None,
+                      target_cycles=None) -> Prepared:
+    """The design ``synth`` builds (and ``sim`` simulates) for a board.
+
+    Without an explicit ``folding`` or ``target_cycles`` the pipeline is folded for the rate the
+    host link carries at ``baud`` (no use in hardware faster than its link): the most parallel
+    folding within ``budget`` is compiled first, then the fewest resources that keep up with
+    the link at ``clock_hz``. The model is loaded and quantized once.
+    """
+    from .dataflow.compile import compile_pipeline
+
+    graph, ig = _load_integer(model, calib)
+
+    def compile_(target):
+        return compile_pipeline(ig, family=family, budget=budget, folding=folding, target_cycles=target)
+
+    if folding is not None or target_cycles is not None:
+        return Prepared(graph, ig, compile_(target_cycles))
+    widest = compile_(None)
+    _, rate = link_rate(widest, baud)
+    target = max(widest.ii, int(clock_hz / rate))
+    return Prepared(graph, ig, compile_(target), link_fold_rate=rate)

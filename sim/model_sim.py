@@ -15,7 +15,7 @@ import numpy as np
 from onnx2hw.dataflow.pipeline import INPUT, OUTPUT, Link, Pipeline
 from onnx2hw.golden.integer import execute_integer
 
-__all__ = ["SimReport", "simulate", "to_transfers", "from_transfers", "measure_timing"]
+__all__ = ["SimReport", "simulate", "random_inputs", "to_transfers", "from_transfers", "measure_timing"]
 
 
 @dataclass
@@ -35,6 +35,15 @@ class SimReport:
     @property
     def ok(self) -> bool:
         return self.exact == self.total
+
+
+def random_inputs(graph, count: int, seed: int = 0) -> np.ndarray:
+    """(count, *input shape) integers drawn uniformly over the input's whole range (-1/+1 if bipolar)."""
+    spec = graph.input_specs[0]
+    rng = np.random.default_rng(seed)
+    if spec.dtype.bipolar:
+        return rng.choice(np.array([-1, 1]), size=(count,) + spec.shape)
+    return rng.integers(spec.dtype.lo, spec.dtype.hi + 1, size=(count,) + spec.shape)
 
 
 def to_transfers(x: np.ndarray, lanes: int, bipolar: bool = False) -> np.ndarray:

@@ -1,11 +1,18 @@
-"""Small float models and onnxruntime quantization helpers shared by the quantization tests."""
+"""Small float models and onnxruntime quantization helpers shared by the quantization tests.
+
+Oracle (see ``_oracle``): a QDQ model is run by onnxruntime with graph optimizations off, which
+is the spec's DequantizeLinear -> float op -> QuantizeLinear on every CPU. A QOperator model can
+only run on onnxruntime's integer kernels; ``quantize(fmt="qop")`` therefore uses 7-bit weights
+(``reduce_range``), so no u8 x s8 pair sum can reach the 16-bit saturation of CPUs without VNNI
+(2 * 255 * 64 < 32767), and the comparison still allows 1 LSB.
+"""
 from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from _oracle import kernel_session, spec_session
 from onnx2hw import golden
 from onnx2hw.quant.integer_graph import dequantize_outputs, quantize_inputs
 
@@ -102,15 +109,16 @@ def quantize(model: onnx.ModelProto, tmp_path, *, fmt="qdq", per_channel=False, 
     out = tmp_path / name
     quantize_static(str(src), str(out), Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
                     per_channel=per_channel, activation_type=types[act], weight_type=types[weight],
-                    extra_options=extra or {})
+                    reduce_range=fmt == "qop", extra_options=extra or {})
     return str(out)
 
 
 def compare_with_ort(path: str, igraph, x: np.ndarray, name: str = "x", got_out: dict | None = None):
     """``(fraction of identical output elements, max difference in LSBs)`` of the integer graph
     (golden) vs onnxruntime on the same quantized model, measured on the output's integer grid.
-    ``got_out`` (a dict) receives the dequantized golden outputs."""
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    ``got_out`` (a dict) receives the dequantized golden outputs. QDQ: the spec-exact session;
+    QOperator: onnxruntime's integer kernels (see the module docstring)."""
+    sess = kernel_session(path) if igraph.source == "qoperator" else spec_session(path)
     ref = sess.run(None, {name: x})
     got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {name: x})))
     if got_out is not None:

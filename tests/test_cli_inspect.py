@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _paths import EXAMPLES
 from onnx2hw.cli import main
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 MLP = EXAMPLES / "digits_mlp.onnx"
 
 

@@ -8,13 +8,14 @@ import sys
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _oracle import run_spec
+from _paths import EXAMPLES
 from onnx2hw.cli import main
 
-EX = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EX = EXAMPLES
 MLP = str(EX / "digits_mlp.onnx")
 CALIB = str(EX / "digits_calib.npz")
 
@@ -44,10 +45,8 @@ def test_quantize_writes_a_valid_qdq_model(tmp_path, capsys, extra, opset):
     model = onnx.load(out)
     onnx.checker.check_model(model, full_check=True)
     assert {n.op_type for n in model.graph.node} == {"QuantizeLinear", "DequantizeLinear", "Gemm", "Relu"}
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     x = np.load(EX / "digits_test.npz")
-    y = ort.InferenceSession(str(out), so).run(None, {"input": x["input"]})[0]
+    y = run_spec(out, {"input": x["input"]})[0]
     assert np.mean(y.argmax(1) == x["label"]) > 0.93
 
 

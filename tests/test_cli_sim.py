@@ -7,15 +7,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from _oracle import run_spec
+from _paths import EXAMPLES
 from onnx2hw.cli import main
 
-EX = "examples"
+EX = EXAMPLES
 
 
 @pytest.mark.sim
 def test_sim_digits_mlp_matches_onnxruntime(tmp_path, capsys):
-    import onnxruntime as ort
-
     x = np.load(f"{EX}/digits_test.npz")["input"][:6]
     np.savez(tmp_path / "x.npz", input=x)
     out = tmp_path / "y.npz"
@@ -29,7 +29,7 @@ def test_sim_digits_mlp_matches_onnxruntime(tmp_path, capsys):
     vcd = sorted((tmp_path / "waves").glob("run*.vcd"))
     assert vcd and "$var" in vcd[0].read_text()[:100000]
     hw = np.load(out)["logits"]
-    ref = ort.InferenceSession(f"{EX}/digits_mlp_int8.onnx").run(None, {"input": x})[0]
+    ref = run_spec(EX / "digits_mlp_int8.onnx", {"input": x})[0]
     # the hardware rounds requantization half up, onnxruntime half to even: at most 1 LSB apart
     model = onnx.load(f"{EX}/digits_mlp_int8.onnx")
     scale = next(onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name.startswith("logits")

@@ -6,6 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _paths import EXAMPLES
 from onnx2hw.cli import main
 from onnx2hw.quant.ptq import quantize
 
@@ -36,9 +37,13 @@ def tiny_model(tmp_path_factory):
                                                   ("icebreaker", "bin", [])])
 def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile, clock):
     out = tmp_path / "build"
-    rc = main(["synth", tiny_model, "--board", board, "-o", str(out), *clock])
-    text = capsys.readouterr().out
+    verify = ["--verify", "3"] if board == "ulx3s-85f" else []
+    rc = main(["synth", tiny_model, "--board", board, "-o", str(out), *clock, *verify])
+    captured = capsys.readouterr()
+    text = captured.out
     assert rc == 0, text
+    if verify:
+        assert "verified: bit-exact on 3/3 random inferences" in captured.err
     assert (out / f"tiny_w4a8.{bitfile}").stat().st_size > 1000
     if bitfile == "bit":
         assert (out / "tiny_w4a8.svf").is_file()
@@ -54,11 +59,17 @@ def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, 
     page = (out / "report.html").read_text()
     assert "<svg" in page and "fc1" in page and "Clock: met" in page
     assert "resources: LUT" in text and "inferences/s" in text
+    # `sim --board B` simulates the very folding `synth --board B` built
+    folding = json.loads((out / "folding.json").read_text())
+    assert main(["sim", tiny_model, "--board", board, "--count", "2"]) == 0
+    sim_text = capsys.readouterr().out
+    assert "folding: " + ", ".join(f"{k} pe={v['pe']} simd={v['simd']}" for k, v in folding.items()) in sim_text
+    assert f"estimated {r['throughput']['ii_cycles']}" in sim_text
 
 
 def test_synth_too_large_for_icebreaker_fails_before_yosys(tmp_path, capsys):
     out = tmp_path / "b"
-    assert main(["synth", "examples/digits_cnn_int8.onnx", "--board", "icebreaker", "-o", str(out)]) == 2
+    assert main(["synth", str(EXAMPLES / "digits_cnn_int8.onnx"), "--board", "icebreaker", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: does not fit iCE40UP5K: needs ") and "'" in err
     assert not out.exists()
@@ -69,6 +80,6 @@ def test_synth_too_large_for_icebreaker_fails_before_yosys(tmp_path, capsys):
     (["--board", "orangecrab", "--clock-mhz", "1000"], "MHz"),
 ])
 def test_synth_bad_link_or_clock(capsys, argv, message):
-    assert main(["synth", "examples/digits_mlp_int8.onnx", *argv]) == 2
+    assert main(["synth", str(EXAMPLES / "digits_mlp_int8.onnx"), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err, err

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from _paths import EXAMPLES
 import _int_models as models
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaborat
 SMALL = Budget(6000, 12, 20, "small")
 CLK = 25e6
 FAST = CLK / 4          # 4 clock cycles per bit keeps the simulation short
-DIGITS = "examples/digits_mlp_int8.onnx"
+DIGITS = str(EXAMPLES / "digits_mlp_int8.onnx")
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +165,7 @@ def digits_build(tmp_path_factory):
 def test_digits_mlp_float_path_bit_exact(digits_build):
     d, prepared = digits_build
     g = prepared.integer
-    with np.load("examples/digits_test.npz") as f:
+    with np.load(EXAMPLES / "digits_test.npz") as f:
         x = f["input"][:4].astype(np.float32)
     want_int = execute_integer(g, quantize_inputs(g, {"input": x}))[g.output_specs[0].name]
     want = dequantize_outputs(g, {g.output_specs[0].name: want_int})["logits"]
@@ -222,7 +223,7 @@ def test_cli_run_sim(digits_build, tmp_path, capsys):
 
     d, prepared = digits_build
     g = prepared.integer
-    with np.load("examples/digits_test.npz") as f:
+    with np.load(EXAMPLES / "digits_test.npz") as f:
         x = f["input"][4:6].astype(np.float32)
     np.savez(tmp_path / "x.npz", input=x)
     rc = main(["run", str(d), "--port", "sim", "--baud", str(FAST), "--inputs", str(tmp_path / "x.npz"),

@@ -1,11 +1,18 @@
-"""Golden com.microsoft quantized ops vs onnxruntime, exact (every output element equal)."""
+"""Golden com.microsoft quantized ops (onnxruntime's QOperator contrib ops).
+
+These ops have no specification but onnxruntime's, so onnxruntime's kernels are the reference,
+within a stated tolerance: 1 LSB on quantized outputs (their float32 evaluation order is an
+implementation detail) and never on 8-bit products, which CPUs without VNNI saturate in 16-bit
+pair sums. QGemm's exact expectation is the int64 formula of its contrib doc, written below.
+"""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _oracle import run_kernels
 from _quant_models import cnn, mlp, quantize, random_inputs
 from onnx2hw import golden
 from onnx2hw.ir import load
@@ -27,10 +34,17 @@ def _run_both(op, inputs: dict, consts: dict, out_type, **attrs):
         [numpy_helper.from_array(v, k) for k, v in consts.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
     m.ir_version = 8
-    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    ref = run_kernels(m, inputs)[0]
     m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", out_type, list(ref.shape)))
     got = golden.execute(load(m), inputs)["y"]
     return ref, got
+
+
+def _within_one_lsb(got, ref):
+    """Same dtype and shape, every element within 1 LSB and at least 99 % identical."""
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    diff = np.abs(got.astype(np.int64) - ref.astype(np.int64))
+    assert diff.max() <= 1 and np.mean(diff == 0) >= 0.99, f"{np.mean(diff != 0):.3%} differ, max {diff.max()}"
 
 
 def _q(rng, shape, dt):
@@ -60,10 +74,22 @@ def test_qgemm(dt, trans_b, per_col, with_c, with_y):
         order += ["ys", "yz"]
     ref, got = _run_both("QGemm", {"a": a}, consts, NP2TP[dt] if with_y else TensorProto.FLOAT,
                          _order=order, transB=trans_b, alpha=0.75)
+    # the contrib doc's formula: exact int64 accumulator, one float32 multiplier, round half to even
+    bt = (b.T if trans_b else b).astype(np.int64)
+    acc = (a.astype(np.int64) - int(consts["az"])) @ bt + (consts["c"] if with_c else 0)
+    mult = np.float32(0.75) * consts["as"] * consts["bs"]
     if with_y:
-        assert got.dtype == ref.dtype and np.array_equal(got, ref)
+        info = np.iinfo(dt)
+        want = np.clip(np.rint(acc.astype(np.float32) * (mult / consts["ys"])).astype(np.int64) + int(consts["yz"]),
+                       info.min, info.max).astype(dt)
+        np.testing.assert_array_equal(got, want)
     else:
-        np.testing.assert_allclose(got, ref, rtol=1e-6)
+        np.testing.assert_allclose(got, acc.astype(np.float32) * mult, rtol=1e-6)
+    if dt == np.int8:  # s8 x s8 kernels form no saturating u8 x s8 pair sums: within 1 LSB on any CPU
+        if with_y:
+            _within_one_lsb(got, ref)
+        else:
+            np.testing.assert_allclose(got, ref, rtol=1e-6)
 
 
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
@@ -78,7 +104,7 @@ def test_qlinear_add(dt, shape_a, shape_b):
                          {"as": _s(0.021), "az": zp(7), "bs": _s(0.037), "bz": zp(-3 if dt == np.int8 else 200),
                           "cs": _s(0.05), "cz": zp(10)},
                          NP2TP[dt], _order=["a", "as", "az", "b", "bs", "bz", "cs", "cz"])
-    assert np.array_equal(got, ref), f"{np.mean(got != ref):.3%} differ"
+    _within_one_lsb(got, ref)
 
 
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
@@ -89,7 +115,7 @@ def test_qlinear_global_average_pool(dt, hw):
     ref, got = _run_both("QLinearGlobalAveragePool", {"x": x},
                          {"xs": _s(0.03), "xz": np.array(5, dt), "ys": _s(0.011), "yz": np.array(9, dt)},
                          NP2TP[dt], channels_last=0)
-    assert np.array_equal(got, ref), f"{np.mean(got != ref):.3%} differ"
+    _within_one_lsb(got, ref)
 
 
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
@@ -106,7 +132,7 @@ def test_qlinear_average_pool(dt, attrs):
     ref, got = _run_both("QLinearAveragePool", {"x": x},
                          {"xs": _s(0.03), "xz": np.array(5, dt), "ys": _s(0.02), "yz": np.array(-4 if dt == np.int8 else 4, dt)},
                          NP2TP[dt], **attrs)
-    assert np.array_equal(got, ref), f"{np.mean(got != ref):.3%} differ"
+    _within_one_lsb(got, ref)
 
 
 @pytest.mark.parametrize("dt", [np.uint8, np.int8])
@@ -117,16 +143,22 @@ def test_qlinear_concat(dt):
     ref, got = _run_both("QLinearConcat", {"a": a, "b": b},
                          {"ys": ys, "yz": yz, "as": _s(0.02), "az": np.array(1, dt)},
                          NP2TP[dt], _order=["ys", "yz", "a", "as", "az", "b", "ys", "yz"], axis=1)
-    assert np.array_equal(got, ref), f"{np.mean(got != ref):.3%} differ"
+    _within_one_lsb(got, ref)
 
 
 @pytest.mark.parametrize("model", ["mlp", "residual"])
 def test_qoperator_models_in_golden_float_executor(model, tmp_path):
     """Whole QOperator models (QuantizeLinear, QLinearConv, QGemm, QLinearAdd, ...) through the golden
-    graph executor match onnxruntime exactly."""
+    graph executor match onnxruntime's kernels within 1 LSB (>= 99 % identical)."""
     m = mlp(20) if model == "mlp" else cnn(21, residual=True)
     path = quantize(m, tmp_path, fmt="qop")
     x = random_inputs(m, 200, 5)
-    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    # 7-bit weights (see _quant_models.quantize): the kernels cannot saturate on any CPU
+    ref = run_kernels(path, {"x": x})[0]
     got = golden.execute(load(path), {"x": x})["y"]
-    assert np.array_equal(got, ref)
+    q = onnx.load(path)
+    dq = q.graph.node[-1]
+    assert dq.op_type == "DequantizeLinear"
+    scale = float(next(numpy_helper.to_array(i) for i in q.graph.initializer if i.name == dq.input[1]))
+    lsb = np.abs(got.astype(np.float64) - ref) / scale
+    assert lsb.max() <= 1 + 1e-6 and np.mean(lsb < 0.5) >= 0.99, (lsb.max(), np.mean(lsb < 0.5))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import ml_dtypes
 import onnx
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from _oracle import run_spec
 from onnx2hw.golden import execute
 from onnx2hw.golden.ops.cast import cast_to
 from onnx2hw.ir import ModelError, UnsupportedError, load
@@ -69,9 +69,7 @@ def _golden(model, feeds):
 def _reference(model, feeds, engine):
     feeds = _data(feeds)
     if engine == "ort":
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        return ort.InferenceSession(model.SerializeToString(), so).run(None, feeds)
+        return run_spec(model, feeds)
     return ReferenceEvaluator(model).run(None, feeds)
 
 

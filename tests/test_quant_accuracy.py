@@ -6,21 +6,21 @@ summary (``onnx2hw summary`` section, printed with or without ``-s``).
 """
 from __future__ import annotations
 
-import pathlib
 
 import numpy as np
 import onnx
 import onnx.numpy_helper
-import onnxruntime as ort
 import pytest
 
+from _oracle import run_spec
+from _paths import EXAMPLES
 from onnx2hw.golden import execute
 from onnx2hw.ir import load
 from onnx2hw.quant import integer_graph as ig
 from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.ptq import quantize
 
-EX = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EX = EXAMPLES
 MODELS = {  # model -> (calibration, test split)
     "digits_mlp": ("digits_calib", "digits_test"),
     "digits_cnn": ("digits_img_calib", "digits_img_test"),
@@ -42,9 +42,7 @@ def _split(name):
 
 
 def _ort_accuracy(model_bytes, key, x, labels) -> float:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    y = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"]).run(None, {key: x})[0]
+    y = run_spec(model_bytes, {key: x})[0]
     return 100.0 * float(np.mean(y.argmax(1) == labels))
 
 

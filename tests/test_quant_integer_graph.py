@@ -8,10 +8,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+from _oracle import run_spec
 from _quant_models import cnn, mlp, quantize
 from onnx2hw import golden
 from onnx2hw.ir import ModelError, load
@@ -32,7 +32,7 @@ def _ort(op, inputs: dict, out_type, **attrs):
                           [helper.make_tensor_value_info("y", out_type, None)])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
-    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    return run_spec(m, inputs)[0]
 
 
 def _graph(in_spec, layers, outs=None):

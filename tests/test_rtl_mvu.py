@@ -1,4 +1,6 @@
 """MatrixVectorUnit: bit-exact against NumPy ``W @ x + b`` (int64) under random backpressure."""
+import zlib
+
 import numpy as np
 import pytest
 
@@ -84,7 +86,7 @@ def test_mvu_matches_numpy_under_backpressure(cfg, pauses):
     vectors = max(4, 1500 // (k // simd + n // pe))
     vectors = min(vectors, max(4, 6000 // beats))
     _run(n, k, pe, simd, wb, ws, ib, isg, bipolar=bip, bias=bias, vectors=vectors,
-         src=pauses[0], sink=pauses[1], seed=hash(pauses) % 1000)
+         src=pauses[0], sink=pauses[1], seed=zlib.crc32("-".join(pauses).encode()) % 1000)
 
 
 @pytest.mark.parametrize("wb,ws,ib,isg", [(8, True, 8, True), (8, False, 8, False),

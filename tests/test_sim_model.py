@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from _paths import EXAMPLES
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.flow import integer_graph_of
 from onnx2hw.golden.integer import execute_integer
@@ -18,7 +19,7 @@ from onnx2hw.rtl.accelerator import Accelerator
 from sim.model_sim import from_transfers, locate_divergence, simulate, to_transfers
 from sim.pysim import run_stream
 
-EX = "examples"
+EX = EXAMPLES
 EXAMPLES = {  # model -> calibration (float models only)
     "digits_mlp_int8.onnx": None, "digits_mlp_w4a8.onnx": None, "digits_cnn_int8.onnx": None,
     "digits_cnn_res_int8.onnx": None, "digits_cnn_w4a8.onnx": None, "jet_mlp.onnx": "jet_calib.npz",

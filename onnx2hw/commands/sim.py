@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._options import add_folding_options, folding_request
+from ._options import add_folding_options, folding_note, folding_request, prepare_for_args
 
 HELP = "simulate the generated hardware (cocotb + Verilator) and compare it bit for bit with the golden model"
 
@@ -25,6 +25,7 @@ def _inputs(args, prepared):
     from . import UsageError
     from ..flow import load_npz
     from ..quant.integer_graph import quantize_inputs
+    from sim.model_sim import random_inputs
 
     g = prepared.integer
     spec = g.input_specs[0]
@@ -33,10 +34,7 @@ def _inputs(args, prepared):
         return quantize_inputs(g, feeds)[spec.name]
     if args.count < 1:
         raise UsageError(f"--count must be at least 1, not {args.count!r}")
-    rng = np.random.default_rng(args.seed)
-    if spec.dtype.bipolar:
-        return rng.choice(np.array([-1, 1]), size=(args.count,) + spec.shape)
-    return rng.integers(spec.dtype.lo, spec.dtype.hi + 1, size=(args.count,) + spec.shape)
+    return random_inputs(g, args.count, seed=args.seed)
 
 
 def run(args) -> int:
@@ -45,7 +43,6 @@ def run(args) -> int:
     from . import UsageError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..flow import prepare
     from ..quant.integer_graph import dequantize_outputs
     from sim.cocotb_run import cache_root, simulator_available
     from sim.model_sim import simulate
@@ -54,9 +51,9 @@ def run(args) -> int:
     reason = simulator_available(args.simulator)
     if reason:
         raise UsageError(f"cannot run {args.simulator}: {reason}")
-    board, budget, folding, target = folding_request(args)
-    prepared = prepare(args.model, calib=args.calib, family=board.family, budget=budget,
-                       folding=folding, target_cycles=target)
+    req = folding_request(args)
+    prepared = prepare_for_args(args, req)
+    con.print(folding_note(prepared, req))
     p = prepared.pipeline
     x = _inputs(args, prepared)
     con.print(f"{len(p.stages)} stages, estimated II {p.ii} cycles, latency {p.latency} cycles, "

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._options import add_folding_options, folding_request
+from ._options import add_folding_options, folding_note, folding_request, prepare_for_args
 
 HELP = "compile a model into a bitstream for a board (Yosys + nextpnr through YoWASP) with a report"
 
@@ -16,7 +16,9 @@ def configure(parser):
     parser.add_argument("model", help="ONNX model (quantized, or float with --calib)")
     parser.add_argument("-o", "--output", metavar="DIR", help="build directory (default build/<model>)")
     parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
-    parser.add_argument("--baud", type=float, help="UART baud rate (default: the board's)")
+    parser.add_argument("--verify", type=int, default=0, metavar="N",
+                        help="before place and route, simulate N random inferences of the design (Verilator) "
+                             "and stop unless they are bit-exact against the golden model")
     add_folding_options(parser)
 
 
@@ -24,18 +26,11 @@ def _name(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", Path(model).stem) or "model"
 
 
-def link_rate(info: dict, baud: float) -> tuple[int, float]:
-    """(bytes per inference on the busier direction, inferences/s the UART can carry)."""
-    link = info["link"]
-    per = max(link["in_bytes"], link["out_bytes"])
-    return per, baud / 10 / per
-
-
 def run(args) -> int:
     from rich.console import Console
 
-    from ..driver.build_info import build_info, write_build_info
-    from ..flow import prepare
+    from ..driver.build_info import write_build_info
+    from ..flow import link_rate
     from ..dataflow.fold import save_folding
     from ..rtl.accelerator import Accelerator
     from ..rtl.board_top import LINK_COST
@@ -45,31 +40,27 @@ def run(args) -> int:
 
     con = Console(stderr=True, highlight=False)
     t_start = time.perf_counter()
-    board, budget, folding, target = folding_request(args)
-    clock_hz = args.clock_mhz * 1e6 if args.clock_mhz else board.default_clock_hz
-    baud = args.baud or board.default_baud
-    try:
-        board.check_link(clock_hz, baud)
-        board.pll(clock_hz)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    req = folding_request(args)
+    board, clock_hz, baud = req.board, req.clock_hz, req.baud
+    if args.verify < 0:
+        raise UsageError(f"--verify must be 0 or more inferences, not {args.verify!r}")
+    if args.verify:
+        _check_simulator()
     name = _name(args.model)
     out = Path(args.output or Path("build") / name)
     if out.exists() and not out.is_dir():
         raise UsageError(f"output {str(out)!r} exists and is not a directory")
     times = {}
     t0 = time.perf_counter()
-    if target is None and folding is None:
-        # no point in a pipeline faster than the UART can feed: fold for the link's rate
-        probe = prepare(args.model, calib=args.calib, family=board.family, budget=budget)
-        per, rate = link_rate(build_info(probe, board, clock_hz, baud), baud)
-        target = max(probe.pipeline.ii, int(clock_hz / rate))
-        con.print(f"folding for the link: {per} bytes per inference at {baud:,.0f} baud = "
-                  f"{rate:,.0f} inferences/s (pass --target-fps to go faster)")
-    prepared = prepare(args.model, calib=args.calib, family=board.family, budget=budget,
-                       folding=folding, target_cycles=target)
+    prepared = prepare_for_args(args, req)
+    con.print(folding_note(prepared, req))
     p = prepared.pipeline
     times["compile"] = time.perf_counter() - t0
+    if args.verify:
+        t0 = time.perf_counter()
+        if not _verify(p, args.verify, con):
+            return 1
+        times["verify"] = time.perf_counter() - t0
     est = p.total
     con.print(f"{len(p.stages)} stages, II {p.ii:,} cycles, estimated {est.lut:,} LUT, {est.dsp} DSP, "
               f"{est.ebr} EBR of {board.title}'s {board.budget.lut:,} / {board.budget.dsp} / {board.budget.ebr}")
@@ -99,7 +90,7 @@ def run(args) -> int:
     fm = parse_fmax(log)
     fmax = fm[0] if fm else None
     times["total"] = time.perf_counter() - t_start
-    per, rate = link_rate(json.loads(info_path.read_text()), baud)
+    per, _ = link_rate(p, baud)
     report = make_report(model=name, board=board, pipeline=p, clock_mhz=clock_hz / 1e6, fmax_mhz=fmax,
                          util=parse_utilisation(log), times=times, baud=baud, link_bytes=per,
                          link_cost=LINK_COST[board.family])
@@ -110,6 +101,35 @@ def run(args) -> int:
               f"(try --clock-mhz {int(fmax or 0)})", file=sys.stderr)
         return 1
     return 0
+
+
+def _check_simulator() -> None:
+    from sim.cocotb_run import simulator_available
+
+    from . import UsageError
+
+    reason = simulator_available("verilator")
+    if reason:
+        raise UsageError(f"--verify needs Verilator: {reason}")
+
+
+def _verify(pipeline, count: int, con) -> bool:
+    """Simulate ``count`` random inferences of the design to build; False (after an ``error:``
+    line) unless they are bit-exact."""
+    from sim.model_sim import random_inputs, simulate
+
+    x = random_inputs(pipeline.graph, count, seed=0)
+    with con.status(f"verifying {count} inferences in Verilator ..."):
+        report = simulate(pipeline, x, timing=False)
+    if not report.ok:
+        i, idx, want, got = report.first_mismatch
+        where = f" (first diverging stage: {report.diverged_stage})" if report.diverged_stage else ""
+        print(f"error: --verify: the design is not bit-exact: inference {i}, output element {idx}: "
+              f"expected {want}, got {got}{where}; nothing was built", file=sys.stderr)
+        return False
+    con.print(f"verified: bit-exact on {report.total}/{report.total} random inferences "
+              f"({report.cycles:,} cycles in {report.seconds:.1f} s, Verilator build included)")
+    return True
 
 
 def _print_summary(r: dict, out: Path, name: str) -> None:

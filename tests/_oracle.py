@@ -1,0 +1,72 @@
+"""The only way tests run onnxruntime (see README, "Testing: where exact expectations come from").
+
+``spec_session`` is onnxruntime as an exact oracle: graph optimizations off, so a QDQ graph runs
+DequantizeLinear -> float op -> QuantizeLinear as the ONNX spec defines it, on every CPU.
+
+``kernel_session`` is onnxruntime with its default optimizations and integer kernels
+(QLinearConv, QLinearMatMul, MatMulInteger, com.microsoft QGemm, fused QDQ). On x86 CPUs without
+VNNI those kernels form u8 x s8 products with an instruction whose 16-bit pairwise sums saturate
+(onnxruntime #6004, #14642), so their results depend on the CPU: a test may compare with them only
+within a stated tolerance, never as exact truth.
+
+``reference`` is ``onnx.reference.ReferenceEvaluator``, written from the spec in NumPy int64/float.
+"""
+from __future__ import annotations
+
+import onnx
+import onnxruntime as ort
+from onnx.reference import ReferenceEvaluator
+
+__all__ = ["spec_session", "kernel_session", "run_spec", "run_kernels", "reference", "cpu_has_vnni"]
+
+
+def _model_arg(model):
+    """onnxruntime takes a path or serialized bytes (a ModelProto, bytes or a path here)."""
+    if isinstance(model, onnx.ModelProto):
+        return model.SerializeToString()
+    return model if isinstance(model, bytes) else str(model)
+
+
+def _options(optimize: bool) -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return so
+
+
+def spec_session(model) -> ort.InferenceSession:
+    """onnxruntime with every graph optimization off: exact on QDQ and float graphs, any CPU."""
+    return ort.InferenceSession(_model_arg(model), _options(False), providers=["CPUExecutionProvider"])
+
+
+def kernel_session(model) -> ort.InferenceSession:
+    """onnxruntime as users run it by default (QDQ fused into integer kernels): CPU-dependent,
+    compare only within a stated tolerance."""
+    return ort.InferenceSession(_model_arg(model), _options(True), providers=["CPUExecutionProvider"])
+
+
+def run_spec(model, feeds: dict) -> list:
+    return spec_session(model).run(None, feeds)
+
+
+def run_kernels(model, feeds: dict) -> list:
+    return kernel_session(model).run(None, feeds)
+
+
+def reference(model, feeds: dict) -> list:
+    """``onnx.reference`` outputs (in the graph's output order)."""
+    m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
+    return ReferenceEvaluator(m).run(None, feeds)
+
+
+def cpu_has_vnni() -> bool:
+    """Whether this CPU has the instruction that makes onnxruntime's u8 x s8 kernels exact."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read().split()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
