@@ -13,11 +13,12 @@ within a stated tolerance, never as exact truth.
 """
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 
-__all__ = ["spec_session", "kernel_session", "run_spec", "run_kernels", "reference", "cpu_has_vnni"]
+__all__ = ["spec_session", "kernel_session", "run_spec", "run_kernels", "reference", "lsb_apart"]
 
 
 def _model_arg(model):
@@ -62,11 +63,9 @@ def reference(model, feeds: dict) -> list:
     return ReferenceEvaluator(m).run(None, feeds)
 
 
-def cpu_has_vnni() -> bool:
-    """Whether this CPU has the instruction that makes onnxruntime's u8 x s8 kernels exact."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read().split()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
+def lsb_apart(a, b, scale) -> np.ndarray:
+    """How many output steps apart two dequantized float32 outputs are: each mapped back to its
+    integer in the model's own dtype (float32), so the float rounding of ``q * scale`` never counts
+    as a difference."""
+    s = np.asarray(scale, np.float32)
+    return np.abs(np.rint(np.asarray(a, np.float32) / s) - np.rint(np.asarray(b, np.float32) / s))

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from _oracle import kernel_session, spec_session
+from _oracle import kernel_session, lsb_apart, spec_session
 from onnx2hw import golden
 from onnx2hw.quant.integer_graph import dequantize_outputs, quantize_inputs
 
@@ -129,7 +129,7 @@ def compare_with_ort(path: str, igraph, x: np.ndarray, name: str = "x", got_out:
         if d.integer_output:
             diff = np.abs(g.astype(np.int64) - r.astype(np.int64))
         else:
-            diff = np.abs(np.rint(g / np.float32(d.scale)) - np.rint(r / np.float32(d.scale)))
+            diff = lsb_apart(g, r, d.scale)
         fracs.append(float(np.mean(diff == 0)))
         worst = max(worst, float(diff.max()))
     return min(fracs), worst
