@@ -5,7 +5,7 @@ import re
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from _oracle import lsb_apart, run_spec
 from _paths import EXAMPLES
@@ -47,6 +47,23 @@ def _model(tmp_path, nodes, name="m.onnx", inputs=None, outputs=None, inits=()):
     return str(path)
 
 
+@pytest.mark.sim
+def test_sim_model_named_like_the_pipeline_ends(tmp_path, capsys):
+    """Nodes and tensors named "input", "output" and "x", a node named like the graph output: the
+    stages are linked by object, so the names exporters use everywhere cannot confuse them."""
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.normal(0, 0.3, (8, 16)).astype(np.float32), rng.normal(0, 0.3, (4, 8)).astype(np.float32)
+    path = _model(tmp_path, [helper.make_node("Gemm", ["input", "w1"], ["x"], name="x", transB=1),
+                             helper.make_node("Relu", ["x"], ["r"], name="input"),
+                             helper.make_node("Gemm", ["r", "w2"], ["output"], name="output", transB=1)],
+                  inputs=[helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 16])],
+                  outputs=[helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 4])],
+                  inits=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    np.savez(tmp_path / "c.npz", input=rng.uniform(0, 1, (32, 16)).astype(np.float32))
+    assert main(["sim", path, "--calib", str(tmp_path / "c.npz"), "--count", "5"]) == 0
+    assert "bit-exact: 5/5 inferences" in capsys.readouterr().out
+
+
 def test_sim_float_model_needs_calib(capsys):
     assert main(["sim", f"{EX}/digits_mlp.onnx", "--count", "2"]) == 2
     err = capsys.readouterr().err
@@ -64,7 +81,9 @@ def test_sim_lists_every_unsupported_node_first(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--count", "0"], "--count must be at least 1"),
     (["--board", "nope"], "unknown board 'nope'"),
-    (["--target-fps", "-5"], "--target-fps must be positive"),
+    (["--target-fps", "-5"], "--target-fps must be a positive finite number"),
+    (["--clock-mhz", "inf"], "--clock-mhz must be a positive finite number"),
+    (["--baud", "0"], "--baud must be a positive finite number"),
     (["--target-fps", "1e9"], "to reach 1 cycles per inference"),
 ])
 def test_sim_bad_options(capsys, argv, message):

@@ -22,7 +22,6 @@ def configure(parser):
 
 
 def _inputs(args, prepared):
-    from . import UsageError
     from ..flow import load_npz
     from ..quant.integer_graph import quantize_inputs
     from sim.model_sim import random_inputs
@@ -32,8 +31,6 @@ def _inputs(args, prepared):
     if args.inputs:
         feeds = load_npz(args.inputs, prepared.graph)
         return quantize_inputs(g, feeds)[spec.name]
-    if args.count < 1:
-        raise UsageError(f"--count must be at least 1, not {args.count!r}")
     return random_inputs(g, args.count, seed=args.seed)
 
 
@@ -51,6 +48,8 @@ def run(args) -> int:
     reason = simulator_available(args.simulator)
     if reason:
         raise UsageError(f"cannot run {args.simulator}: {reason}")
+    if not args.inputs and args.count < 1:
+        raise UsageError(f"--count must be at least 1, not {args.count!r}")
     req = folding_request(args)
     prepared = prepare_for_args(args, req)
     con.print(folding_note(prepared, req))

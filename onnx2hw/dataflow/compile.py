@@ -77,16 +77,18 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             if tuple(fold[layer.name]) not in fold_options(layer, ins):
                 raise ModelError(f"folding {fold[layer.name]!r} is not legal for layer {layer.name!r} "
                                  f"(pe must divide the outputs, simd the inputs)")
-    names = Sanitizer()
+    names = Sanitizer(reserved=(INPUT, OUTPUT))  # stage names never shadow the pseudo stages
     stages: list[Stage] = []
     producer: dict[str, tuple[str, int, int, int, bool]] = {}  # tensor -> (stage, port, lanes, bits, signed)
     in_spec = ig.input_specs[0]
+    # tensor -> [(consuming layer, or None for the pipeline output; port)]: by object, not by
+    # name, so a layer may be called "output"
     consumers: dict[str, list] = {}
     for layer in ig.layers:
         for port, t in enumerate(layer.inputs):
-            consumers.setdefault(t, []).append((layer.name, port))
+            consumers.setdefault(t, []).append((layer, port))
     for t in (s.name for s in ig.output_specs):
-        consumers.setdefault(t, []).append((OUTPUT, 0))
+        consumers.setdefault(t, []).append((None, 0))
     links: list[Link] = []
     layer_stage: dict[str, Stage] = {}
 
@@ -131,13 +133,14 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             idx = used.get(tensor, 0)
             used[tensor] = idx + 1
             src, sport = routes[tensor][idx]
-            dst_name = OUTPUT if dst == OUTPUT else layer_stage[dst].name
-            dst_lanes = lanes if dst == OUTPUT else layer_stage[dst].in_lanes[port]
+            dst_stage = None if dst is None else layer_stage[dst.name]
+            dst_name = OUTPUT if dst_stage is None else dst_stage.name
+            dst_lanes = lanes if dst_stage is None else dst_stage.in_lanes[port]
             n = elements(tensor)
             depth = LINK_FIFO
             if tensor in forked:
                 depth = -(-n // min(lanes, dst_lanes)) + LINK_FIFO
-            elif dst != OUTPUT and layer_stage[dst].op == "dense":
+            elif dst_stage is not None and dst_stage.op == "dense":
                 # an MVU reads its whole input vector during its first output fold and none
                 # during the others: buffer one vector so the producer never waits meanwhile
                 depth = n // dst_lanes + LINK_FIFO
