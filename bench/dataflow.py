@@ -19,10 +19,10 @@ INFERENCES = 200
 
 
 def bench_dataflow(board="ulx3s", inferences=INFERENCES) -> list[dict]:
-    from boards import get_board
+    from onnx2hw.boards import get_board
     from onnx2hw.commands._options import HEADROOM
     from onnx2hw.flow import prepare
-    from sim.model_sim import measure_timing, simulate
+    from onnx2hw.sim.model_sim import measure_timing, simulate
 
     b = get_board(board)
     rows = []

@@ -2,7 +2,7 @@
 
 Blocks take part by defining a module-level ``bench_config()`` in their ``onnx2hw.rtl``
 module, returning ``[(name, component_factory, feeds, expect), ...]`` where ``feeds`` /
-``expect`` are as for :func:`sim.pysim.run_stream`. Run: ``python -m bench.rtl [filter]``.
+``expect`` are as for :func:`onnx2hw.sim.pysim.run_stream`. Run: ``python -m bench.rtl [filter]``.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def bench_rtl(name_filter: str = "", *, fmax: bool = True, out=None) -> list[dic
     of context), Yosys cell counts, and output transfers per cycle with no backpressure.
     Returns the rows."""
     from onnx2hw.rtl.synth_check import SynthError, nextpnr_fmax, yosys_stat
-    from sim.pysim import run_stream
+    from onnx2hw.sim.pysim import run_stream
 
     out = out or sys.stdout
     rows = []

@@ -55,7 +55,7 @@ ORANGECRAB = Board(
     budget=Budget(24288, 28, 56, "LFE5U-25F"), osc_hz=48e6, max_baud=1e6,
     baud_source="no on-board USB-UART: external 3.3 V adapter on Feather pins 0/1, "
                 "limited to 1 Mbaud for common adapters (CP2102: 1 Mbaud)",
-    platform_class="boards.ecp5:OrangeCrabUARTPlatform",
+    platform_class="onnx2hw.boards.ecp5:OrangeCrabUARTPlatform",
     leds=(("idle", ("rgb_led", 0, "g")), ("busy", ("rgb_led", 0, "b")), ("error", ("rgb_led", 0, "r"))),
     uart_note="external USB-UART on Feather pins 0 (RX) / 1 (TX)", default_clock_hz=48e6,
     default_baud=1e6)

@@ -1,4 +1,4 @@
-"""Simulation harnesses: Amaranth simulator (:mod:`sim.pysim`) and cocotb (:mod:`sim.cocotb_run`).
+"""Simulation harnesses: Amaranth simulator (:mod:`onnx2hw.sim.pysim`) and cocotb (:mod:`onnx2hw.sim.cocotb_run`).
 
 Both drive :class:`amaranth.lib.stream` ports with whole NumPy arrays, random valid/ready
 pauses, and check the stream rules on every output.

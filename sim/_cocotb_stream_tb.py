@@ -1,4 +1,4 @@
-"""cocotb testbench run by :func:`sim.cocotb_run.run_cocotb` inside the HDL simulator.
+"""cocotb testbench run by :func:`onnx2hw.sim.cocotb_run.run_cocotb` inside the HDL simulator.
 
 Reads ``spec.json`` and ``feeds.npz`` from the directory in ``$ONNX2HW_TB_DIR``, drives every
 stream port with one loop (two triggers per cycle: inputs change after the falling edge, the
@@ -16,7 +16,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, Timer
 
-from sim._stream import Pause, PortInfo, observe_sink, pack, unpack
+from onnx2hw.sim._stream import Pause, PortInfo, observe_sink, pack, unpack
 
 
 class _Fail(Exception):

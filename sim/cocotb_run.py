@@ -31,7 +31,7 @@ from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stre
 __all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for"]
 
 SIMULATORS = ("verilator", "icarus")
-_TB_MODULE = "sim._cocotb_stream_tb"
+_TB_MODULE = "onnx2hw.sim._cocotb_stream_tb"
 
 
 def cache_root() -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import _int_models as models
-import boards
-from boards.pll import ecp5_pll, ice40_pll
+from onnx2hw import boards
+from onnx2hw.boards.pll import ecp5_pll, ice40_pll
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.ir import ModelError

@@ -1,7 +1,7 @@
 """`onnx2hw boards`: the listing agrees with the registry."""
 import json
 
-from boards import BOARDS
+from onnx2hw.boards import BOARDS
 from onnx2hw.cli import main
 
 

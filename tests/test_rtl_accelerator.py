@@ -8,8 +8,8 @@ from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.rtl.accelerator import Accelerator
-from sim.model_sim import from_transfers, to_transfers
-from sim.pysim import run_stream
+from onnx2hw.sim.model_sim import from_transfers, to_transfers
+from onnx2hw.sim.pysim import run_stream
 
 SMALL = Budget(6000, 12, 20, "small")
 BIG = Budget(83640, 156, 208, "LFE5U-85F")

@@ -4,7 +4,7 @@ import pytest
 from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.accelerator import Cast
-from sim.pysim import run_stream
+from onnx2hw.sim.pysim import run_stream
 
 
 @pytest.mark.parametrize("in_shape, bits, offset, lanes", [

@@ -4,9 +4,9 @@ import pytest
 from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.fifo import StreamFIFO
-from sim.cocotb_run import run_cocotb
-from sim.fixtures import random_transfers, require_simulator
-from sim.pysim import run_stream
+from onnx2hw.sim.cocotb_run import run_cocotb
+from _sim_fixtures import random_transfers, require_simulator
+from onnx2hw.sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 

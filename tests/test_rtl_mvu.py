@@ -7,7 +7,7 @@ import pytest
 from onnx2hw.quant import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.mvu import MatrixVectorUnit, bench_config
-from sim.pysim import run_stream
+from onnx2hw.sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -196,7 +196,7 @@ def test_mvu_bench_config_runs():
     ((6, 12, 3, 4, 1, False, 1, False, True, True), ("3of4", "random")),
 ], ids=lambda v: _id(v) if isinstance(v[0], int) else f"{v[0]}-{v[1]}")
 def test_mvu_verilator(cfg, pauses):
-    from sim.cocotb_run import run_cocotb
+    from onnx2hw.sim.cocotb_run import run_cocotb
     n, k, pe, simd, wb, ws, ib, isg, bip, bias = cfg
     vectors = 120
     w, b, feed, x = _case(n, k, wb, ws, ib, isg, bipolar=bip, bias=bias, vectors=vectors, seed=7)

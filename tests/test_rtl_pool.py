@@ -9,7 +9,7 @@ from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.pool import AvgPool, GlobalAvgPool, MaxPool, bench_config, sum_shape
-from sim.pysim import run_stream
+from onnx2hw.sim.pysim import run_stream
 
 
 def elem_range(bits, is_signed):
@@ -239,7 +239,7 @@ def test_pool_bench_config_runs():
 @pytest.mark.sim
 @pytest.mark.parametrize("which", ["max", "sum", "gap"])
 def test_pool_verilator(which):
-    from sim.cocotb_run import run_cocotb
+    from onnx2hw.sim.cocotb_run import run_cocotb
     rng = np.random.default_rng(8)
     if which == "gap":
         h, w, c, simd, shape = 3, 5, 4, 2, signed(8)

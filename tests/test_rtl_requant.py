@@ -5,7 +5,7 @@ import pytest
 from onnx2hw.quant import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.requant import Requantize, bench_config
-from sim.pysim import run_stream
+from onnx2hw.sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -143,7 +143,7 @@ def test_requant_bench_config_runs():
 
 @pytest.mark.sim
 def test_requant_verilator():
-    from sim.cocotb_run import run_cocotb
+    from onnx2hw.sim.cocotb_run import run_cocotb
     rng = np.random.default_rng(11)
     c, pe, ab = 6, 2, 24
     m, s, z = _params(c, ab, 31, 8, True, rng, negative=True)

@@ -5,7 +5,7 @@ import pytest
 from onnx2hw.quant import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.thresholds import Thresholds, bench_config
-from sim.pysim import run_stream
+from onnx2hw.sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -107,7 +107,7 @@ def test_thresholds_bench_config_runs():
 
 @pytest.mark.sim
 def test_thresholds_verilator():
-    from sim.cocotb_run import run_cocotb
+    from onnx2hw.sim.cocotb_run import run_cocotb
     rng = np.random.default_rng(12)
     c, pe, ab = 6, 2, 12
     t = np.sort(rng.integers(-1500, 1500, size=(c, 15)), axis=1)

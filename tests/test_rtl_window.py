@@ -9,7 +9,7 @@ from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.window import SlidingWindow, bench_config
-from sim.pysim import run_stream
+from onnx2hw.sim.pysim import run_stream
 
 
 def im2col_stream(x, kernel, stride, pads, pad_value, simd, depthwise):
@@ -200,7 +200,7 @@ def test_window_bench_config_runs():
     ("3x3_s1_p1", 2, False, "C", "random"),
 ])
 def test_window_verilator(name, bits, sgn, simd, pause):
-    from sim.cocotb_run import run_cocotb
+    from onnx2hw.sim.cocotb_run import run_cocotb
     h, w, c, kernel, stride, pads, extra = GEOMS[name]
     simd_n = _simd(simd, c)
     shape = signed(bits) if sgn else unsigned(bits)

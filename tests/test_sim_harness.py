@@ -8,9 +8,9 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.cocotb_run import cache_root, run_cocotb
-from sim.fixtures import require_simulator
-from sim.pysim import run_stream
+from onnx2hw.sim.cocotb_run import cache_root, run_cocotb
+from _sim_fixtures import require_simulator
+from onnx2hw.sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 

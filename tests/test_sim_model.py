@@ -16,8 +16,8 @@ from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
 from onnx2hw.quant.integer_graph import Dense
 from onnx2hw.rtl.accelerator import Accelerator
-from sim.model_sim import from_transfers, locate_divergence, simulate, to_transfers
-from sim.pysim import run_stream
+from onnx2hw.sim.model_sim import from_transfers, locate_divergence, simulate, to_transfers
+from onnx2hw.sim.pysim import run_stream
 
 EX = EXAMPLES
 EXAMPLES = {  # model -> calibration (float models only)

@@ -45,7 +45,7 @@ def _positive(name: str, value):
 
 def folding_request(args) -> FoldingRequest:
     """The board, budget, folding and link from the folding options, checked."""
-    from boards import get_board
+    from onnx2hw.boards import get_board
 
     from ..dataflow.fold import load_folding
     from ..rtl.board_top import LINK_COST

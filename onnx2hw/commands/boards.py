@@ -11,7 +11,7 @@ def configure(parser):
 
 
 def run(args) -> int:
-    from boards import ALIASES, BOARDS
+    from onnx2hw.boards import ALIASES, BOARDS
 
     rows = [b.summary() for b in BOARDS.values()]
     aliases = {v: k for k, v in ALIASES.items()}

@@ -24,7 +24,7 @@ def configure(parser):
 def _inputs(args, prepared):
     from ..flow import load_npz
     from ..quant.integer_graph import quantize_inputs
-    from sim.model_sim import random_inputs
+    from onnx2hw.sim.model_sim import random_inputs
 
     g = prepared.integer
     spec = g.input_specs[0]
@@ -41,8 +41,8 @@ def run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..quant.integer_graph import dequantize_outputs
-    from sim.cocotb_run import cache_root, simulator_available
-    from sim.model_sim import simulate
+    from onnx2hw.sim.cocotb_run import cache_root, simulator_available
+    from onnx2hw.sim.model_sim import simulate
 
     con = Console(stderr=True, highlight=False)
     reason = simulator_available(args.simulator)

@@ -104,7 +104,7 @@ def run(args) -> int:
 
 
 def _check_simulator() -> None:
-    from sim.cocotb_run import simulator_available
+    from onnx2hw.sim.cocotb_run import simulator_available
 
     from . import UsageError
 
@@ -116,7 +116,7 @@ def _check_simulator() -> None:
 def _verify(pipeline, count: int, con) -> bool:
     """Simulate ``count`` random inferences of the design to build; False (after an ``error:``
     line) unless they are bit-exact."""
-    from sim.model_sim import random_inputs, simulate
+    from onnx2hw.sim.model_sim import random_inputs, simulate
 
     x = random_inputs(pipeline.graph, count, seed=0)
     with con.status(f"verifying {count} inferences in Verilator ..."):

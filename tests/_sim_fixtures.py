@@ -1,9 +1,9 @@
-"""Small helpers shared by the RTL block tests (tests/conftest.py belongs to another stage)."""
+"""Small helpers shared by the RTL block tests (test-only: not part of the installed package)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .cocotb_run import simulator_available
+from onnx2hw.sim.cocotb_run import simulator_available
 
 __all__ = ["random_transfers", "PAUSE_PAIRS", "require_simulator"]
 

@@ -1,0 +1,77 @@
+"""Packaging: one top-level import name (``onnx2hw``; ``sim/`` and ``boards/`` install as
+``onnx2hw.sim`` and ``onnx2hw.boards``), no test helpers in the wheel, and a non-editable,
+read-only install that simulates from another directory."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+import pytest
+
+from _paths import EXAMPLES, ROOT
+from _sim_fixtures import require_simulator
+
+
+def _declared_packages() -> dict[str, str]:
+    """Package name -> source folder, as pyproject.toml maps them."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = cfg["package-dir"]
+    out = {}
+    for pkg in cfg["packages"]:
+        top = max((k for k in dirs if pkg == k or pkg.startswith(k + ".")), key=len)
+        out[pkg] = str(ROOT / dirs[top] / pkg[len(top):].lstrip(".").replace(".", "/"))
+    return out
+
+
+def test_every_package_folder_is_declared():
+    declared = {os.path.normpath(p) for p in _declared_packages().values()}
+    found = {os.path.normpath(str(p.parent)) for top in ("onnx2hw", "sim", "boards")
+             for p in (ROOT / top).rglob("__init__.py")}
+    assert declared == found, (sorted(found - declared), sorted(declared - found))
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+                   check=True, capture_output=True)
+    (whl,) = out.glob("onnx2hw-*.whl")
+    return whl
+
+
+@pytest.mark.slow
+def test_wheel_has_one_top_level_name_and_no_test_helpers(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"onnx2hw", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert "onnx2hw/sim/cocotb_run.py" in names and "onnx2hw/boards/ecp5.py" in names
+    assert not [n for n in names if "fixture" in n or "conftest" in n or "/tests/" in n]
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+def test_read_only_install_simulates_from_another_directory(wheel, tmp_path):
+    require_simulator("verilator")
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, capture_output=True)
+    subprocess.run(["chmod", "-R", "a-w", str(site)], check=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    try:
+        where = subprocess.run([sys.executable, "-c", "import onnx2hw, onnx2hw.sim, onnx2hw.boards; "
+                                "print(onnx2hw.__file__)"], cwd=work, env=env, capture_output=True, text=True)
+        assert where.stdout.startswith(str(site)), where
+        for name in ("sim", "boards"):
+            r = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=work, env=env, capture_output=True)
+            assert r.returncode != 0, f"`import {name}` must fail"
+        r = subprocess.run([sys.executable, "-m", "onnx2hw.cli", "sim", str(EXAMPLES / "digits_mlp_int8.onnx"),
+                            "--count", "2"], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr
+        assert "bit-exact: 2/2 inferences" in r.stdout
+        assert not list(work.iterdir()), "nothing is written into the working directory"
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(site)], check=True)
