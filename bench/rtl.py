@@ -37,7 +37,7 @@ def bench_rtl(name_filter: str = "", *, fmax: bool = True, out=None) -> list[dic
     """Print, per block configuration: Fmax (MHz) on LFE5U-85F CABGA381 (nextpnr-ecp5, out
     of context), Yosys cell counts, and output transfers per cycle with no backpressure.
     Returns the rows."""
-    from onnx2hw.rtl.synth_check import SynthError, nextpnr_fmax, yosys_stat
+    from onnx2hw.rtl.synth_check import BlockSynthError, nextpnr_fmax, yosys_stat
     from onnx2hw.sim.pysim import run_stream
 
     out = out or sys.stdout
@@ -54,7 +54,7 @@ def bench_rtl(name_filter: str = "", *, fmax: bool = True, out=None) -> list[dic
         st = yosys_stat(factory(), "ecp5")
         try:
             f = nextpnr_fmax(factory()) if fmax else float("nan")
-        except SynthError as e:
+        except BlockSynthError as e:
             f = float("nan")
             print(f"  {name}: nextpnr failed: {str(e).splitlines()[0]}", file=out)
         row = dict(name=name, fmax_mhz=f, transfers_per_cycle=rate, lut=st["lut"], ff=st["ff"],

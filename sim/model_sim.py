@@ -69,13 +69,13 @@ def _run(component, feeds, expect, simulator, pause, seed, waves):
 
 def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator") -> tuple[float, int]:
     """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1)."""
-    from onnx2hw.rtl.accelerator import Accelerator
+    from onnx2hw.rtl.accelerator import AcceleratorCore
 
     li, lo = pipeline.input_link, pipeline.output_link
     bipolar = pipeline.graph.input_specs[0].dtype.bipolar
     out_t = lo.elements // lo.src_lanes
     k = min(len(x), 6)
-    acc = Accelerator(pipeline)
+    acc = AcceleratorCore(pipeline)
     cycles = {}
     for n in sorted({1, k}):
         feeds = {"i": to_transfers(x[:n], li.dst_lanes, bipolar)}
@@ -102,7 +102,7 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
     Each stage runs alone in Amaranth's simulator (small, no compile step), with random
     backpressure.
     """
-    from onnx2hw.rtl.accelerator import Accelerator
+    from onnx2hw.rtl.accelerator import AcceleratorCore
 
     from .pysim import run_stream
 
@@ -114,7 +114,7 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
         sub = _stage_pipeline(pipeline, stage)
         feeds = {"i": to_transfers(env[stage.inputs[0]], stage.in_lanes[0])}
         want = env[stage.output]
-        out, _ = run_stream(Accelerator(sub), feeds, {"o": want.size // stage.out_lanes}, src_pause="random",
+        out, _ = run_stream(AcceleratorCore(sub), feeds, {"o": want.size // stage.out_lanes}, src_pause="random",
                             sink_pause="random", seed=seed, check_comb=False, idle_limit=1 << 20)
         if not np.array_equal(out["o"].reshape(want.shape), want):
             return stage.name
@@ -129,14 +129,14 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
     ``progress(done, total)`` is called after each chunk; ``waves`` may be a folder that
     receives one waveform per chunk.
     """
-    from onnx2hw.rtl.accelerator import Accelerator
+    from onnx2hw.rtl.accelerator import AcceleratorCore
 
     g = pipeline.graph
     in_spec, out_spec = g.input_specs[0], g.output_specs[0]
     golden = execute_integer(g, {in_spec.name: x})[out_spec.name]
     li, lo = pipeline.input_link, pipeline.output_link
     n = len(x)
-    acc = Accelerator(pipeline)
+    acc = AcceleratorCore(pipeline)
     t0 = time.perf_counter()
     hw_parts, cycles = [], 0
     for start in range(0, n, chunk):

@@ -259,12 +259,12 @@ def test_serial_transport_over_a_pty(mlp):
     import threading
 
     from onnx2hw.driver.sim_transport import SimTransport
-    from onnx2hw.rtl.accelerator import Accelerator as HwAccelerator
+    from onnx2hw.rtl.accelerator import AcceleratorCore
     from onnx2hw.rtl.board_top import BoardTop
 
     g, p, info = mlp
     master, slave = os.openpty()
-    board = SimTransport(BoardTop(HwAccelerator(p), info["pipeline"], CLK, FAST))
+    board = SimTransport(BoardTop(AcceleratorCore(p), info["pipeline"], CLK, FAST))
     stop = threading.Event()
 
     def bridge():

@@ -1,4 +1,4 @@
-"""Whole pipelines elaborated into one Accelerator: bit-exact against the golden integer
+"""Whole pipelines elaborated into one AcceleratorCore: bit-exact against the golden integer
 executor under random backpressure (Amaranth simulator for breadth, cocotb for a model)."""
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import _int_models as models
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.golden.integer import execute_integer
-from onnx2hw.rtl.accelerator import Accelerator
+from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, to_transfers
 from onnx2hw.sim.pysim import run_stream
 
@@ -25,7 +25,7 @@ def _check(pipeline, n=3, seed=0, pause="random"):
     x = _random_inputs(g, n, seed)
     want = execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
     li, lo = pipeline.input_link, pipeline.output_link
-    out, cycles = run_stream(Accelerator(pipeline), {"i": to_transfers(x, li.dst_lanes)},
+    out, cycles = run_stream(AcceleratorCore(pipeline), {"i": to_transfers(x, li.dst_lanes)},
                              {"o": lo.elements // lo.src_lanes * n}, src_pause=pause, sink_pause=pause,
                              seed=seed, check_comb=False, idle_limit=20000)
     got = from_transfers(out["o"], n, g.output_specs[0].shape)

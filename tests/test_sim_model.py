@@ -15,7 +15,7 @@ from onnx2hw.flow import integer_graph_of
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
 from onnx2hw.quant.integer_graph import Dense
-from onnx2hw.rtl.accelerator import Accelerator
+from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, locate_divergence, simulate, to_transfers
 from onnx2hw.sim.pysim import run_stream
 
@@ -45,7 +45,7 @@ def test_example_bit_exact_pysim(model):
     x = _inputs(g, 2, seed=len(model))
     want = execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
     li, lo = p.input_link, p.output_link
-    out, _ = run_stream(Accelerator(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
+    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
                         src_pause="random", sink_pause="random", seed=1, check_comb=False, idle_limit=1 << 20)
     np.testing.assert_array_equal(from_transfers(out["o"], 2, g.output_specs[0].shape), want)
 
@@ -73,7 +73,7 @@ def test_qoperator_model_bit_exact_pysim(tmp_path):
     x = _inputs(ig, 2, seed=5)
     want = execute_integer(ig, {ig.input_specs[0].name: x})[ig.output_specs[0].name]
     li, lo = p.input_link, p.output_link
-    got, _ = run_stream(Accelerator(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
+    got, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
                         src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
     np.testing.assert_array_equal(from_transfers(got["o"], 2, ig.output_specs[0].shape), want)
 

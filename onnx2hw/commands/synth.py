@@ -32,7 +32,7 @@ def run(args) -> int:
     from ..driver.build_info import write_build_info
     from ..flow import link_rate
     from ..dataflow.fold import save_folding
-    from ..rtl.accelerator import Accelerator
+    from ..rtl.accelerator import AcceleratorCore
     from ..rtl.board_top import LINK_COST
     from ..report import make_report, write_report
     from ..synth import parse_fmax, parse_utilisation, run_build
@@ -68,11 +68,11 @@ def run(args) -> int:
     save_folding(p.folding, out / "folding.json")
     info_path = write_build_info(out, prepared, board, clock_hz, baud, model=args.model, calib=args.calib)
     t0 = time.perf_counter()
-    accelerator = Accelerator(p)
+    accelerator = AcceleratorCore(p)
     from amaranth.back import verilog
     (out / f"{name}.v").write_text(verilog.convert(accelerator, name=name))
     import json
-    top = board.make_top(Accelerator(p), json.loads(info_path.read_text()), clock_hz, baud)
+    top = board.make_top(AcceleratorCore(p), json.loads(info_path.read_text()), clock_hz, baud)
     # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
     # private wire names otherwise (seen with synth_ecp5)
     # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error

@@ -258,7 +258,7 @@ class Accelerator:
 
 def sim_transport(info: dict, baud: float, *, pipeline=None, **options):
     """A :class:`~onnx2hw.driver.sim_transport.SimTransport` on the board top of this build."""
-    from ..rtl.accelerator import Accelerator as HwAccelerator
+    from ..rtl.accelerator import AcceleratorCore
     from ..rtl.board_top import BoardTop
     from .sim_transport import SimTransport
 
@@ -274,5 +274,5 @@ def sim_transport(info: dict, baud: float, *, pipeline=None, **options):
     if pipeline.describe() != info["pipeline"]:
         raise ModelError("the rebuilt design does not match the build description "
                          "(model or compiler changed since the build)")
-    top = BoardTop(HwAccelerator(pipeline), info["pipeline"], info["clock_hz"], baud)
+    top = BoardTop(AcceleratorCore(pipeline), info["pipeline"], info["clock_hz"], baud)
     return SimTransport(top, **options)

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..dataflow.pipeline import INPUT, OUTPUT, Pipeline
 
-__all__ = ["Accelerator", "Cast", "BLOCK_CLASSES"]
+__all__ = ["AcceleratorCore", "Cast", "BLOCK_CLASSES"]
 
 #: Block.kind -> "module:Class" in onnx2hw.rtl
 BLOCK_CLASSES = {
@@ -83,7 +83,7 @@ def join(m: Module, src, dst) -> None:
     m.d.comb += [dst.payload[j].eq(src.payload[j]) for j in range(len(src.payload))]
 
 
-class Accelerator(wiring.Component):
+class AcceleratorCore(wiring.Component):
     """The whole pipeline as one streaming component.
 
     Ports

