@@ -3,7 +3,7 @@
 Our own PTQ, not onnxruntime's (onnxruntime is only a test oracle):
 
 1. :func:`onnx2hw.ir.load` the float model; fold ``BatchNormalization`` into the ``Conv``/``Gemm``
-   before it, drop ``Identity``/``Dropout`` (see :mod:`onnx2hw.quant._fold`).
+   before it, drop ``Identity``/``Dropout`` (see :mod:`onnx2hw.quant._canonical`).
 2. Cut the graph into *units*: a primary node (``Conv``, ``Gemm``, ``MatMul``, ``Add``,
    ``AveragePool``, ``GlobalAveragePool``, standalone ``Relu``/``Clip``) plus the ``Relu``/``Clip``
    that is the only reader of its output (fused: the quantizer sits *after* the activation).
@@ -49,7 +49,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
-from . import _calib, _fold
+from . import _calib, _canonical
 
 __all__ = ["quantize", "load_calibration", "act_qparams", "weight_qparams", "QParams",
            "WEIGHT_BITS", "ACT_BITS", "METHODS"]
@@ -259,9 +259,9 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
 
     _check_options(weight_bits, act_bits, method)
     graph = model if isinstance(model, Graph) else load(model)
-    _fold.check_float_model(graph)
+    _canonical.check_float_model(graph)
     feeds = _calib.check_feeds(calib, graph)
-    g = _fold.prepare(graph)
+    g = _canonical.prepare(graph)
     units = _units(g)
 
     # which tensors get their own quantizer, and which inherit one
@@ -289,7 +289,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
 
 def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], weight_bits: int,
            act_bits: int, per_channel: bool, method: str, stats: dict) -> onnx.ModelProto:
-    names = _fold._Names(g)
+    names = _canonical._Names(g)
     outputs = set(g.output_names)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
