@@ -203,7 +203,8 @@ def test_cocotb_reuses_build():
     out, _ = run_cocotb(lambda: _Reg(), {"i": x}, {"o": 20})
     after = {p.parent.name: p.stat().st_mtime for p in cache_root().glob("*/.built")}
     np.testing.assert_array_equal(out["o"], x)
-    assert before == after
+    # no existing build was redone (another test worker may add builds of its own meanwhile)
+    assert {k: after.get(k) for k in before} == before
     assert time.monotonic() - t < 15
 
 
