@@ -72,15 +72,17 @@ def _run(component, feeds, expect, simulator, pause, seed, waves, count):
                       sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget)
 
 
-def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator") -> tuple[float, int]:
-    """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1)."""
+def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", component=None) -> tuple[float, int]:
+    """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1).
+    ``component``: the pipeline's :class:`AcceleratorCore` if already built (converted to Verilog
+    once per object)."""
     from onnx2hw.rtl.accelerator import AcceleratorCore
 
     li, lo = pipeline.input_link, pipeline.output_link
     bipolar = pipeline.graph.input_specs[0].dtype.bipolar
     out_t = lo.elements // lo.src_lanes
     k = min(len(x), 6)
-    acc = AcceleratorCore(pipeline)
+    acc = component if component is not None else AcceleratorCore(pipeline)
     cycles = {}
     for n in sorted({1, k}):
         feeds = {"i": to_transfers(x[:n], li.dst_lanes, bipolar)}
@@ -163,5 +165,5 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         report.first_mismatch = (bad, flat, int(golden[bad].ravel()[flat]), int(hw[bad].ravel()[flat]))
         report.diverged_stage = locate_divergence(pipeline, x[bad:bad + 1], seed)
     if timing:
-        report.ii, report.latency = measure_timing(pipeline, x, simulator)
+        report.ii, report.latency = measure_timing(pipeline, x, simulator, component=acc)
     return report

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["add_folding_options", "folding_request", "prepare_for_args", "folding_note", "FoldingRequest", "HEADROOM"]
+__all__ = ["add_folding_options", "folding_request", "prepare_for_args", "folding_note", "require_simulator",
+           "FoldingRequest", "HEADROOM"]
 
 #: fraction of a device the automatic folding may fill (room for the host link and routing)
 HEADROOM = 0.8
@@ -88,3 +89,14 @@ def folding_note(prepared, req: FoldingRequest) -> str:
     if req.folding is not None:
         return f"folding from {req.folding_file}"
     return f"folding for --target-fps: II {p.ii:,} cycles at {req.clock_hz / 1e6:g} MHz"
+
+
+def require_simulator(simulator: str, why: str) -> None:
+    """One ``error:`` line (``why``: what needs it) unless ``simulator`` can run here."""
+    from onnx2hw.sim.cocotb_run import simulator_available
+
+    from . import UsageError
+
+    reason = simulator_available(simulator)
+    if reason:
+        raise UsageError(f"{why} needs {simulator}: {reason}")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._options import add_folding_options, folding_note, folding_request, prepare_for_args
+from ._options import add_folding_options, folding_note, folding_request, prepare_for_args, require_simulator
 
 HELP = "simulate the generated hardware (cocotb + Verilator) and compare it bit for bit with the golden model"
 
@@ -41,13 +41,11 @@ def run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..quant.integer_graph import dequantize_outputs
-    from onnx2hw.sim.cocotb_run import cache_root, simulator_available
+    from onnx2hw.sim.cocotb_run import cache_root
     from onnx2hw.sim.model_sim import simulate
 
     con = Console(stderr=True, highlight=False)
-    reason = simulator_available(args.simulator)
-    if reason:
-        raise UsageError(f"cannot run {args.simulator}: {reason}")
+    require_simulator(args.simulator, "sim")
     if not args.inputs and args.count < 1:
         raise UsageError(f"--count must be at least 1, not {args.count!r}")
     req = folding_request(args)

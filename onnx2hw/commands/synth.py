@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._options import add_folding_options, folding_note, folding_request, prepare_for_args
+from ._options import add_folding_options, folding_note, folding_request, prepare_for_args, require_simulator
 
 HELP = "compile a model into a bitstream for a board (Yosys + nextpnr through YoWASP) with a report"
 
@@ -45,7 +45,7 @@ def run(args) -> int:
     if args.verify < 0:
         raise UsageError(f"--verify must be 0 or more inferences, not {args.verify!r}")
     if args.verify:
-        _check_simulator()
+        require_simulator("verilator", "--verify")
     name = _name(args.model)
     out = Path(args.output or Path("build") / name)
     if out.exists() and not out.is_dir():
@@ -101,16 +101,6 @@ def run(args) -> int:
               f"(try --clock-mhz {int(fmax or 0)})", file=sys.stderr)
         return 1
     return 0
-
-
-def _check_simulator() -> None:
-    from onnx2hw.sim.cocotb_run import simulator_available
-
-    from . import UsageError
-
-    reason = simulator_available("verilator")
-    if reason:
-        raise UsageError(f"--verify needs Verilator: {reason}")
 
 
 def _verify(pipeline, count: int, con) -> bool:
