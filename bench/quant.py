@@ -16,7 +16,7 @@ import onnxruntime as ort
 
 from onnx2hw.golden import execute
 from onnx2hw.ir import load
-from onnx2hw.quant import integer_graph as ig
+from onnx2hw import layers as ig
 from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.ptq import quantize
 

@@ -29,7 +29,7 @@ def load_npz(path, graph: Graph) -> dict[str, np.ndarray]:
 
 def check_ops(graph: Graph) -> None:
     """Reject, before any quantization or hardware work, every node the hardware cannot map."""
-    from .dataflow.support import hw_support
+    from .layers import support as hw_support
     from .ir import UnsupportedError
 
     bad = [f"{n.name} ({n.op_type})" for n in graph.nodes if hw_support(n.domain, n.op_type) is None]

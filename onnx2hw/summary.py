@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import onnx
 
-from .dataflow.support import hw_support
+from .layers import support as hw_support
 from .ir.graph import Graph, Node, ValueInfo
 
 __all__ = ["ModelSummary", "summarize", "node_macs"]

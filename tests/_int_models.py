@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnx2hw.quant import arith
-from onnx2hw.quant.integer_graph import (Add, AvgPool, Conv, Dense, InputQuant, IntegerGraph, IntType,
+from onnx2hw import arith
+from onnx2hw.layers import (Add, AvgPool, Conv, Dense, InputQuant, IntegerGraph, IntType,
                                          MaxPool, OutputDequant, Requant, TensorSpec, Thresholds,
                                          accumulator_bounds)
 
@@ -74,10 +74,9 @@ def global_avgpool(rng, name, src: TensorSpec, out_type=U8):
 
 
 def add(rng, name, a: TensorSpec, b: TensorSpec, out_type=U8):
-    ra = Requant([int(rng.integers(1, 100))], [0], 0, -(1 << 40), 1 << 40)
-    rb = Requant([int(rng.integers(1, 100))], [0], 0, -(1 << 40), 1 << 40)
+    mults = (int(rng.integers(1, 100)), int(rng.integers(1, 100)))
     out = TensorSpec(f"{name}_out", a.shape, out_type)
-    return Add(name, (a.name, b.name), out, (5, 9), (ra, rb), 0, out_type.lo, out_type.hi, shift=7), out
+    return Add(name, (a.name, b.name), out, (5, 9), mults, 0, out_type.lo, out_type.hi, shift=7), out
 
 
 def graph(layers, src: TensorSpec, out: TensorSpec) -> IntegerGraph:

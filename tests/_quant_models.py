@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from _oracle import kernel_session, lsb_apart, spec_session
 from onnx2hw import golden
-from onnx2hw.quant.integer_graph import dequantize_outputs, quantize_inputs
+from onnx2hw.layers import dequantize_outputs, quantize_inputs
 
 
 def _model(nodes, inits, x_shape, y_shape, opset=17):

@@ -9,8 +9,8 @@ from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget, load_folding, save_folding
 from onnx2hw.dataflow.pipeline import INPUT, OUTPUT
 from onnx2hw.ir.errors import ModelError, UnsupportedError
-from onnx2hw.quant.arith import acc_bits
-from onnx2hw.quant.integer_graph import Conv, accumulator_bounds
+from onnx2hw.arith import acc_bits
+from onnx2hw.layers import Conv, accumulator_bounds
 
 BIG = Budget(83640, 156, 208, "LFE5U-85F")
 

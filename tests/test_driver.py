@@ -18,7 +18,7 @@ from onnx2hw.driver.build_info import build_info
 from onnx2hw.flow import Prepared, prepare
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import ModelError
-from onnx2hw.quant.integer_graph import dequantize_outputs, quantize_inputs
+from onnx2hw.layers import dequantize_outputs, quantize_inputs
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 

@@ -21,7 +21,7 @@ from _oracle import reference
 from onnx2hw.golden import execute
 from onnx2hw.ir import load
 from onnx2hw.quant.convert import to_integer_graph
-from onnx2hw.quant.integer_graph import quantize_inputs
+from onnx2hw.layers import quantize_inputs
 
 K = 64                    # gemm reduction length: 64 * 255 * 128 = 2,088,960 (int16: 32,767)
 C, H, W = 8, 5, 5          # conv input channels and image (3x3 kernel, reduction 72)

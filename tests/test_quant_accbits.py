@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from onnx import TensorProto
 
 from onnx2hw import golden
-from onnx2hw.quant import arith
-from onnx2hw.quant import integer_graph as ig
+from onnx2hw import arith
+from onnx2hw import layers as ig
 
 
 @st.composite

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from _oracle import run_spec
 from _quant_models import cnn, compare_with_ort, mlp, quantize, random_inputs
 from onnx2hw.ir import ModelError, load
-from onnx2hw.quant import integer_graph as ig
+from onnx2hw import layers as ig
 from onnx2hw.quant.import_qdq import import_qdq
 
 N = 500

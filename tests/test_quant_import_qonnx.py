@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx2hw import golden
 from onnx2hw.ir import ModelError, load
-from onnx2hw.quant import integer_graph as ig
+from onnx2hw import layers as ig
 from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.import_qonnx import import_qonnx
 

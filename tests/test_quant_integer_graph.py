@@ -1,7 +1,7 @@
 """IntegerGraph types, validation, scale conversion and the golden integer executor.
 
 Expected values come from onnxruntime's integer ops (ConvInteger, MatMulInteger, MaxPool on
-integers) followed by ``onnx2hw.quant.arith`` — independent of the golden integer layers.
+integers) followed by ``onnx2hw.arith`` — independent of the golden integer layers.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from _oracle import run_spec
 from _quant_models import cnn, mlp, quantize
 from onnx2hw import golden
 from onnx2hw.ir import ModelError, load
-from onnx2hw.quant import arith
-from onnx2hw.quant import integer_graph as ig
-from onnx2hw.quant._layout import flatten_perm, nhwc
-from onnx2hw.quant._scale import ratio_to_multiplier_shift
+from onnx2hw import arith
+from onnx2hw import layers as ig
+from onnx2hw.layers._layout import flatten_perm, nhwc
+from onnx2hw.layers._scale import ratio_to_multiplier_shift
 from onnx2hw.quant.convert import flavour, to_integer_graph
 
 U8, S8, S4 = ig.IntType(8, False), ig.IntType(8, True), ig.IntType(4, True)
@@ -158,10 +158,9 @@ def test_add_single_rounding():
     rng = np.random.default_rng(3)
     a = rng.integers(0, 256, (50, 2, 2, 3))
     b = rng.integers(0, 256, (50, 2, 2, 3))
-    ra = ig.Requant(np.array([3 * 2 ** 20]), np.array([0]), 0, -(2 ** 40), 2 ** 40)
-    rb = ig.Requant(np.array([5 * 2 ** 19 + 1]), np.array([0]), 0, -(2 ** 40), 2 ** 40)
     spec_a, spec_b = ig.TensorSpec("a", (2, 2, 3), U8), ig.TensorSpec("b", (2, 2, 3), U8)
-    layer = ig.Add("add", ("a", "b"), ig.TensorSpec("y", (2, 2, 3), U8), (10, 128), (ra, rb), 5, 5, 255, shift=22)
+    layer = ig.Add("add", ("a", "b"), ig.TensorSpec("y", (2, 2, 3), U8), (10, 128), (3 * 2 ** 20, 5 * 2 ** 19 + 1),
+                   5, 5, 255, shift=22)
     g = ig.IntegerGraph((ig.InputQuant("a", 1.0, 0, U8, True), ig.InputQuant("b", 1.0, 0, U8, True)),
                         (spec_a, spec_b), (layer,), (ig.OutputDequant("y", 1.0, 0, True, 1),), (layer.output,),
                         "qdq").validate()

@@ -11,7 +11,7 @@ from _oracle import lsb_apart, run_kernels, run_spec
 from _paths import EXAMPLES
 from onnx2hw.golden import execute
 from onnx2hw.ir import ModelError, UnsupportedError, load
-from onnx2hw.quant import integer_graph as ig
+from onnx2hw import layers as ig
 from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.ptq import quantize
 

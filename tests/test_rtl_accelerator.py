@@ -41,7 +41,7 @@ def test_mlp_pipeline_bit_exact(budget, pause):
 
 @pytest.mark.parametrize("act", ["thresholds", None])
 def test_mlp_thresholds_and_raw_output(act):
-    from onnx2hw.quant.integer_graph import IntType
+    from onnx2hw.layers import IntType
     g = models.mlp(seed=2, sizes=(12, 8, 6), w_type=IntType(2, True), act=act)
     _check(compile_pipeline(g, budget=SMALL))
 

@@ -1,9 +1,9 @@
-"""Add: bit-exact against onnx2hw.quant.arith_add over widths, signedness, lanes, stalls."""
+"""Add: bit-exact against onnx2hw.arith over widths, signedness, lanes, stalls."""
 import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
-from onnx2hw.quant.arith_add import add_requantized
+from onnx2hw.arith import add_requantized
 from onnx2hw.rtl.add import Add
 from onnx2hw.sim.cocotb_run import run_cocotb
 from _sim_fixtures import require_simulator

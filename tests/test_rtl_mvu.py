@@ -4,7 +4,7 @@ import zlib
 import numpy as np
 import pytest
 
-from onnx2hw.quant import arith
+from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.mvu import MatrixVectorUnit, bench_config
 from onnx2hw.sim.pysim import run_stream

@@ -1,8 +1,8 @@
-"""Requantize: bit-exact against ``onnx2hw.quant.arith.requantize`` under random backpressure."""
+"""Requantize: bit-exact against ``onnx2hw.arith.requantize`` under random backpressure."""
 import numpy as np
 import pytest
 
-from onnx2hw.quant import arith
+from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.requant import Requantize, bench_config
 from onnx2hw.sim.pysim import run_stream

@@ -1,8 +1,8 @@
-"""Thresholds: bit-exact against ``onnx2hw.quant.arith.multithreshold`` under random backpressure."""
+"""Thresholds: bit-exact against ``onnx2hw.arith.multithreshold`` under random backpressure."""
 import numpy as np
 import pytest
 
-from onnx2hw.quant import arith
+from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.thresholds import Thresholds, bench_config
 from onnx2hw.sim.pysim import run_stream

@@ -14,7 +14,7 @@ from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.flow import integer_graph_of
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
-from onnx2hw.quant.integer_graph import Dense
+from onnx2hw.layers import Dense
 from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, locate_divergence, simulate, to_transfers
 from onnx2hw.sim.pysim import run_stream

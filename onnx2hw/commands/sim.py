@@ -23,7 +23,7 @@ def configure(parser):
 
 def _inputs(args, prepared):
     from ..flow import load_npz
-    from ..quant.integer_graph import quantize_inputs
+    from ..layers import quantize_inputs
     from onnx2hw.sim.model_sim import random_inputs
 
     g = prepared.integer
@@ -40,7 +40,7 @@ def run(args) -> int:
     from . import UsageError
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..quant.integer_graph import dequantize_outputs
+    from ..layers import dequantize_outputs
     from onnx2hw.sim.cocotb_run import cache_root
     from onnx2hw.sim.model_sim import simulate
 

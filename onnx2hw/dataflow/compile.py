@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import numpy as np
+from amaranth.hdl import Shape
 
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.names import Sanitizer
-from ..quant.integer_graph import IntegerGraph
+from ..layers import IntegerGraph, elem_shape
 from ..rtl.cost import Cost
-from ._stages import build_stage, check_layer, elem_shape, fold_options
+from ..rtl.fork import Fork
+from ._stages import build_stage
 from .fold import Budget, Folding, auto_fold
 from .pipeline import INPUT, OUTPUT, Block, Link, Pipeline, Stage
 
@@ -25,7 +27,7 @@ def check_supported(ig: IntegerGraph) -> None:
         problems.append(f"the model has {len(ig.inputs)} inputs and {len(ig.outputs)} outputs; "
                         "the hardware path supports exactly one of each")
     for layer in ig.layers:
-        why = check_layer(layer, [specs[n] for n in layer.inputs])
+        why = layer.hardware_problem([specs[n] for n in layer.inputs])
         if why:
             problems.append(f"{layer.name!r}: {why}")
     if problems:
@@ -33,9 +35,7 @@ def check_supported(ig: IntegerGraph) -> None:
 
 
 def _fork_stage(name: str, tensor: str, lanes: int, bits: int, signed_: bool, elements: int, family: str) -> Stage:
-    from ..rtl.fork import Fork
-
-    shape = elem_shape_of(bits, signed_)
+    shape = Shape(bits, signed_)
     params = dict(elem_shape=shape, lanes=lanes)
     cost = Fork.estimate(**params, family=family)
     cycles = elements // lanes
@@ -43,12 +43,6 @@ def _fork_stage(name: str, tensor: str, lanes: int, bits: int, signed_: bool, el
     return Stage(name=name, layer="", op="fork", inputs=(tensor,), output=tensor, pe=lanes, simd=lanes,
                  in_lanes=(lanes,), out_lanes=lanes, out_bits=bits, out_signed=signed_,
                  blocks=(Block("Fork", params, cost),), cycles=cycles, latency=cost.latency, cost=cost)
-
-
-def elem_shape_of(bits: int, signed_: bool):
-    from amaranth.hdl import signed, unsigned
-
-    return (signed if signed_ else unsigned)(bits)
 
 
 def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget | None = None,
@@ -74,7 +68,7 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
         fold.update(folding)
         for layer in ig.layers:
             ins = [specs[n] for n in layer.inputs]
-            if tuple(fold[layer.name]) not in fold_options(layer, ins):
+            if tuple(fold[layer.name]) not in layer.fold_options(ins):
                 raise ModelError(f"folding {fold[layer.name]!r} is not legal for layer {layer.name!r} "
                                  f"(pe must divide the outputs, simd the inputs)")
     names = Sanitizer(reserved=(INPUT, OUTPUT))  # stage names never shadow the pseudo stages

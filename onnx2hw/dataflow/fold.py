@@ -5,11 +5,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from ..ir.errors import ModelError
-from ..quant.integer_graph import Add, AvgPool, Conv, Dense, IntegerGraph, MaxPool
-from ._stages import build_stage, fold_options
+from ..layers import IntegerGraph
+from ._stages import build_stage
 
 __all__ = ["Budget", "Folding", "auto_fold", "load_folding", "save_folding", "layer_cycles"]
 
@@ -36,18 +35,8 @@ class Budget:
 
 
 def layer_cycles(layer, ins, pe: int, simd: int) -> int:
-    """Analytic cycles per inference of a layer at (pe, simd) — the folding objective."""
-    if isinstance(layer, Dense):
-        n, k = layer.weights.shape
-        return (k // simd) * (n // pe)
-    if isinstance(layer, Conv):
-        cout, kh, kw, cin = layer.weights.shape
-        oh, ow, _ = layer.output.shape
-        h, w, _ = ins[0].shape
-        return max(h * w * cin // simd, oh * ow * (kh * kw * cin // simd) * (cout // pe))
-    if isinstance(layer, (MaxPool, AvgPool, Add)):
-        return max(int(np.prod(ins[0].shape)), int(np.prod(layer.output.shape))) // simd
-    raise ModelError(f"layer {layer.name!r}: cannot fold {type(layer).__name__}")
+    """Analytic cycles per inference of a layer at (pe, simd) — the folding objective (its kind's ``cycles``)."""
+    return layer.cycles(ins, pe, simd)
 
 
 def _total(stages) -> tuple[int, int, int]:
@@ -66,7 +55,7 @@ def auto_fold(ig: IntegerGraph, family: str, budget: Budget | None, target_cycle
     """
     specs = ig.specs()
     layers = [(layer, [specs[n] for n in layer.inputs]) for layer in ig.layers]
-    options = {layer.name: [(layer_cycles(layer, ins, p, s), p, s) for p, s in fold_options(layer, ins)]
+    options = {layer.name: [(layer_cycles(layer, ins, p, s), p, s) for p, s in layer.fold_options(ins)]
                for layer, ins in layers}
     cache: dict = {}
 

@@ -8,6 +8,8 @@ import numpy as np
 from ..ir.dims import bind_dims
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph
+from ..layers import IntegerGraph
+from .integer import execute_integer
 from .registry import is_registered, lookup
 
 __all__ = ["execute", "unsupported_nodes"]
@@ -29,9 +31,7 @@ def execute(graph: Graph, feeds: Mapping[str, np.ndarray], *, outputs=None,
     which values to return (default: the graph outputs); ``keep_intermediates``
     returns every value computed.
     """
-    from ..quant.integer_graph import IntegerGraph
     if isinstance(graph, IntegerGraph):  # exact integer path
-        from .integer import execute_integer
         return execute_integer(graph, feeds, outputs=outputs, keep_intermediates=keep_intermediates)
     missing = unsupported_nodes(graph)
     if missing:

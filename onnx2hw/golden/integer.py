@@ -1,41 +1,24 @@
-"""Exact golden execution of an :class:`~onnx2hw.quant.integer_graph.IntegerGraph`.
+"""Exact golden execution of an :class:`~onnx2hw.layers.IntegerGraph`: every layer through its
+kind's exact integer ``reference`` (:mod:`onnx2hw.layers`).
 
 ``execute_integer(graph, int_feeds)`` takes integer feeds keyed by ``graph.input_specs``
 names, shaped ``(N, *spec.shape)`` (NHWC), and returns int64 arrays keyed by
-``graph.output_specs`` names. Use :func:`onnx2hw.quant.integer_graph.quantize_inputs` /
+``graph.output_specs`` names. Use :func:`onnx2hw.layers.quantize_inputs` /
 ``dequantize_outputs`` for the host-side float conversions.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from ..ir.errors import ModelError
-from ..quant import integer_graph as ig
+from ..layers import IntegerGraph
 
-__all__ = ["execute_integer", "LAYERS"]
-
-#: layer class -> module in onnx2hw.golden.int_ops
-LAYERS: dict[type, str] = {
-    ig.Dense: "dense", ig.Conv: "conv", ig.MaxPool: "max_pool", ig.AvgPool: "avg_pool", ig.Add: "add",
-}
-
-_cache: dict[str, Callable] = {}
+__all__ = ["execute_integer"]
 
 
-def _lookup(layer) -> Callable:
-    module = LAYERS.get(type(layer))
-    if module is None:
-        raise ModelError(f"golden integer executor has no implementation for layer {layer.name!r} ({type(layer).__name__})")
-    fn = _cache.get(module)
-    if fn is None:
-        fn = _cache[module] = importlib.import_module(f"onnx2hw.golden.int_ops.{module}").run
-    return fn
-
-
-def execute_integer(graph: ig.IntegerGraph, feeds: Mapping[str, np.ndarray], *, outputs=None,
+def execute_integer(graph: IntegerGraph, feeds: Mapping[str, np.ndarray], *, outputs=None,
                     keep_intermediates: bool = False) -> dict[str, np.ndarray]:
     """Run ``graph`` exactly on integer ``feeds``; values outside an input's type raise ``ModelError``."""
     env: dict[str, np.ndarray] = {}
@@ -60,7 +43,7 @@ def execute_integer(graph: ig.IntegerGraph, feeds: Mapping[str, np.ndarray], *, 
         batch = x.shape[0]
         env[spec.name] = x
     for layer in graph.layers:
-        env[layer.output.name] = _lookup(layer)(layer, *(env[n] for n in layer.inputs))
+        env[layer.output.name] = layer.reference(*(env[n] for n in layer.inputs))
     if keep_intermediates:
         return env
     wanted = list(outputs) if outputs is not None else [s.name for s in graph.output_specs]

@@ -8,6 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ..golden import execute
 from ..ir.errors import ModelError
 from ..ir.graph import Graph
 
@@ -126,8 +127,6 @@ def collect_ranges(graph: Graph, feeds: Mapping[str, np.ndarray], tensors, metho
     ``stats`` (optional) maps tensor names to ``"gram"`` (2-D tensors: ``X.T @ X / n``) or
     ``"mean"`` (mean over every axis but axis 1); the results replace the keys' values in place.
     """
-    from ..golden import execute
-
     if method not in METHODS:
         raise ValueError(f"calibration method must be one of {METHODS!r}, not {method!r}")
     tensors = list(dict.fromkeys(tensors))

@@ -19,14 +19,12 @@ import numpy as np
 
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from ..layers import ptq_ops
 
 __all__ = ["prepare", "SUPPORTED", "QUANT_OPS"]
 
-#: float ops the post-training quantizer accepts (default domain)
-SUPPORTED = frozenset({
-    "Conv", "Gemm", "MatMul", "Add", "Relu", "Clip", "MaxPool", "GlobalMaxPool", "AveragePool",
-    "GlobalAveragePool", "Flatten", "Reshape", "BatchNormalization", "Identity", "Dropout", "Constant",
-})
+#: float ops the post-training quantizer accepts (default domain; declared in :mod:`onnx2hw.layers`)
+SUPPORTED = ptq_ops()
 
 #: ops that mean the model is already quantized
 QUANT_OPS = frozenset({

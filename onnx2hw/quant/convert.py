@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from ..ir.errors import ModelError
 from ..ir.graph import Graph
-from .integer_graph import IntegerGraph
+from ..layers import IntegerGraph
+from ..layers.qonnx import DOMAINS as QONNX_DOMAINS
+from .import_qdq import import_qdq
+from .import_qonnx import import_qonnx
+from .import_qop import import_qop
 
 __all__ = ["to_integer_graph", "flavour"]
 
-QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general")
 _QOP_OPS = {"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger"}
 
 
@@ -30,13 +33,10 @@ def to_integer_graph(graph: Graph) -> IntegerGraph:
     """
     kind = flavour(graph)
     if kind == "qonnx":
-        from .import_qonnx import import_qonnx
         return import_qonnx(graph)
     if kind == "qoperator":
-        from .import_qop import import_qop
         return import_qop(graph)
     if kind == "qdq":
-        from .import_qdq import import_qdq
         return import_qdq(graph)
     raise ModelError(f"model {graph.name or '<unnamed>'!r} is not quantized (no QuantizeLinear/DequantizeLinear, "
                      f"QLinear* or QONNX Quant nodes); run `onnx2hw quantize MODEL --calib CALIB.npz -o OUT.onnx` first")

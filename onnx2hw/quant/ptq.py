@@ -47,8 +47,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..ir import load
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from ..layers import ptq_ops
 from . import _calib, _canonical
 
 __all__ = ["quantize", "load_calibration", "act_qparams", "weight_qparams", "QParams",
@@ -59,9 +61,9 @@ ACT_BITS = (8, 4)
 METHODS = _calib.METHODS
 
 #: primary ops of a unit that gets its own calibrated output quantizer
-_REQUANT_OPS = frozenset({"Conv", "Gemm", "MatMul", "Add", "AveragePool", "GlobalAveragePool", "Relu", "Clip"})
+_REQUANT_OPS = ptq_ops("layer")
 #: ops whose output reuses the input's quantization parameters
-_PASS_OPS = frozenset({"MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Identity"})
+_PASS_OPS = ptq_ops("pass")
 _ACTS = frozenset({"Relu", "Clip"})
 _FLT32_TINY = float(np.finfo(np.float32).tiny)
 #: per-channel weight scales are at least the per-tensor scale / 2**_CH_FLOOR_LOG2
@@ -255,8 +257,6 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     :class:`~onnx2hw.ir.ModelError` (a ``ValueError``) for bad models, data or options.
     ``progress`` shows a rich progress bar on stderr when calibration is slow.
     """
-    from ..ir import load
-
     _check_options(weight_bits, act_bits, method)
     graph = model if isinstance(model, Graph) else load(model)
     _canonical.check_float_model(graph)

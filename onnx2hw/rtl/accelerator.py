@@ -1,4 +1,4 @@
-"""The accelerator top: a :class:`~onnx2hw.dataflow.pipeline.Pipeline` elaborated into one
+"""The accelerator top: a :class:`~onnx2hw.dataflow.Pipeline` elaborated into one
 Amaranth component with one input stream and one output stream.
 
 Every stage is its chain of blocks; every link is a (width converter +) FIFO. Between blocks
@@ -8,42 +8,26 @@ value-preserving cast is wired in; a ``Cast`` block with an ``offset`` is a regi
 """
 from __future__ import annotations
 
-import importlib
-
-from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.hdl import Module, Shape
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..dataflow.pipeline import INPUT, OUTPUT, Pipeline
+from .add import Add
+from .fifo import StreamFIFO
+from .fork import Fork
+from .mvu import MatrixVectorUnit
+from .pool import AvgPool, GlobalAvgPool, MaxPool
+from .requant import Requantize
+from .stage import INPUT, OUTPUT
+from .thresholds import Thresholds
+from .width import WidthConverter
+from .window import SlidingWindow
 
 __all__ = ["AcceleratorCore", "Cast", "BLOCK_CLASSES"]
 
-#: Block.kind -> "module:Class" in onnx2hw.rtl
-BLOCK_CLASSES = {
-    "MatrixVectorUnit": "mvu:MatrixVectorUnit",
-    "Requantize": "requant:Requantize",
-    "Thresholds": "thresholds:Thresholds",
-    "SlidingWindow": "window:SlidingWindow",
-    "MaxPool": "pool:MaxPool",
-    "AvgPool": "pool:AvgPool",
-    "GlobalAvgPool": "pool:GlobalAvgPool",
-    "Add": "add:Add",
-    "Fork": "fork:Fork",
-    "Cast": "accelerator:Cast",
-}
-
-
-def _block_class(kind: str):
-    module, cls = BLOCK_CLASSES[kind].split(":")
-    return getattr(importlib.import_module(f"onnx2hw.rtl.{module}"), cls)
-
-
-def _shape(bits: int, is_signed: bool):
-    return (signed if is_signed else unsigned)(bits)
-
 
 class Cast(wiring.Component):
-    """Lane-wise ``y = x + offset`` into ``(signed if signed else unsigned)(bits)``.
+    """Lane-wise ``y = x + offset`` into ``Shape(bits, signed)``.
 
     Parameters
     ----------
@@ -60,7 +44,7 @@ class Cast(wiring.Component):
         self.offset = int(offset)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(in_shape, lanes))),
-            "o": Out(stream.Signature(data.ArrayLayout(_shape(bits, signed), lanes))),
+            "o": Out(stream.Signature(data.ArrayLayout(Shape(bits, signed), lanes))),
         })
 
     def elaborate(self, platform):
@@ -73,6 +57,11 @@ class Cast(wiring.Component):
             for j in range(len(self.i.payload)):
                 m.d.sync += self.o.payload[j].eq(self.i.payload[j] + self.offset)
         return m
+
+
+#: Block.kind -> the block's class
+BLOCK_CLASSES = {cls.__name__: cls for cls in (MatrixVectorUnit, Requantize, Thresholds, SlidingWindow, MaxPool,
+                                               AvgPool, GlobalAvgPool, Add, Fork, Cast)}
 
 
 def join(m: Module, src, dst) -> None:
@@ -96,11 +85,12 @@ class AcceleratorCore(wiring.Component):
     Initiation interval and latency: ``pipeline.ii`` / ``pipeline.latency`` (estimates).
     """
 
-    def __init__(self, pipeline: Pipeline):
+    def __init__(self, pipeline):
+        """``pipeline``: an :class:`onnx2hw.dataflow.Pipeline` (its stages, links and end links)."""
         self.pipeline = pipeline
         li, lo = pipeline.input_link, pipeline.output_link
-        self.in_layout = data.ArrayLayout(_shape(li.bits, li.signed), li.dst_lanes)
-        self.out_layout = data.ArrayLayout(_shape(lo.bits, lo.signed), lo.src_lanes)
+        self.in_layout = data.ArrayLayout(Shape(li.bits, li.signed), li.dst_lanes)
+        self.out_layout = data.ArrayLayout(Shape(lo.bits, lo.signed), lo.src_lanes)
         super().__init__({"i": In(stream.Signature(self.in_layout)), "o": Out(stream.Signature(self.out_layout))})
 
     def _stage(self, m: Module, stage):
@@ -111,7 +101,7 @@ class AcceleratorCore(wiring.Component):
             params = dict(b.params)
             if b.kind == "Cast":
                 params.update(in_shape=prev.o.payload.shape().elem_shape, lanes=len(prev.o.payload))
-            block = _block_class(b.kind)(**params)
+            block = BLOCK_CLASSES[b.kind](**params)
             m.submodules[f"{stage.name}_{k}_{b.kind.lower()}"] = block
             if prev is not None:
                 join(m, prev.o, block.i)
@@ -123,9 +113,6 @@ class AcceleratorCore(wiring.Component):
         return ins, outs
 
     def elaborate(self, platform):
-        from .fifo import StreamFIFO
-        from .width import WidthConverter
-
         m = Module()
         p = self.pipeline
         ports = {}
@@ -134,7 +121,7 @@ class AcceleratorCore(wiring.Component):
         for n, link in enumerate(p.links):
             src = self.i if link.src == INPUT else ports[link.src][1][link.src_port]
             dst = self.o if link.dst == OUTPUT else ports[link.dst][0][link.dst_port]
-            shape = _shape(link.bits, link.signed)
+            shape = Shape(link.bits, link.signed)
             if link.src != INPUT and link.src_lanes != link.dst_lanes:
                 conv = WidthConverter(shape, link.src_lanes, link.dst_lanes)
                 m.submodules[f"link{n}_width"] = conv

@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Mux, Signal, Value, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..quant.arith import acc_bits
+from ..arith import acc_bits
 from . import _blockparams as _p
 from .cost import Cost
 
@@ -21,7 +21,7 @@ def _range(shape):
 class Add(wiring.Component):
     """``y = clamp(zp + round((a - za)*Ma + (b - zb)*Mb, shift))`` lane by lane.
 
-    Semantics are exactly :func:`onnx2hw.quant.arith_add.add_requantized` (round half up,
+    Semantics are exactly :func:`onnx2hw.arith.add_requantized` (round half up,
     one shared shift). ``a`` and ``b`` stream the same tensor layout; transfer ``t`` of ``a``
     is added to transfer ``t`` of ``b``.
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..quant import arith
+from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, rom
 from ._mul import adder_tree, lut_product, n_dsp, tree_registers
 from .cost import FAMILIES, Cost, unelaborated
@@ -126,7 +126,7 @@ class MatrixVectorUnit(wiring.Component):
         self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed) and not self.bipolar
         self.pe, self.simd, self.acc_bits = pe, simd, acc_bits
         self.style = self._style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style)
-        in_shape = (signed if self.in_signed else unsigned)(in_bits)
+        in_shape = Shape(in_bits, self.in_signed)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(in_shape, simd))),
             "o": Out(stream.Signature(data.ArrayLayout(signed(acc_bits), pe))),

@@ -2,7 +2,7 @@
 
 AvgPool and GlobalAvgPool output the **sum** over the window / image, widened so it never
 overflows; the division by the window size (and any rescaling to the output quantization) is
-done by the separate ``Requantize`` block (``onnx2hw.quant.arith.requantize`` semantics) with
+done by the separate ``Requantize`` block (``onnx2hw.arith.requantize`` semantics) with
 multiplier/shift chosen for ``1/count``. The integer ``QLinearAveragePool`` mapping is
 ``sum(x) - count*zp_x`` requantized, with padding elements equal to ``zp_x``
 (``pad_value=zp_x``, ``count_include_pad=1``); ``count_include_pad=0`` with padding has a
@@ -11,11 +11,11 @@ per-position divisor and is not supported by a single requantizer.
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import C, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..quant.arith import acc_bits
+from ..arith import acc_bits
 from ._linebuf import Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 from .window import SlidingWindow

@@ -1,12 +1,12 @@
-"""Requantization: exact multiply-and-shift with round half up (``onnx2hw.quant.arith.requantize``)."""
+"""Requantization: exact multiply-and-shift with round half up (``onnx2hw.arith.requantize``)."""
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..quant import arith
+from .. import arith
 from ._arith_pipe import channel_front, delay, rom
 from ._mul import n_dsp, split_product, split_product_latency
 from .cost import FAMILIES, Cost, unelaborated
@@ -39,7 +39,7 @@ class Requantize(wiring.Component):
     """Per-tensor or per-channel requantization of a channel-folded stream.
 
     ``y = clamp(zp + ((acc * M + 2**(s-1)) >> s), lo, hi)`` (``s = 0``: no rounding term), exactly
-    as :func:`onnx2hw.quant.arith.requantize`. Channel ``c`` of a pixel is lane ``c % pe`` of
+    as :func:`onnx2hw.arith.requantize`. Channel ``c`` of a pixel is lane ``c % pe`` of
     transfer ``c // pe``; per-channel parameters live in a ROM addressed by the fold counter.
 
     Per-channel shifts are equalised to the largest shift ``S`` by using ``M << (S - s)``, which is
@@ -105,14 +105,14 @@ class Requantize(wiring.Component):
         self.m_norm = [int(m) << (self.max_shift - int(s)) for m, s in zip(m_arr, s_arr)]
         self.m_width, self.m_signed = _bits_for(self.m_norm)
         self.z_width, self.z_signed = _bits_for(z_arr, force_signed=True)
-        out_shape = (signed if out_signed else unsigned)(out_bits)
+        out_shape = Shape(out_bits, out_signed)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(signed(acc_bits), pe))),
             "o": Out(stream.Signature(data.ArrayLayout(out_shape, pe))),
         })
 
     def _mshape(self):
-        return (signed if self.m_signed else unsigned)(self.m_width)
+        return Shape(self.m_width, self.m_signed)
 
     def pipeline_stages(self):
         # input register, split product, rounding shift, + zero point, clamp (= output register)

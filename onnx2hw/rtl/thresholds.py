@@ -1,12 +1,12 @@
-"""Multi-threshold activation: ``y = lo + count(acc >= T[c, i])`` (``onnx2hw.quant.arith.multithreshold``)."""
+"""Multi-threshold activation: ``y = lo + count(acc >= T[c, i])`` (``onnx2hw.arith.multithreshold``)."""
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Shape, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..quant import arith
+from .. import arith
 from ._arith_pipe import channel_front, delay, pack_words, rom
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -73,7 +73,7 @@ class Thresholds(wiring.Component):
         self.channels, self.pe, self.acc_bits, self.steps = channels, pe, acc_bits, steps
         self.out_bits, self.out_signed, self.lo = out_bits, bool(out_signed), int(lo)
         self.per_tensor = t.shape[0] == 1
-        out_shape = (signed if out_signed else unsigned)(out_bits)
+        out_shape = Shape(out_bits, out_signed)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(signed(acc_bits), pe))),
             "o": Out(stream.Signature(data.ArrayLayout(out_shape, pe))),

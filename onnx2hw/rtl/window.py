@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import C, Cat, Elaboratable, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 

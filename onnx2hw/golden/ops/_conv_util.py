@@ -14,6 +14,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...ir.errors import ModelError
+from ._quant_util import centered, exact_dtype, offset_bound, zero_point
 
 __all__ = ["Geometry", "geometry", "pad_spatial", "window_slices", "im2col",
            "conv_nd", "pool_reduce", "window_counts", "spatial_attrs", "conv_geometry", "conv_integer_acc"]
@@ -275,8 +276,6 @@ def conv_integer_acc(node, x, x_zp, w, w_zp, extra: int = 0) -> np.ndarray:
     float64 or int64; see :func:`._quant_util.exact_dtype`) with headroom for adding
     integers up to ``extra`` in magnitude. ``x_zp`` is per tensor; ``w_zp`` per tensor
     or per output channel (shape (M,))."""
-    from ._quant_util import centered, exact_dtype, offset_bound, zero_point
-
     g, group = conv_geometry(node, x, w)
     xz = zero_point(x_zp)
     if xz.size != 1:

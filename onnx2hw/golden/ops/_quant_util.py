@@ -6,6 +6,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from ... import arith
 from ...ir.errors import ModelError
 
 __all__ = ["int_bounds", "is_int", "axis_param", "exact_dtype", "requantize_float", "zero_point",
@@ -117,28 +118,12 @@ def requantize_float(acc: np.ndarray, multiplier, zp, out_dtype) -> np.ndarray:
 
 
 def qonnx_round(y: np.ndarray, mode: str, node=None) -> np.ndarray:
-    """QONNX rounding modes (case-insensitive): ROUND = HALF_EVEN, CEIL, FLOOR,
-    ROUND_TO_ZERO = DOWN (truncate), UP (away from zero), HALF_UP (ties away from
-    zero), HALF_DOWN (ties towards zero)."""
-    m = str(mode).upper()
-    if m in ("ROUND", "HALF_EVEN"):
-        return np.round(y)
-    if m == "CEIL":
-        return np.ceil(y)
-    if m == "FLOOR":
-        return np.floor(y)
-    if m in ("ROUND_TO_ZERO", "DOWN"):
-        return np.trunc(y)
-    a = np.abs(y)
-    if m == "UP":
-        return np.copysign(np.ceil(a), y)
-    if m in ("HALF_UP", "HALF_DOWN"):
-        r = np.floor(a)
-        frac = a - r  # exact
-        r = r + ((frac >= 0.5) if m == "HALF_UP" else (frac > 0.5))
-        return np.copysign(r, y)
-    where = f"node {node.name!r}: " if node is not None else ""
-    raise ModelError(f"{where}unknown rounding_mode {mode!r}")
+    """:func:`onnx2hw.arith.qonnx_round`, an unknown mode reported as a ``ModelError`` naming ``node``."""
+    try:
+        return arith.qonnx_round(y, mode)
+    except ValueError as exc:
+        where = f"node {node.name!r}: " if node is not None else ""
+        raise ModelError(f"{where}{exc}") from None
 
 
 def qonnx_bounds(signed: bool, narrow: bool, bitwidth) -> tuple[np.ndarray, np.ndarray]:

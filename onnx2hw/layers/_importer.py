@@ -1,4 +1,4 @@
-"""The shared engine of the importers: symbolic interpretation of a quantized ONNX graph.
+"""The engine of the importers: symbolic interpretation of a quantized ONNX graph.
 
 Every ONNX value is interpreted as one of
 
@@ -11,8 +11,10 @@ Every ONNX value is interpreted as one of
   still awaits its output quantizer; ReLU/Clip narrow its real clamp bounds;
 * :class:`FloatIn` — a float model input, awaiting its input quantizer.
 
-Quantizing an :class:`Acc` emits one IntegerGraph layer. The flavour modules
-(:mod:`.import_qdq`, :mod:`.import_qop`, :mod:`.import_qonnx`) register op handlers.
+Quantizing an :class:`Acc` emits one IntegerGraph layer (through the ``emit`` function of the
+layer kind that made it). Op handlers are declared by the modules of :mod:`onnx2hw.layers` as
+:class:`~onnx2hw.layers.base.Pattern` s; the importers of :mod:`onnx2hw.quant` run a
+:class:`Builder` with the handlers of their flavour.
 """
 from __future__ import annotations
 
@@ -23,30 +25,32 @@ from typing import Callable
 import numpy as np
 from onnx import TensorProto
 
+from .. import arith
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
-from . import arith
-from . import integer_graph as ig
+from . import graph as ig
+from . import types as it
 from ._layout import nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
 
-__all__ = ["QT", "QConst", "Const", "Acc", "FloatIn", "Builder", "qtype_of", "node_error"]
+__all__ = ["QT", "QConst", "Const", "Acc", "FloatIn", "Target", "Builder", "qtype_of", "node_error",
+           "opt", "need", "real_view", "qconst", "zp_type", "scalar", "zp_input", "int_view", "pads_of"]
 
 _ELEM_TYPES = {
-    TensorProto.INT4: ig.IntType(4, True), TensorProto.UINT4: ig.IntType(4, False),
-    TensorProto.INT8: ig.IntType(8, True), TensorProto.UINT8: ig.IntType(8, False),
-    TensorProto.INT16: ig.IntType(16, True), TensorProto.UINT16: ig.IntType(16, False),
+    TensorProto.INT4: it.IntType(4, True), TensorProto.UINT4: it.IntType(4, False),
+    TensorProto.INT8: it.IntType(8, True), TensorProto.UINT8: it.IntType(8, False),
+    TensorProto.INT16: it.IntType(16, True), TensorProto.UINT16: it.IntType(16, False),
 }
-_NP_TYPES = {"int4": ig.IntType(4, True), "uint4": ig.IntType(4, False),
-             "int8": ig.IntType(8, True), "uint8": ig.IntType(8, False),
-             "int16": ig.IntType(16, True), "uint16": ig.IntType(16, False)}
+_NP_TYPES = {"int4": it.IntType(4, True), "uint4": it.IntType(4, False),
+             "int8": it.IntType(8, True), "uint8": it.IntType(8, False),
+             "int16": it.IntType(16, True), "uint16": it.IntType(16, False)}
 
 
 def node_error(node: Node, message: str, cls=ModelError) -> ModelError:
     return cls(f"node {node.name!r} ({node.op_type}): {message}")
 
 
-def qtype_of(array) -> ig.IntType:
+def qtype_of(array) -> it.IntType:
     """The :class:`IntType` of an integer array's dtype (int4/uint4 via ml_dtypes)."""
     name = np.asarray(array).dtype.name
     if name not in _NP_TYPES:
@@ -59,7 +63,7 @@ class QT:
     tensor: str
     scale: float
     zp: int
-    dtype: ig.IntType
+    dtype: it.IntType
     real: bool
     onnx_shape: tuple[int, ...]           # ONNX shape without batch (NCHW order)
     perm: np.ndarray | None = None        # flat ONNX index -> flat NHWC index of ``tensor``
@@ -71,7 +75,7 @@ class QConst:
     scale: np.ndarray        # float64, scalar or 1-D along ``axis``
     zp: np.ndarray           # int64, same shape as scale (or scalar)
     axis: int
-    dtype: ig.IntType
+    dtype: it.IntType
 
     def real(self) -> np.ndarray:
         shape = [1] * self.q.ndim
@@ -97,17 +101,31 @@ class Acc:
     """A pending linear layer; ``scale`` is the real value of one accumulator LSB per channel."""
 
     kind: str                           # "dense" | "conv" | "avgpool" | "add"
+    emit: Callable                      # emit(builder, acc, Target) -> QT: the layer kind's emitter
     node: Node
     inputs: tuple[QT, ...]
     onnx_shape: tuple[int, ...]
     scale: np.ndarray | None = None     # (C,) float64
     weights: np.ndarray | None = None   # zero-point folded integer weights
-    w_type: ig.IntType | None = None
+    w_type: it.IntType | None = None
     bias: np.ndarray | None = None      # (C,) int64, in accumulator LSBs (includes the zp fold)
     bias_real: np.ndarray | None = None  # (C,) float64 extra bias in real units (rounded at quantize)
     params: dict = field(default_factory=dict)
     lo_real: float = -math.inf
     hi_real: float = math.inf
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an :class:`Acc` is quantized to: tensor ``name`` on the grid ``scale``/``zp`` of
+    ``dtype``, clamped to ``[lo, hi]``."""
+
+    name: str
+    scale: float
+    zp: int
+    dtype: it.IntType
+    lo: int
+    hi: int
 
 
 Value = QT | QConst | Const | Acc | FloatIn
@@ -123,8 +141,8 @@ class Builder:
         self.source = source
         self.vals: dict[str, Value] = {}
         self.layers: list = []
-        self.specs: dict[str, ig.TensorSpec] = {}
-        self.inputs: dict[str, tuple[ig.InputQuant, ig.TensorSpec]] = {}
+        self.specs: dict[str, it.TensorSpec] = {}
+        self.inputs: dict[str, tuple[ig.InputQuant, it.TensorSpec]] = {}
         for vi in graph.inputs:
             shape = vi.shape
             if vi.kind != "tensor" or shape is None or len(shape) < 1 or any(not isinstance(d, int) for d in shape[1:]):
@@ -159,15 +177,15 @@ class Builder:
         return vi.elem_type if vi is not None else 0
 
     # ---- layer emission ---------------------------------------------------------------------
-    def new_tensor(self, name: str, shape, dtype: ig.IntType) -> ig.TensorSpec:
+    def new_tensor(self, name: str, shape, dtype: it.IntType) -> it.TensorSpec:
         base, i = name, 1
         while name in self.specs:
             name, i = f"{base}_{i}", i + 1
-        spec = ig.TensorSpec(name, tuple(shape), dtype)
+        spec = it.TensorSpec(name, tuple(shape), dtype)
         self.specs[name] = spec
         return spec
 
-    def input_tensor(self, fin: FloatIn, scale: float, zp: int, dtype: ig.IntType, node: Node) -> QT:
+    def input_tensor(self, fin: FloatIn, scale: float, zp: int, dtype: it.IntType, node: Node) -> QT:
         check_scale(scale, f"node {node.name!r} input scale")
         shape = fin.onnx_shape
         nchw = len(shape) == 3
@@ -203,7 +221,7 @@ class Builder:
         shape[out_axis] = -1
         zp = np.broadcast_to(w.zp.reshape(-1), (n_out,)).reshape(shape)
         wi = w.q - zp
-        wtype = w.dtype if not np.any(w.zp) else ig.int_type_for(wi.min(initial=0), wi.max(initial=0))
+        wtype = w.dtype if not np.any(w.zp) else it.int_type_for(wi.min(initial=0), wi.max(initial=0))
         return wi, np.broadcast_to(w.scale.reshape(-1), (n_out,)).astype(np.float64), wtype
 
     def bias_of(self, node: Node, b: Value | None, acc_scale: np.ndarray, n_out: int):
@@ -225,94 +243,11 @@ class Builder:
             return np.zeros(n_out, np.int64), np.broadcast_to(v, (n_out,)).copy()
         raise node_error(node, "bias must be a constant", UnsupportedError)
 
-    def dense(self, node: Node, x: QT, w: QConst, b: Value | None, *, trans_b: bool, alpha=1.0, beta=1.0) -> Acc:
-        if len(x.onnx_shape) != 1:
-            raise node_error(node, f"input of shape {x.onnx_shape!r} must be (N, K)", UnsupportedError)
-        if w.q.ndim != 2:
-            raise node_error(node, f"weight must be 2-D, not {w.q.shape!r}", UnsupportedError)
-        n_out = w.q.shape[0] if trans_b else w.q.shape[1]
-        wi, ws, wtype = self.fold_weights(node, w, 0 if trans_b else 1, n_out)
-        wi = wi if trans_b else wi.T
-        k = x.onnx_shape[0]
-        if wi.shape[1] != k:
-            raise node_error(node, f"weight {w.q.shape!r} does not match {k} input features")
-        if x.perm is not None:
-            wp = np.empty_like(wi)
-            wp[:, x.perm] = wi
-            wi = wp
-        scale = x.scale * ws * float(alpha)
-        bias, bias_real = self.bias_of(node, b, scale, n_out)
-        bias_real = bias_real * float(beta)
-        if beta != 1.0 and np.any(bias):
-            bias, bias_real = np.zeros(n_out, np.int64), bias * scale * float(beta)
-        bias = bias - x.zp * wi.sum(axis=1)
-        return Acc("dense", node, (x,), (n_out,), scale, wi, wtype, bias, bias_real)
-
-    def conv(self, node: Node, x: QT, w: QConst, b: Value | None) -> Acc:
-        x = self.natural(x, node)
-        if len(x.onnx_shape) != 3 or w.q.ndim != 4:
-            raise node_error(node, f"only 2-D convolution is supported (input {x.onnx_shape!r}, weight {w.q.shape!r})",
-                             UnsupportedError)
-        c, h, wd = x.onnx_shape
-        co, cg, kh, kw = w.q.shape
-        group = int(node.attr("group", 1))
-        if cg * group != c:
-            raise node_error(node, f"weight {w.q.shape!r} with group {group} does not match {c} input channels")
-        if tuple(node.attr("dilations", (1, 1))) != (1, 1):
-            raise node_error(node, f"dilations {node.attr('dilations')!r} are not supported", UnsupportedError)
-        strides = tuple(node.attr("strides", (1, 1)))
-        pads = pads_of(node, (h, wd), (kh, kw), strides)
-        wi, ws, wtype = self.fold_weights(node, w, 0, co)
-        wi = wi.transpose(0, 2, 3, 1)
-        scale = x.scale * ws
-        bias, bias_real = self.bias_of(node, b, scale, co)
-        bias = bias - x.zp * wi.reshape(co, -1).sum(axis=1)
-        oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
-        ow = (wd + pads[1] + pads[3] - kw) // strides[1] + 1
-        return Acc("conv", node, (x,), (co, oh, ow), scale, wi, wtype, bias, bias_real,
-                   {"stride": strides, "pads": pads, "group": group})
-
-    def avgpool(self, node: Node, x: QT, kernel, strides, pads) -> Acc:
-        x = self.natural(x, node)
-        c, h, w = x.onnx_shape
-        area = kernel[0] * kernel[1]
-        oh = (h + pads[0] + pads[2] - kernel[0]) // strides[0] + 1
-        ow = (w + pads[1] + pads[3] - kernel[1]) // strides[1] + 1
-        return Acc("avgpool", node, (x,), (c, oh, ow), np.full(c, x.scale / area),
-                   bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c),
-                   params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads)})
-
-    def add(self, node: Node, a: QT, b: QT) -> Acc:
-        if a.onnx_shape != b.onnx_shape:
-            raise node_error(node, f"Add of shapes {a.onnx_shape!r} and {b.onnx_shape!r} (broadcasting is not supported)",
-                             UnsupportedError)
-        if (a.perm is None) != (b.perm is None) or (a.perm is not None and not np.array_equal(a.perm, b.perm)):
-            raise node_error(node, "Add of tensors in different layouts", UnsupportedError)
-        return Acc("add", node, (a, b), a.onnx_shape)
-
-    def maxpool(self, node: Node, x: QT) -> QT:
-        x = self.natural(x, node)
-        if len(x.onnx_shape) != 3:
-            raise node_error(node, f"MaxPool input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
-        if tuple(node.attr("dilations", (1, 1))) != (1, 1) or int(node.attr("storage_order", 0)) != 0:
-            raise node_error(node, "dilations / storage_order are not supported", UnsupportedError)
-        if len(node.outputs) > 1 and node.outputs[1]:
-            raise node_error(node, "the Indices output is not supported", UnsupportedError)
-        kernel = tuple(node.attr("kernel_shape"))
-        strides = tuple(node.attr("strides", (1, 1)))
-        c, h, w = x.onnx_shape
-        pads = pads_of(node, (h, w), kernel, strides)
-        oh = (h + pads[0] + pads[2] - kernel[0]) // strides[0] + 1
-        ow = (w + pads[1] + pads[3] - kernel[1]) // strides[1] + 1
-        spec = self.new_tensor(node.outputs[0], (oh, ow, c), x.dtype)
-        self.layers.append(ig.MaxPool(node.name, (x.tensor,), spec, kernel, strides, pads))
-        return replace(x, tensor=spec.name, onnx_shape=(c, oh, ow))
-
     def clamp_acc(self, node: Node, acc: Acc, lo: float, hi: float) -> Acc:
         return replace(acc, lo_real=max(acc.lo_real, lo), hi_real=min(acc.hi_real, hi))
 
     # ---- quantizing an accumulator ---------------------------------------------------------------
-    def quantize(self, node: Node, v: Value, scale, zp, dtype: ig.IntType, *, narrow=False, out_name=None) -> QT:
+    def quantize(self, node: Node, v: Value, scale, zp, dtype: it.IntType, *, narrow=False, out_name=None) -> QT:
         """The integer tensor ``clamp(round(v / scale) + zp)`` (emits a layer for an :class:`Acc`)."""
         sc = np.asarray(scale, dtype=np.float64)
         if sc.size != 1:
@@ -336,56 +271,21 @@ class Builder:
         hi = qhi if v.hi_real == math.inf else min(qhi, _round_even(v.hi_real / scale) + zp)
         if lo > hi:
             raise node_error(node, f"activation clamp leaves no values in [{qlo}, {qhi}]")
-        if v.kind == "add":
-            return self._emit_add(node, v, scale, zp, dtype, lo, hi, name)
+        return v.emit(self, v, Target(name, scale, zp, dtype, lo, hi))
+
+    def requant(self, v: Acc, t: "Target") -> tuple[np.ndarray, it.Requant]:
+        """``(integer bias, Requant)`` mapping ``v``'s accumulator onto ``t`` (its float bias rounded
+        onto the accumulator grid; one multiplier/shift when every channel shares them)."""
         bias = v.bias + np.rint(v.bias_real / v.scale).astype(np.int64)
-        m, s = ratio_to_multiplier_shift(v.scale / scale, f"node {v.node.name!r} requantization")
+        m, s = ratio_to_multiplier_shift(v.scale / t.scale, f"node {v.node.name!r} requantization")
         if np.all(m == m[0]) and np.all(s == s[0]):
             m, s = m[:1], s[:1]
-        act = ig.Requant(m, s, zp, lo, hi)
-        x = v.inputs[0]
-        if v.kind == "avgpool":
-            c, oh, ow = v.onnx_shape
-            spec = self.new_tensor(name, (oh, ow, c), dtype)
-            self.layers.append(ig.AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"],
-                                          v.params["pads"], act, int(bias[0]), x.zp))
-            return QT(spec.name, scale, zp, dtype, False, v.onnx_shape)
-        return self.emit_linear(v, bias, act, dtype, name, scale, zp)
+        return bias, it.Requant(m, s, t.zp, t.lo, t.hi)
 
-    def emit_linear(self, v: Acc, bias, act, dtype, name, scale, zp) -> QT:
-        x = v.inputs[0]
-        in_spec = self.specs[x.tensor]
-        acc_bits = ig._acc_bits(v.weights, bias, in_spec.dtype)
-        if v.kind == "dense":
-            spec = self.new_tensor(name, v.onnx_shape, dtype)
-            self.layers.append(ig.Dense(v.node.name, (x.tensor,), spec, v.weights, bias, in_spec.dtype, v.w_type,
-                                        acc_bits, act))
-        else:
-            co, oh, ow = v.onnx_shape
-            spec = self.new_tensor(name, (oh, ow, co), dtype)
-            p = v.params
-            self.layers.append(ig.Conv(v.node.name, (x.tensor,), spec, v.weights, bias, p["stride"], p["pads"], x.zp,
-                                       p["group"], (1, 1), in_spec.dtype, v.w_type, acc_bits, act))
-        return QT(spec.name, scale, zp, dtype, False, v.onnx_shape)
-
-    def _emit_add(self, node, v: Acc, scale, zp, dtype, lo, hi, name) -> QT:
-        a, b = v.inputs
-        ra, rb = a.scale / scale, b.scale / scale
-        _, s = ratio_to_multiplier_shift(max(ra, rb), f"node {v.node.name!r} add scale")
-        shift = int(s[0])
-        ma, mb = round(ra * 2.0 ** shift), round(rb * 2.0 ** shift)
-        if min(ma, mb) == 0:
-            raise node_error(v.node, f"input scales {a.scale!r} and {b.scale!r} differ too much to add exactly",
-                             UnsupportedError)
-        reqs = []
-        for x, m in ((a, ma), (b, mb)):
-            t = self.specs[x.tensor].dtype
-            ends = ((t.lo - x.zp) * m, (t.hi - x.zp) * m)
-            reqs.append(ig.Requant(np.array([m]), np.array([0]), 0, min(ends), max(ends)))
-        spec = self.new_tensor(name, nhwc(v.onnx_shape), dtype)
-        self.layers.append(ig.Add(v.node.name, (a.tensor, b.tensor), spec, (a.zp, b.zp), tuple(reqs), zp, lo, hi,
-                                  shift))
-        return QT(spec.name, scale, zp, dtype, False, v.onnx_shape, a.perm)
+    def emit(self, layer, out_shape_onnx, t: "Target", perm=None) -> QT:
+        """Append ``layer`` to the graph; the :class:`QT` of its output on ``t``'s grid."""
+        self.layers.append(layer)
+        return QT(layer.output.name, t.scale, t.zp, t.dtype, False, tuple(out_shape_onnx), perm)
 
     # ---- driver -----------------------------------------------------------------------------------
     def run(self) -> ig.IntegerGraph:
@@ -436,6 +336,90 @@ class Builder:
         return g.validate()
 
 
+# ---- helpers of the op handlers -------------------------------------------------------------------
+
+def opt(b: Builder, node: Node, i: int):
+    """Input ``i`` of ``node`` or ``None`` when omitted."""
+    return b.get(node.inputs[i], node) if len(node.inputs) > i and node.inputs[i] else None
+
+
+def zp_type(b: Builder, node: Node, zp_index: int, default: it.IntType | None = None) -> tuple[int, it.IntType]:
+    """``(zero point, its IntType)`` of a Q/DQ-style zero point input (``default`` / uint8 when omitted)."""
+    if len(node.inputs) > zp_index and node.inputs[zp_index]:
+        v = b.get(node.inputs[zp_index], node)
+        if not isinstance(v, Const):
+            raise node_error(node, "zero point must be a constant")
+        arr = v.value
+        try:
+            t = qtype_of(arr)
+        except ValueError as exc:
+            raise node_error(node, str(exc), UnsupportedError) from None
+        if arr.size != 1:
+            raise node_error(node, "per-channel activation zero point is not supported", UnsupportedError)
+        return int(np.asarray(arr, np.int64).reshape(-1)[0]), t
+    if default is not None:
+        return 0, default
+    odt = int(node.attr("output_dtype", 0) or 0)
+    return 0, _ELEM_TYPES.get(odt, it.IntType(8, False))
+
+
+def qconst(b: Builder, node: Node, q_name: str, scale, zp, axis: int) -> QConst:
+    """A quantized constant from an integer initializer and its scale / zero point values."""
+    v = b.get(q_name, node)
+    if not isinstance(v, Const):
+        raise node_error(node, f"{q_name!r} must be a constant integer tensor", UnsupportedError)
+    try:
+        t = qtype_of(v.value) if np.asarray(v.value).dtype.name not in ("int32", "int64") else it.IntType(16, True)
+    except ValueError as exc:
+        raise node_error(node, str(exc), UnsupportedError) from None
+    q = np.asarray(v.value, dtype=np.int64)
+    s = np.asarray(scale, dtype=np.float64).reshape(-1) if np.asarray(scale).ndim else np.asarray(scale, np.float64)
+    z = np.zeros_like(s, dtype=np.int64) if zp is None else np.asarray(zp, dtype=np.int64)
+    axis = axis + q.ndim if axis < 0 else axis
+    return QConst(q, s, z, axis, t)
+
+
+def real_view(b: Builder, node: Node, i_x: int, i_s: int, i_zp: int | None) -> QT:
+    """The dequantized view of integer input ``i_x`` with the scale / zero point inputs ``i_s``/``i_zp``."""
+    x = b.get(node.inputs[i_x], node)
+    if isinstance(x, FloatIn):
+        raise node_error(node, "integer op fed by a float model input (quantize it first)", UnsupportedError)
+    if not isinstance(x, QT) or x.real:
+        raise node_error(node, f"input {node.inputs[i_x]!r} must be an integer tensor", UnsupportedError)
+    s = np.asarray(b.const(node.inputs[i_s], node, "scale"), np.float64)
+    if s.size != 1:
+        raise node_error(node, "per-channel activation scale is not supported", UnsupportedError)
+    zp = 0
+    if i_zp is not None and len(node.inputs) > i_zp and node.inputs[i_zp]:
+        zp = int(np.asarray(b.const(node.inputs[i_zp], node, "zero point"), np.int64).reshape(-1)[0])
+    return replace(x, real=True, scale=float(check_scale(s.reshape(()), f"node {node.name!r} input")), zp=zp)
+
+
+def need(node, x, kind, what):
+    if not isinstance(x, kind):
+        raise node_error(node, f"{what} must be {'a dequantized integer tensor' if kind is QT else 'a quantized constant'}"
+                         f" (a float op between quantized layers cannot run in hardware)", UnsupportedError)
+    if kind is QT and not x.real:
+        raise node_error(node, f"{what} is an integer tensor where a float is expected", UnsupportedError)
+    return x
+
+
+def scalar(b: Builder, node: Node, i: int, what: str) -> np.ndarray:
+    return np.asarray(b.const(node.inputs[i], node, what), np.float64)
+
+
+def zp_input(b: Builder, node: Node, i: int):
+    return b.const(node.inputs[i], node, "zero point") if len(node.inputs) > i and node.inputs[i] else None
+
+
+def int_view(b: Builder, node: Node, zp_index: int) -> QT:
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, QT) or x.real:
+        raise node_error(node, f"input {node.inputs[0]!r} must be an integer tensor", UnsupportedError)
+    zp = zp_input(b, node, zp_index)
+    return replace(x, real=True, scale=1.0, zp=int(np.asarray(zp if zp is not None else 0).reshape(-1)[0]))
+
+
 def _round_even(x: float) -> int:
     return int(np.rint(x))
 
@@ -464,3 +448,10 @@ def pads_of(node: Node, hw, kernel, strides) -> tuple[int, int, int, int]:
             if span % strides[i]:
                 raise node_error(node, "ceil_mode=1 with a partial last window is not supported", UnsupportedError)
     return pads
+
+
+def quantize_output(b: Builder, node: Node, acc, i_s: int, i_zp: int, x: QT) -> None:
+    """Quantize a QLinear op's result with its output scale / zero point inputs (the input's type
+    when the zero point is omitted)."""
+    zp, t = zp_type(b, node, i_zp, default=x.dtype)
+    b.set(node, b.quantize(node, acc, scalar(b, node, i_s, "output scale"), zp, t))

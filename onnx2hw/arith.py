@@ -1,4 +1,4 @@
-"""Exact integer arithmetic shared by the quantizer, the golden executor and the RTL.
+"""Exact integer arithmetic shared by the layer kinds, the golden executor and the RTL.
 
 These NumPy functions *define* the integer semantics; hardware blocks are tested
 against them bit for bit. All inputs are integer arrays; results are ``int64``.
@@ -19,12 +19,22 @@ Multi-threshold activation (FINN style), for outputs of at most 4 bits::
 
 with ``T`` of shape ``(C, 2**bits - 1)`` (or ``(1, n)`` per tensor), each row
 non-decreasing.
+
+Quantized elementwise add (:func:`add_requantized`, hardware block ``rtl.add.Add``): both inputs
+are brought onto a common accumulator grid by their own integer multiplier, summed, and
+rounded once with a shared shift (round half up)::
+
+    acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
+    y   = clamp(zero_point + ((acc + (1 << (shift - 1))) >> shift), lo, hi)   # shift >= 1
+
+For real scales ``Sa``, ``Sb`` and output scale ``Sy``: ``a_mult / 2**shift ~= Sa / Sy`` and
+``b_mult / 2**shift ~= Sb / Sy``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["int_range", "requantize", "multithreshold", "acc_bits", "clamp"]
+__all__ = ["int_range", "requantize", "multithreshold", "acc_bits", "clamp", "add_requantized", "qonnx_round"]
 
 
 def int_range(bits: int, signed: bool, narrow: bool = False) -> tuple[int, int]:
@@ -80,3 +90,42 @@ def acc_bits(lo: int, hi: int) -> int:
     while not (-(1 << (bits - 1)) <= lo and hi <= (1 << (bits - 1)) - 1):
         bits += 1
     return bits
+
+
+def add_requantized(a, b, *, a_zero: int, a_mult: int, b_zero: int, b_mult: int, shift: int,
+                    zero_point: int, lo: int, hi: int) -> np.ndarray:
+    """Quantized ``a + b`` (int64), broadcasting ``a`` against ``b``; see the module docstring."""
+    for name, v in (("a_zero", a_zero), ("a_mult", a_mult), ("b_zero", b_zero),
+                    ("b_mult", b_mult), ("shift", shift), ("zero_point", zero_point)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an integer scalar, not {v!r}")
+    if lo > hi:
+        raise ValueError(f"empty clamp range [{lo!r}, {hi!r}]")
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    acc = (a - int(a_zero)) * int(a_mult) + (b - int(b_zero)) * int(b_mult)
+    return requantize(acc, 1, int(shift), int(zero_point), lo, hi)
+
+
+def qonnx_round(y: np.ndarray, mode: str) -> np.ndarray:
+    """QONNX rounding modes (case-insensitive): ROUND = HALF_EVEN, CEIL, FLOOR,
+    ROUND_TO_ZERO = DOWN (truncate), UP (away from zero), HALF_UP (ties away from
+    zero), HALF_DOWN (ties towards zero)."""
+    m = str(mode).upper()
+    if m in ("ROUND", "HALF_EVEN"):
+        return np.round(y)
+    if m == "CEIL":
+        return np.ceil(y)
+    if m == "FLOOR":
+        return np.floor(y)
+    if m in ("ROUND_TO_ZERO", "DOWN"):
+        return np.trunc(y)
+    a = np.abs(y)
+    if m == "UP":
+        return np.copysign(np.ceil(a), y)
+    if m in ("HALF_UP", "HALF_DOWN"):
+        r = np.floor(a)
+        frac = a - r  # exact
+        r = r + ((frac >= 0.5) if m == "HALF_UP" else (frac > 0.5))
+        return np.copysign(r, y)
+    raise ValueError(f"unknown rounding_mode {mode!r}")

@@ -1,4 +1,4 @@
-"""Float scale ratio -> integer ``(multiplier, shift)`` for :func:`onnx2hw.quant.arith.requantize`."""
+"""Float scale ratio -> integer ``(multiplier, shift)`` for :func:`onnx2hw.arith.requantize`."""
 from __future__ import annotations
 
 import math

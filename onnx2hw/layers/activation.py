@@ -1,0 +1,74 @@
+"""Ops folded into the layer before them: Relu and Clip narrow its output clamp, a constant
+positive Mul and a BatchNormalization (QONNX) rescale its accumulator's real value.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from ._importer import Acc, Builder, Const, node_error
+from .base import Pattern
+
+__all__ = ["PATTERNS"]
+
+
+def _relu(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Acc):
+        raise node_error(node, "Relu must directly follow a quantized layer (it is folded into its clamp)",
+                         UnsupportedError)
+    b.set(node, b.clamp_acc(node, x, 0.0, np.inf))
+
+
+def _clip(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Acc):
+        raise node_error(node, "Clip must directly follow a quantized layer (it is folded into its clamp)",
+                         UnsupportedError)
+    if node.since_version < 11:
+        lo, hi = node.attr("min", -np.inf), node.attr("max", np.inf)
+    else:
+        lo = float(b.const(node.inputs[1], node, "min")) if len(node.inputs) > 1 and node.inputs[1] else -np.inf
+        hi = float(b.const(node.inputs[2], node, "max")) if len(node.inputs) > 2 and node.inputs[2] else np.inf
+    b.set(node, b.clamp_acc(node, x, float(lo), float(hi)))
+
+
+def _mul(b: Builder, node: Node):
+    x, y = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
+    if isinstance(y, Acc):
+        x, y = y, x
+    if not (isinstance(x, Acc) and isinstance(y, Const) and x.kind in ("dense", "conv", "avgpool")):
+        raise node_error(node, "Mul is only supported as a constant positive rescale of a layer output",
+                         UnsupportedError)
+    n = x.onnx_shape[0]
+    v = np.asarray(y.value, np.float64).reshape(-1)
+    if v.size not in (1, n) or np.any(v <= 0) or not np.all(np.isfinite(v)):
+        raise node_error(node, f"rescale {v!r} must be positive finite, per tensor or per output channel",
+                         UnsupportedError)
+    v = np.broadcast_to(v, (n,))
+    b.set(node, replace(x, scale=x.scale * v, bias_real=x.bias_real * v))
+
+
+def _batchnorm(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not (isinstance(x, Acc) and x.kind in ("dense", "conv")):
+        raise node_error(node, "BatchNormalization must directly follow a Gemm/MatMul/Conv", UnsupportedError)
+    gamma, beta, mean, var = (np.asarray(b.const(n, node, "parameter"), np.float64).reshape(-1)
+                              for n in node.inputs[1:5])
+    k = gamma / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+    if np.any(k <= 0):
+        raise node_error(node, "BatchNormalization with a non-positive scale cannot fold into a requantization",
+                         UnsupportedError)
+    b.set(node, replace(x, scale=x.scale * k, bias_real=x.bias_real * k + beta - mean * k))
+
+
+_CLAMP = "folded into the output clamp"
+PATTERNS = (
+    Pattern("", "Relu", _CLAMP, _relu, ptq="layer"),
+    Pattern("", "Clip", _CLAMP, _clip, ptq="layer"),
+    Pattern("", "Mul", "folded into the requantizer (positive rescale of a layer)", _mul),
+    Pattern("", "BatchNormalization", "folded into the preceding layer", _batchnorm, {"qonnx"}, ptq="fold"),
+)

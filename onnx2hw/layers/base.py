@@ -1,0 +1,210 @@
+"""What every layer kind declares: :class:`LayerKind` (its IntegerGraph node), :class:`Pattern`
+(an ONNX op it is imported from), :class:`Lowered` (its RTL stage at one folding).
+
+A layer kind is a frozen dataclass deriving from :class:`LayerKind` whose first fields are
+``name``, ``inputs`` (tensor names, port order) and ``output`` (a :class:`TensorSpec`). It
+implements, in its own module of :mod:`onnx2hw.layers`:
+
+* ``validate(ins)``: shapes, types and parameters against its input specs (``self.error``);
+* ``reference(*xs)``: the exact integer result over int64 arrays whose leading axis is the batch
+  (the golden executor runs integer graphs through it);
+* ``hardware_problem(ins)``: why the RTL cannot build it (``None`` when it can);
+* ``fold_options(ins)``, ``cycles(ins, pe, simd)``: legal foldings and the folding objective;
+* ``lower(ins, pe, simd, family)``: the chain of RTL blocks of its stage, with their costs.
+
+The helpers below are shared by the kinds (linear layers' checks, activation blocks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..ir.errors import ModelError
+from ..rtl.cost import Cost
+from ..rtl.mvu import MatrixVectorUnit
+from ..rtl.requant import Requantize
+from ..rtl.stage import Block
+from ..rtl.thresholds import Thresholds as ThresholdsBlock
+from .types import (IntType, Requant, TensorSpec, Thresholds, accumulator_bounds, acc_bits_for,
+                    act_range)
+
+__all__ = ["LayerKind", "Lowered", "Pattern", "FLAVOURS", "divisors", "check_act", "check_linear",
+           "act_blocks", "mvu_block", "sum_costs"]
+
+#: the importers (quantized model formats) and ``float`` (ops the post-training quantizer takes)
+FLAVOURS = ("qdq", "qoperator", "qonnx", "float")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One ONNX op a kind (or a folded op) is imported from.
+
+    ``handler(builder, node)`` interprets the node in the importers named by ``flavours``
+    (``float`` = the post-training quantizer accepts the float op, with role ``ptq``:
+    ``"layer"`` gets its own calibrated output quantizer, ``"pass"`` reuses its input's,
+    ``"fold"`` is removed before quantizing). ``hardware`` says what it becomes.
+    """
+
+    domain: str
+    op_type: str
+    hardware: str
+    handler: Callable | None
+    flavours: frozenset = frozenset(("qdq", "qoperator", "qonnx"))
+    ptq: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "flavours", frozenset(self.flavours) | ({"float"} if self.ptq else set()))
+        if not self.flavours <= set(FLAVOURS):
+            raise ValueError(f"pattern {self.op_type!r}: unknown flavours {sorted(self.flavours - set(FLAVOURS))!r}")
+        if self.ptq not in (None, "layer", "pass", "fold"):
+            raise ValueError(f"pattern {self.op_type!r}: ptq role must be layer/pass/fold, not {self.ptq!r}")
+        if self.flavours - {"float"} and self.handler is None:
+            raise ValueError(f"pattern {self.op_type!r}: an importer flavour needs a handler")
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.domain, self.op_type)
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A layer's stage at one folding: its block chain and what the pipeline needs to know."""
+
+    blocks: tuple[Block, ...]
+    cycles: int
+    out_bits: int
+    out_signed: bool
+    fill: float
+    macs: int = 0
+    multipliers: int = 0
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """Base of the IntegerGraph node classes (see the module docstring)."""
+
+    name: str
+    inputs: tuple[str, ...]
+    output: TensorSpec
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+    @classmethod
+    def kind(cls) -> str:
+        """The stage op name: the class name in lower case."""
+        return cls.__name__.lower()
+
+    def error(self, message: str) -> ModelError:
+        return ModelError(f"{type(self).__name__} layer {self.name!r}: {message}")
+
+    def validate(self, ins: list[TensorSpec]) -> None:
+        raise NotImplementedError
+
+    def reference(self, *xs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def hardware_problem(self, ins: list[TensorSpec]) -> str | None:
+        return None
+
+    def fold_options(self, ins: list[TensorSpec]) -> list[tuple[int, int]]:
+        """Every legal (pe, simd), cheapest first. Default: channel lanes (pe = simd)."""
+        return [(d, d) for d in divisors(ins[0].shape[-1])]
+
+    def cycles(self, ins: list[TensorSpec], pe: int, simd: int) -> int:
+        """Analytic cycles per inference at (pe, simd). Default: one pass over the larger tensor."""
+        return max(int(np.prod(ins[0].shape)), int(np.prod(self.output.shape))) // simd
+
+    def lower(self, ins: list[TensorSpec], pe: int, simd: int, family: str) -> Lowered:
+        raise NotImplementedError
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def check_act(layer: LayerKind, act, channels: int, out: TensorSpec) -> None:
+    """The activation's channel count and output range agree with ``out``."""
+    if isinstance(act, (Requant, Thresholds)):
+        if act.channels not in (1, channels):
+            raise layer.error(f"activation has {act.channels} channels, output has {channels}")
+    if isinstance(act, Thresholds) and act.table.shape[1] > (1 << out.dtype.bits) - 1:
+        raise layer.error(f"threshold table has {act.table.shape[1]} steps, more than {out.dtype} can count")
+    lo, hi = act_range(act, -(1 << 62), 1 << 62)
+    if act is not None and not (out.dtype.lo <= lo and hi <= out.dtype.hi):
+        raise layer.error(f"activation range [{lo}, {hi}] outside output type {out.dtype}")
+
+
+def check_linear(layer, in_spec: TensorSpec, channels: int, shape: tuple[int, ...]) -> None:
+    """Checks shared by Dense and Conv: output shape, bias, weight range, ``acc_bits``, activation."""
+    if layer.output.shape != shape:
+        raise layer.error(f"output shape {layer.output.shape!r} != expected {shape!r}")
+    if layer.bias.shape != (channels,):
+        raise layer.error(f"bias shape {layer.bias.shape!r} != ({channels},)")
+    if layer.in_type != in_spec.dtype:
+        raise layer.error(f"in_type {layer.in_type} != input tensor type {in_spec.dtype}")
+    w = layer.weights
+    if w.size and not (layer.w_type.lo <= int(w.min()) and int(w.max()) <= layer.w_type.hi):
+        raise layer.error(f"weights [{int(w.min())}, {int(w.max())}] outside w_type {layer.w_type}")
+    need = acc_bits_for(w, layer.bias, in_spec.dtype)
+    if layer.acc_bits != need:
+        raise layer.error(f"acc_bits {layer.acc_bits!r} != {need} derived from weights, bias and input range")
+    if layer.act is None:
+        lo, hi = accumulator_bounds(w, layer.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+        if not (layer.output.dtype.lo <= min(lo) and max(hi) <= layer.output.dtype.hi):
+            raise layer.error(f"raw accumulator output does not fit {layer.output.dtype}")
+    else:
+        check_act(layer, layer.act, channels, layer.output)
+
+
+def linear_problem(layer) -> str | None:
+    """What the MVU cannot do for a Dense or Conv layer."""
+    if layer.in_type.bipolar and not layer.w_type.bipolar:
+        return "bipolar inputs with non-bipolar weights are not supported"
+    if layer.act is not None and layer.output.dtype.bipolar:
+        return "bipolar activations are not supported yet"
+    return None
+
+
+def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family: str) -> tuple[list[Block], int, bool]:
+    """Blocks after an accumulator stream; returns (blocks, out_bits, out_signed)."""
+    if act is None:
+        return [], acc_bits, True
+    if isinstance(act, Requant):
+        m = act.multiplier if act.multiplier.shape[0] > 1 else int(act.multiplier[0])
+        s = act.shift if act.shift.shape[0] > 1 else int(act.shift[0])
+        if isinstance(m, np.ndarray) and not isinstance(s, np.ndarray):
+            s = np.full(channels, s, np.int64)
+        if isinstance(s, np.ndarray) and not isinstance(m, np.ndarray):
+            m = np.full(channels, m, np.int64)
+        params = dict(channels=channels, pe=pe, acc_bits=acc_bits, multiplier=m, shift=s,
+                      zero_point=act.zero_point, out_bits=out.bits, out_signed=out.signed,
+                      lo=act.lo, hi=act.hi)
+        return [Block("Requantize", params, Requantize.estimate(**params, family=family))], out.bits, out.signed
+    params = dict(thresholds=act.table, channels=channels, pe=pe, acc_bits=acc_bits,
+                  out_bits=out.bits, out_signed=out.signed, lo=act.lo)
+    return [Block("Thresholds", params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
+
+
+def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str) -> Block:
+    """The matrix-vector unit of a Dense or Conv layer (bipolar x bipolar is XNOR-popcount)."""
+    bipolar = in_t.bipolar and w_t.bipolar
+    wb, ws = (2, True) if w_t.bipolar and not bipolar else (w_t.bits, w_t.signed)
+    params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
+                  weight_bits=wb, weight_signed=ws, bipolar=bipolar, pe=pe, simd=simd,
+                  acc_bits=acc_bits)
+    return Block("MatrixVectorUnit", params, MatrixVectorUnit.estimate(**params, family=family))
+
+
+def sum_costs(blocks) -> Cost:
+    c = blocks[0].cost
+    for b in blocks[1:]:
+        c = c + b.cost
+    return c
+
+
+def window_fill(kernel_rows: int, pad_top: int, rows: int) -> float:
+    """Fraction of an image a window stage reads before its first output."""
+    return min(1.0, max(1, kernel_rows - pad_top) / rows)

@@ -1,0 +1,183 @@
+"""2-D convolution, NHWC: ``acc = sum over the window and input channels of w * x + bias``, then ``act``.
+
+ONNX forms: Conv on dequantized views (QDQ, QONNX, float for the post-training quantizer),
+QLinearConv, ConvInteger (+ Cast, rescale Mul, bias Add). Weights become ``(Cout, kh, kw,
+Cin/group)``; padding uses ``pad_value`` (the input zero point, so the zero-point fold stays
+exact at borders). Hardware (group 1): SlidingWindow + matrix-vector unit + Requantize or
+Thresholds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from ..rtl.stage import Block
+from ..rtl.window import SlidingWindow
+from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
+                        quantize_output, real_view, scalar, int_view, zp_input)
+from ._windows import exact_matmul, pad_nhwc, windows
+from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
+                   mvu_block, window_fill)
+from .types import Act, IntType, acc_bits_for, apply_act, elem_shape, readonly, window_out
+
+__all__ = ["Conv", "PATTERNS"]
+
+
+@dataclass(frozen=True)
+class Conv(LayerKind):
+    """``weights`` ``(Cout, kh, kw, Cin/group)``; ``pads`` ``(t, l, b, r)``."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    pad_value: int
+    group: int
+    dilation: tuple[int, int]
+    in_type: IntType
+    w_type: IntType
+    acc_bits: int
+    act: Act
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "weights", readonly(self.weights))
+        object.__setattr__(self, "bias", readonly(self.bias))
+        for f in ("stride", "pads", "dilation"):
+            object.__setattr__(self, f, tuple(int(v) for v in getattr(self, f)))
+        if self.dilation != (1, 1):
+            raise ValueError(f"Conv {self.name!r}: only dilation (1, 1) is supported, not {self.dilation!r}")
+
+    def validate(self, ins):
+        if len(ins) != 1 or len(ins[0].shape) != 3:
+            raise self.error("needs one (H, W, C) input")
+        h, w, c = ins[0].shape
+        co, kh, kw, cg = self.weights.shape if self.weights.ndim == 4 else (0, 0, 0, 0)
+        if self.weights.ndim != 4 or self.group < 1 or cg * self.group != c or co % self.group:
+            raise self.error(f"weights {self.weights.shape!r} / group {self.group!r} do not match input channels {c}")
+        if not ins[0].dtype.lo <= self.pad_value <= ins[0].dtype.hi:
+            raise self.error(f"pad value {self.pad_value!r} outside input type {ins[0].dtype}")
+        oh = window_out(h, kh, self.stride[0], self.pads[0], self.pads[2])
+        ow = window_out(w, kw, self.stride[1], self.pads[1], self.pads[3])
+        check_linear(self, ins[0], co, (oh, ow, co))
+
+    def reference(self, x):
+        """Pad with ``pad_value``, im2col, exact matmul per group, ``act``."""
+        x = pad_nhwc(np.asarray(x, dtype=np.int64), self.pads, self.pad_value)
+        co, kh, kw, cg = self.weights.shape
+        cols = windows(x, (kh, kw), self.stride)          # (N, OH, OW, kh, kw, C)
+        n, oh, ow = cols.shape[:3]
+        g = self.group
+        cog = co // g
+        parts = []
+        for i in range(g):
+            xi = cols[..., i * cg:(i + 1) * cg].reshape(n * oh * ow, kh * kw * cg)
+            wi = self.weights[i * cog:(i + 1) * cog].reshape(cog, kh * kw * cg)
+            parts.append(exact_matmul(xi, wi))
+        acc = np.concatenate(parts, axis=1).reshape(n, oh, ow, co) + self.bias
+        return apply_act(acc, self.act)
+
+    def hardware_problem(self, ins):
+        if self.group != 1:
+            return f"grouped/depthwise convolution (group={self.group}) is not supported yet"
+        if len(ins[0].shape) != 3:
+            return "convolution input must be an image (H, W, C)"
+        return linear_problem(self)
+
+    def fold_options(self, ins):
+        cout, cin = self.weights.shape[0], ins[0].shape[-1]
+        return sorted(((p, s) for p in divisors(cout) for s in divisors(cin)), key=lambda ps: (ps[0] * ps[1], ps))
+
+    def cycles(self, ins, pe, simd):
+        cout, kh, kw, cin = self.weights.shape
+        oh, ow, _ = self.output.shape
+        h, w, _ = ins[0].shape
+        return max(h * w * cin // simd, oh * ow * (kh * kw * cin // simd) * (cout // pe))
+
+    def lower(self, ins, pe, simd, family):
+        h, w, c = ins[0].shape
+        cout, kh, kw, _ = self.weights.shape
+        oh, ow, _ = self.output.shape
+        wparams = dict(height=h, width=w, channels=c, kernel=(kh, kw), stride=self.stride,
+                       pads=self.pads, elem_shape=elem_shape(self.in_type), simd=simd,
+                       pad_value=self.pad_value)
+        window = Block("SlidingWindow", wparams, SlidingWindow.estimate(**wparams, family=family))
+        mvu = mvu_block(self.weights.reshape(cout, -1), self.bias, self.in_type, self.w_type,
+                        pe, simd, self.acc_bits, family)
+        act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family)
+        cycles = max(window.cost.cycles, oh * ow * mvu.cost.cycles)
+        return Lowered((window, mvu, *act), cycles, ob, osg, fill=window_fill(kh, self.pads[0], h),
+                       macs=oh * ow * cout * kh * kw * c, multipliers=pe * simd)
+
+
+# ---- import ---------------------------------------------------------------------------------------
+
+def accumulate(b: Builder, node: Node, x: QT, w: QConst, bias) -> Acc:
+    """The pending convolution of the dequantized view ``x`` (ONNX NCHW weights -> NHWC)."""
+    x = b.natural(x, node)
+    if len(x.onnx_shape) != 3 or w.q.ndim != 4:
+        raise node_error(node, f"only 2-D convolution is supported (input {x.onnx_shape!r}, weight {w.q.shape!r})",
+                         UnsupportedError)
+    c, h, wd = x.onnx_shape
+    co, cg, kh, kw = w.q.shape
+    group = int(node.attr("group", 1))
+    if cg * group != c:
+        raise node_error(node, f"weight {w.q.shape!r} with group {group} does not match {c} input channels")
+    if tuple(node.attr("dilations", (1, 1))) != (1, 1):
+        raise node_error(node, f"dilations {node.attr('dilations')!r} are not supported", UnsupportedError)
+    strides = tuple(node.attr("strides", (1, 1)))
+    pads = pads_of(node, (h, wd), (kh, kw), strides)
+    wi, ws, wtype = b.fold_weights(node, w, 0, co)
+    wi = wi.transpose(0, 2, 3, 1)
+    scale = x.scale * ws
+    ib, bias_real = b.bias_of(node, bias, scale, co)
+    ib = ib - x.zp * wi.reshape(co, -1).sum(axis=1)
+    oh = window_out(h, kh, strides[0], pads[0], pads[2])
+    ow = window_out(wd, kw, strides[1], pads[1], pads[3])
+    return Acc("conv", emit, node, (x,), (co, oh, ow), scale, wi, wtype, ib, bias_real,
+               {"stride": strides, "pads": pads, "group": group})
+
+
+def emit(b: Builder, v: Acc, t: Target, act=None) -> QT:
+    """Emit the Conv layer of ``v`` with ``act`` (default: the Requant onto ``t``)."""
+    bias, act = (v.bias, act) if act is not None else b.requant(v, t)
+    x = v.inputs[0]
+    in_type = b.specs[x.tensor].dtype
+    co, oh, ow = v.onnx_shape
+    spec = b.new_tensor(t.name, (oh, ow, co), t.dtype)
+    p = v.params
+    layer = Conv(v.node.name, (x.tensor,), spec, v.weights, bias, p["stride"], p["pads"], x.zp, p["group"], (1, 1),
+                 in_type, v.w_type, acc_bits_for(v.weights, bias, in_type), act)
+    return b.emit(layer, v.onnx_shape, t)
+
+
+def _conv(b: Builder, node: Node):
+    x = need(node, b.get(node.inputs[0], node), QT, "input")
+    w = need(node, b.get(node.inputs[1], node), QConst, "weight")
+    b.set(node, accumulate(b, node, x, w, opt(b, node, 2)))
+
+
+def _qlinear_conv(b: Builder, node: Node):
+    x = real_view(b, node, 0, 1, 2)
+    ws = scalar(b, node, 4, "weight scale")
+    w = qconst(b, node, node.inputs[3], ws, zp_input(b, node, 5), 0)
+    bias = None
+    if len(node.inputs) > 8 and node.inputs[8]:
+        bias = qconst(b, node, node.inputs[8], x.scale * ws.reshape(-1), None, 0)
+    quantize_output(b, node, accumulate(b, node, x, w, bias), 6, 7, x)
+
+
+def _conv_integer(b: Builder, node: Node):
+    x = int_view(b, node, 2)
+    w = qconst(b, node, node.inputs[1], np.ones(1), zp_input(b, node, 3), 0)
+    b.set(node, accumulate(b, node, x, w, None))
+
+
+PATTERNS = (
+    Pattern("", "Conv", "SlidingWindow + MVU + Requantize", _conv, ptq="layer"),
+    Pattern("", "QLinearConv", "SlidingWindow + MVU + Requantize", _qlinear_conv, {"qoperator"}),
+    Pattern("", "ConvInteger", "SlidingWindow + MVU", _conv_integer, {"qoperator"}),
+)

@@ -1,0 +1,167 @@
+"""Dense (fully connected) layer: ``acc[n] = sum_k W[n, k] * x[k] + bias[n]``, then ``act``.
+
+ONNX forms: Gemm / MatMul on dequantized views (QDQ, QONNX; also the float ops the
+post-training quantizer takes), QLinearMatMul, MatMulInteger (+ Cast, rescale Mul, bias Add),
+com.microsoft QGemm. ``x`` is the input flattened in NHWC row-major order (a flatten of an
+image permutes the weight columns at import). Hardware: one matrix-vector unit (PE output
+rows x SIMD input columns per cycle) + Requantize or Thresholds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
+                        real_view, scalar, int_view, zp_input)
+from ._windows import exact_matmul
+from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
+                   mvu_block)
+from .types import Act, IntType, acc_bits_for, apply_act, readonly
+
+__all__ = ["Dense", "PATTERNS"]
+
+MS = "com.microsoft"
+
+
+@dataclass(frozen=True)
+class Dense(LayerKind):
+    """``weights`` ``(N, K)``; ``bias`` ``(N,)`` in accumulator LSBs; ``acc_bits`` exact (see graph)."""
+
+    weights: np.ndarray
+    bias: np.ndarray
+    in_type: IntType
+    w_type: IntType
+    acc_bits: int
+    act: Act
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "weights", readonly(self.weights))
+        object.__setattr__(self, "bias", readonly(self.bias))
+
+    def validate(self, ins):
+        if len(ins) != 1:
+            raise self.error("needs exactly one input")
+        k = int(np.prod(ins[0].shape))
+        if self.weights.ndim != 2 or self.weights.shape[1] != k:
+            raise self.error(f"weights {self.weights.shape!r} do not match input {ins[0].shape!r} ({k} features)")
+        n = self.weights.shape[0]
+        check_linear(self, ins[0], n, (n,))
+
+    def reference(self, x):
+        x = np.asarray(x, dtype=np.int64)
+        acc = exact_matmul(x.reshape(x.shape[0], -1), self.weights) + self.bias
+        return apply_act(acc, self.act)
+
+    def hardware_problem(self, ins):
+        return linear_problem(self)
+
+    def fold_options(self, ins):
+        n, k = self.weights.shape
+        return sorted(((p, s) for p in divisors(n) for s in divisors(k)), key=lambda ps: (ps[0] * ps[1], ps))
+
+    def cycles(self, ins, pe, simd):
+        n, k = self.weights.shape
+        return (k // simd) * (n // pe)
+
+    def lower(self, ins, pe, simd, family):
+        n, k = self.weights.shape
+        mvu = mvu_block(self.weights, self.bias, self.in_type, self.w_type, pe, simd, self.acc_bits, family)
+        act, ob, osg = act_blocks(self.act, n, pe, self.acc_bits, self.output.dtype, family)
+        return Lowered((mvu, *act), mvu.cost.cycles, ob, osg, fill=1.0, macs=n * k, multipliers=pe * simd)
+
+
+# ---- import ---------------------------------------------------------------------------------------
+
+def accumulate(b: Builder, node: Node, x: QT, w: QConst, bias, *, trans_b: bool, alpha=1.0, beta=1.0) -> Acc:
+    """The pending dense layer ``x @ W (+ bias)`` on the dequantized view ``x``."""
+    if len(x.onnx_shape) != 1:
+        raise node_error(node, f"input of shape {x.onnx_shape!r} must be (N, K)", UnsupportedError)
+    if w.q.ndim != 2:
+        raise node_error(node, f"weight must be 2-D, not {w.q.shape!r}", UnsupportedError)
+    n_out = w.q.shape[0] if trans_b else w.q.shape[1]
+    wi, ws, wtype = b.fold_weights(node, w, 0 if trans_b else 1, n_out)
+    wi = wi if trans_b else wi.T
+    k = x.onnx_shape[0]
+    if wi.shape[1] != k:
+        raise node_error(node, f"weight {w.q.shape!r} does not match {k} input features")
+    if x.perm is not None:
+        wp = np.empty_like(wi)
+        wp[:, x.perm] = wi
+        wi = wp
+    scale = x.scale * ws * float(alpha)
+    ib, bias_real = b.bias_of(node, bias, scale, n_out)
+    bias_real = bias_real * float(beta)
+    if beta != 1.0 and np.any(ib):
+        ib, bias_real = np.zeros(n_out, np.int64), ib * scale * float(beta)
+    ib = ib - x.zp * wi.sum(axis=1)
+    return Acc("dense", emit, node, (x,), (n_out,), scale, wi, wtype, ib, bias_real)
+
+
+def emit(b: Builder, v: Acc, t: Target, act=None) -> QT:
+    """Emit the Dense layer of ``v`` with ``act`` (default: the Requant onto ``t``)."""
+    bias, act = (v.bias, act) if act is not None else b.requant(v, t)
+    x = v.inputs[0]
+    in_type = b.specs[x.tensor].dtype
+    spec = b.new_tensor(t.name, v.onnx_shape, t.dtype)
+    layer = Dense(v.node.name, (x.tensor,), spec, v.weights, bias, in_type, v.w_type,
+                  acc_bits_for(v.weights, bias, in_type), act)
+    return b.emit(layer, v.onnx_shape, t)
+
+
+def _gemm(b: Builder, node: Node):
+    if int(node.attr("transA", 0)):
+        raise node_error(node, "transA=1 is not supported", UnsupportedError)
+    x = need(node, b.get(node.inputs[0], node), QT, "input A")
+    w = need(node, b.get(node.inputs[1], node), QConst, "weight B")
+    b.set(node, accumulate(b, node, x, w, opt(b, node, 2), trans_b=bool(node.attr("transB", 0)),
+                           alpha=node.attr("alpha", 1.0), beta=node.attr("beta", 1.0)))
+
+
+def _matmul(b: Builder, node: Node):
+    x = need(node, b.get(node.inputs[0], node), QT, "input A")
+    w = need(node, b.get(node.inputs[1], node), QConst, "weight B")
+    b.set(node, accumulate(b, node, x, w, None, trans_b=False))
+
+
+def _qlinear_matmul(b: Builder, node: Node):
+    x = real_view(b, node, 0, 1, 2)
+    w = qconst(b, node, node.inputs[3], scalar(b, node, 4, "weight scale"), zp_input(b, node, 5), 1)
+    quantize_output(b, node, accumulate(b, node, x, w, None, trans_b=False), 6, 7, x)
+
+
+def _matmul_integer(b: Builder, node: Node):
+    x = int_view(b, node, 2)
+    w = qconst(b, node, node.inputs[1], np.ones(1), zp_input(b, node, 3), 1)
+    b.set(node, accumulate(b, node, x, w, None, trans_b=False))
+
+
+def _qgemm(b: Builder, node: Node):
+    if int(node.attr("transA", 0)):
+        raise node_error(node, "transA=1 is not supported", UnsupportedError)
+    x = real_view(b, node, 0, 1, 2)
+    ws = scalar(b, node, 4, "weight scale")
+    trans_b = bool(node.attr("transB", 0))
+    w = qconst(b, node, node.inputs[3], ws, zp_input(b, node, 5), 0 if trans_b else 1)
+    alpha = float(node.attr("alpha", 1.0))
+    bias = None
+    if len(node.inputs) > 6 and node.inputs[6]:
+        bias = qconst(b, node, node.inputs[6], x.scale * ws.reshape(-1) * alpha, None, 0)
+    acc = accumulate(b, node, x, w, bias, trans_b=trans_b, alpha=alpha)
+    if len(node.inputs) <= 7 or not node.inputs[7]:
+        raise node_error(node, "QGemm without y_scale has a float output (not supported in hardware)",
+                         UnsupportedError)
+    quantize_output(b, node, acc, 7, 8, x)
+
+
+_MVU = "MVU + Requantize"
+PATTERNS = (
+    Pattern("", "Gemm", _MVU, _gemm, ptq="layer"),
+    Pattern("", "MatMul", _MVU + " (constant weights)", _matmul, ptq="layer"),
+    Pattern("", "QLinearMatMul", _MVU, _qlinear_matmul, {"qoperator"}),
+    Pattern("", "MatMulInteger", "MVU", _matmul_integer, {"qoperator"}),
+    Pattern(MS, "QGemm", _MVU, _qgemm, {"qoperator"}),
+)

@@ -1,0 +1,179 @@
+"""``IntegerGraph``: the exact integer contract between quantization, dataflow, RTL and golden.
+
+Its layers are instances of the layer kinds registered in :mod:`onnx2hw.layers` (one module
+per kind); each kind validates itself and defines its exact integer reference.
+
+Integer semantics
+-----------------
+* **Layout.** Tensors are channels-last: ``(H, W, C)`` for images, ``(F,)`` for vectors. The
+  batch is the leading run-time dimension and is not part of any recorded shape. ONNX NCHW
+  models are converted by the importers (conv weights become ``(Cout, kh, kw, Cin/group)``; a
+  dense layer after a flatten of an image reads the ``(H, W, C)`` tensor in NHWC row-major
+  order, its weight columns permuted accordingly), so there are no layout layers.
+* **Types.** :class:`IntType` is 1..16 bits, signed or unsigned; ``bipolar`` is the 1-bit
+  type whose two codes mean -1 and +1 (stored as the integers -1 and +1).
+* **Host quantizer** (:class:`InputQuant`, ONNX QuantizeLinear semantics, done by the driver):
+  ``q = clamp(round_half_to_even(x / scale) + zero_point, lo, hi)``.
+* **Host dequantizer** (:class:`OutputDequant`): ``x = (q - zero_point) * scale``.
+* **Dense / Conv.** The hardware computes ``acc = sum(w * x) + bias`` over the raw input
+  integers ``x`` (zero points of the input and of the weights were folded into ``weights``
+  and ``bias`` at compile time; conv padding uses ``pad_value``, the input zero point, so the
+  fold stays exact at borders). ``acc_bits`` is the smallest two's-complement width that
+  holds ``acc`` for every input in the input type's range (:func:`accumulator_bounds`);
+  partial sums may wrap in that width, the final sum is exact.
+* **Activation** ``act`` maps the accumulator to the output type:
+  :class:`Requant` -> :func:`onnx2hw.arith.requantize` (round half up; ReLU / Clip
+  are folded into its ``lo``/``hi``), :class:`Thresholds` ->
+  :func:`onnx2hw.arith.multithreshold`, ``None`` -> the accumulator itself.
+* **MaxPool**: integer maximum over the window (padding never wins).
+* **AvgPool**: ``acc = sum(window) + bias`` (``bias = -kernel_area * input_zero_point``),
+  then ``act`` (a :class:`Requant` whose ratio includes ``1 / kernel_area``). GlobalAvgPool is
+  an AvgPool whose kernel is the whole image.
+* **Add** (single rounding, :func:`onnx2hw.arith.add_requantized`)::
+
+      acc = (a - za) * ma + (b - zb) * mb                                # common accumulator
+      y   = clamp(zero_point + ((acc + 2**(shift-1)) >> shift), lo, hi)   # (shift >= 1)
+
+  ``ma``/``mb`` map each input onto an accumulator grid with ``shift`` fractional bits, so the
+  only rounding is the final one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Union
+
+import numpy as np
+
+from ..ir.errors import ModelError
+from .base import LayerKind
+from .types import IntType, TensorSpec
+
+__all__ = ["InputQuant", "OutputDequant", "IntegerGraph", "quantize_inputs", "dequantize_outputs"]
+
+
+@dataclass(frozen=True)
+class InputQuant:
+    """Host-side float -> int for one model input (``name`` is the ONNX input name)."""
+
+    name: str
+    scale: float
+    zero_point: int
+    dtype: IntType
+    nchw_to_nhwc: bool
+
+
+@dataclass(frozen=True)
+class OutputDequant:
+    """Host-side int -> float for one model output (``name`` is the ONNX output name).
+
+    ``scale`` is a float or a per-channel array over the last (NHWC) axis. When
+    ``integer_output`` the model's output is the integer tensor itself (no dequantization).
+    ``shape`` is the ONNX output shape without the batch (applied after the optional
+    NHWC -> NCHW transpose).
+    """
+
+    name: str
+    scale: Union[float, np.ndarray]
+    zero_point: Union[int, np.ndarray]
+    nhwc_to_nchw: bool
+    onnx_dtype: int
+    integer_output: bool = False
+    shape: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class IntegerGraph:
+    """A quantized network as exact integer layers (see the module docstring)."""
+
+    inputs: tuple[InputQuant, ...]
+    input_specs: tuple[TensorSpec, ...]
+    layers: tuple[LayerKind, ...]
+    outputs: tuple[OutputDequant, ...]
+    output_specs: tuple[TensorSpec, ...]
+    source: str
+    model_name: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self):
+        for f in ("inputs", "input_specs", "layers", "outputs", "output_specs"):
+            object.__setattr__(self, f, tuple(getattr(self, f)))
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+        if self.source not in ("qdq", "qoperator", "qonnx", "float"):
+            raise ValueError(f"IntegerGraph source must be qdq/qoperator/qonnx/float, not {self.source!r}")
+
+    def specs(self) -> dict[str, TensorSpec]:
+        """Every tensor spec by name (inputs and layer outputs)."""
+        out = {s.name: s for s in self.input_specs}
+        for layer in self.layers:
+            out[layer.output.name] = layer.output
+        return out
+
+    def input_specs_of(self, layer: LayerKind) -> list[TensorSpec]:
+        """The specs of the tensors ``layer`` reads, in port order."""
+        specs = self.specs()
+        return [specs[n] for n in layer.inputs]
+
+    def validate(self) -> "IntegerGraph":
+        """Check names, topological order, and every layer (its kind's ``validate``); returns ``self``.
+
+        Raises :class:`ModelError` naming the first bad layer.
+        """
+        if len(self.inputs) != len(self.input_specs) or len(self.outputs) != len(self.output_specs):
+            raise ModelError("IntegerGraph: inputs/outputs and their specs differ in length")
+        known: dict[str, TensorSpec] = {}
+        for q, s in zip(self.inputs, self.input_specs):
+            if q.dtype != s.dtype:
+                raise ModelError(f"input {q.name!r}: quantizer type {q.dtype} != tensor type {s.dtype}")
+            if not np.isfinite(q.scale) or q.scale <= 0:
+                raise ModelError(f"input {q.name!r}: bad scale {q.scale!r}")
+            if not s.dtype.lo <= q.zero_point <= s.dtype.hi:
+                raise ModelError(f"input {q.name!r}: zero point {q.zero_point!r} outside {s.dtype}")
+            known[s.name] = s
+        for layer in self.layers:
+            if not isinstance(layer, LayerKind):
+                raise ModelError(f"layer {getattr(layer, 'name', layer)!r}: {type(layer).__name__} is not a layer kind")
+            for name in layer.inputs:
+                if name not in known:
+                    raise layer.error(f"input {name!r} is not defined before it")
+            if layer.output.name in known:
+                raise layer.error(f"output {layer.output.name!r} is defined twice")
+            layer.validate([known[n] for n in layer.inputs])
+            known[layer.output.name] = layer.output
+        for s in self.output_specs:
+            if s.name not in known:
+                raise ModelError(f"output {s.name!r} is not computed by any layer or input")
+            if known[s.name] != s:
+                raise ModelError(f"output spec {s!r} differs from the tensor that computes it")
+        return self
+
+
+def quantize_inputs(graph: IntegerGraph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Host-side input quantization: ONNX float feeds -> integer feeds (NHWC) for :func:`golden.execute`."""
+    out = {}
+    for q, spec in zip(graph.inputs, graph.input_specs):
+        if q.name not in feeds:
+            raise ModelError(f"no value fed for model input {q.name!r}")
+        x = np.asarray(feeds[q.name], dtype=np.float32)
+        if q.nchw_to_nhwc:
+            x = np.moveaxis(x, 1, -1)
+        v = np.rint(x / np.float32(q.scale)).astype(np.int64) + q.zero_point
+        out[spec.name] = np.clip(v, spec.dtype.lo, spec.dtype.hi).reshape((x.shape[0],) + spec.shape)
+    return out
+
+
+def dequantize_outputs(graph: IntegerGraph, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Host-side output dequantization: integer results (by spec name) -> ONNX outputs (by ONNX name)."""
+    out = {}
+    for d, spec in zip(graph.outputs, graph.output_specs):
+        q = np.asarray(results[spec.name])
+        if d.integer_output:
+            y = q
+        else:
+            y = ((q - np.asarray(d.zero_point, np.int64)) * np.asarray(d.scale, np.float32)).astype(np.float32)
+        if d.nhwc_to_nchw:
+            y = np.moveaxis(y, -1, 1)
+        if d.shape is not None:
+            y = y.reshape((y.shape[0],) + tuple(d.shape))
+        out[d.name] = y
+    return out

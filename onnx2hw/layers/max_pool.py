@@ -1,0 +1,116 @@
+"""MaxPool, NHWC: the integer maximum over each window; padded positions never win.
+
+ONNX forms: MaxPool and GlobalMaxPool on integer tensors (any flavour; for the post-training
+quantizer they reuse their input's quantization, exact for integers). Hardware: the MaxPool
+window block, channels folded into lanes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from ..rtl.pool import MaxPool as MaxPoolBlock
+from ..rtl.stage import Block
+from ._importer import QT, Builder, node_error, pads_of
+from ._windows import pad_nhwc, windows
+from .base import LayerKind, Lowered, Pattern, window_fill
+from .types import elem_shape, window_out
+
+__all__ = ["MaxPool", "PATTERNS"]
+
+
+@dataclass(frozen=True)
+class MaxPool(LayerKind):
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]
+
+    def __post_init__(self):
+        super().__post_init__()
+        for f in ("kernel", "stride", "pads"):
+            object.__setattr__(self, f, tuple(int(v) for v in getattr(self, f)))
+
+    def validate(self, ins):
+        check_window(self, ins)
+        if self.output.dtype != ins[0].dtype:
+            raise self.error(f"output type {self.output.dtype} != input type {ins[0].dtype}")
+
+    def reference(self, x):
+        x = pad_nhwc(np.asarray(x, dtype=np.int64), self.pads, np.iinfo(np.int64).min)
+        return windows(x, self.kernel, self.stride).max(axis=(3, 4))
+
+    def hardware_problem(self, ins):
+        return window_problem(self)
+
+    def lower(self, ins, pe, simd, family):
+        h, w, c = ins[0].shape
+        params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
+                      pads=self.pads, elem_shape=elem_shape(ins[0].dtype), simd=simd)
+        block = Block("MaxPool", params, MaxPoolBlock.estimate(**params, family=family))
+        return Lowered((block,), block.cost.cycles, ins[0].dtype.bits, ins[0].dtype.signed,
+                       fill=window_fill(self.kernel[0], self.pads[0], h))
+
+
+def check_window(layer, ins) -> None:
+    """One (H, W, C) input and the output shape of the window geometry (shared by the pools)."""
+    if len(ins) != 1 or len(ins[0].shape) != 3:
+        raise layer.error("needs one (H, W, C) input")
+    h, w, c = ins[0].shape
+    kh, kw = layer.kernel
+    oh = window_out(h, kh, layer.stride[0], layer.pads[0], layer.pads[2])
+    ow = window_out(w, kw, layer.stride[1], layer.pads[1], layer.pads[3])
+    if layer.output.shape != (oh, ow, c):
+        raise layer.error(f"output shape {layer.output.shape!r} != expected {(oh, ow, c)!r}")
+
+
+def window_problem(layer) -> str | None:
+    if any(p >= k for p, k in zip(layer.pads, layer.kernel * 2)):
+        return f"pads {layer.pads} must be smaller than the kernel {layer.kernel}"
+    return None
+
+
+# ---- import ---------------------------------------------------------------------------------------
+
+def _emit(b: Builder, node: Node, x: QT, kernel, strides, pads) -> QT:
+    c, h, w = x.onnx_shape
+    oh = window_out(h, kernel[0], strides[0], pads[0], pads[2])
+    ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
+    spec = b.new_tensor(node.outputs[0], (oh, ow, c), x.dtype)
+    b.layers.append(MaxPool(node.name, (x.tensor,), spec, kernel, strides, pads))
+    return replace(x, tensor=spec.name, onnx_shape=(c, oh, ow))
+
+
+def _image(b: Builder, node: Node) -> QT:
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, QT):
+        raise node_error(node, f"{node.op_type} of a value that is not a quantized tensor", UnsupportedError)
+    x = b.natural(x, node)
+    if len(x.onnx_shape) != 3:
+        raise node_error(node, f"{node.op_type} input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
+    return x
+
+
+def _maxpool(b: Builder, node: Node):
+    x = _image(b, node)
+    if tuple(node.attr("dilations", (1, 1))) != (1, 1) or int(node.attr("storage_order", 0)) != 0:
+        raise node_error(node, "dilations / storage_order are not supported", UnsupportedError)
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise node_error(node, "the Indices output is not supported", UnsupportedError)
+    kernel = tuple(node.attr("kernel_shape"))
+    strides = tuple(node.attr("strides", (1, 1)))
+    pads = pads_of(node, x.onnx_shape[1:], kernel, strides)
+    b.set(node, _emit(b, node, x, kernel, strides, pads))
+
+
+def _global_maxpool(b: Builder, node: Node):
+    x = _image(b, node)
+    b.set(node, _emit(b, node, x, x.onnx_shape[1:], (1, 1), (0, 0, 0, 0)))
+
+
+PATTERNS = (
+    Pattern("", "MaxPool", "MaxPool", _maxpool, ptq="pass"),
+    Pattern("", "GlobalMaxPool", "MaxPool over the whole image", _global_maxpool, ptq="pass"),
+)

@@ -1,0 +1,272 @@
+"""The QONNX quantizers (``Quant``, ``BipolarQuant``, ``Trunc`` as Brevitas exports them), under
+the domains ``qonnx.custom_op.general`` and ``finn.custom_op.general``.
+
+* A ``Quant`` on an initializer quantizes weights (any width 1..16, signed/unsigned, narrow,
+  every rounding mode, per tensor or per output channel); a signed 1-bit ``Quant`` or a
+  ``BipolarQuant`` gives bipolar (+-1) weights. A ``Quant`` on a wider initializer (a 32-bit
+  bias) is folded as a float constant.
+* A ``Quant`` on the model input is the host-side input quantizer (ROUND mode, integer zero point).
+* A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add]) is its
+  output quantizer: outputs of at most 4 bits become exact integer multi-thresholds
+  (:class:`Thresholds`, derived from the QONNX semantics ``clamp(round_mode(y / scale + zp))``
+  for every integer accumulator value, so any rounding mode and a float bias are exact).
+  5..8-bit outputs also use thresholds unless the requantization is exact too (a bias on the
+  accumulator grid and HALF_UP rounding); wider outputs (and Add / AveragePool outputs) use a
+  :class:`Requant` (round half up; ROUND/HALF_EVEN/HALF_UP only — ties may differ by one LSB).
+* (Global)AveragePool followed by a ``Quant`` of at most 8 bits becomes a depthwise :class:`Conv`
+  with all-one weights and thresholds (exact); MaxPool / Flatten / Reshape and the Add of two
+  quantized tensors work as in the QDQ importer (Add requantizes: round half up).
+* ``Trunc`` after a layer (Brevitas' TruncAvgPool: AveragePool -> Mul(area) -> Trunc) becomes
+  exact thresholds too (outputs of at most 8 bits). Bipolar activations are not supported.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .. import arith
+from ..arith import qonnx_round
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from . import conv
+from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, node_error
+from .base import Pattern
+from .types import IntType, Thresholds, accumulator_bounds, int_type_for
+
+__all__ = ["PATTERNS", "DOMAINS", "threshold_table"]
+
+DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general")
+_NEAREST = ("ROUND", "HALF_EVEN", "HALF_UP")
+
+
+def _params(b: Builder, node: Node):
+    scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
+    zp = np.asarray(b.const(node.inputs[2], node, "zero point"), np.float64)
+    bw = np.asarray(b.const(node.inputs[3], node, "bit width"), np.float64)
+    if bw.size != 1 or bw.reshape(()) != np.round(bw.reshape(())) or not 1 <= float(bw.reshape(())) <= 64:
+        raise node_error(node, f"bit width {bw.tolist()!r} must be one integer in 1..64", UnsupportedError)
+    if np.any(zp != np.round(zp)):
+        raise node_error(node, f"zero point {zp.tolist()!r} is not an integer", UnsupportedError)
+    if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+        raise ValueError(f"node {node.name!r} (Quant): scale {scale.reshape(-1)[0]!r} is not a positive finite number")
+    return (scale, zp, int(bw.reshape(())), bool(node.attr("signed", 1)), bool(node.attr("narrow", 0)),
+            str(node.attr("rounding_mode", "ROUND")).upper())
+
+
+def _channel_axis(node: Node, p: np.ndarray, ndim: int) -> tuple[int, np.ndarray]:
+    """(axis, 1-D values) of a per-channel parameter broadcast against a rank-``ndim`` tensor."""
+    if p.size == 1:
+        return 0, p.reshape(-1)
+    shape = (1,) * (ndim - p.ndim) + p.shape
+    axes = [i for i, d in enumerate(shape) if d > 1]
+    if len(axes) != 1:
+        raise node_error(node, f"quantization parameter of shape {p.shape!r} is not per tensor or per channel",
+                         UnsupportedError)
+    return axes[0], p.reshape(-1)
+
+
+def _fold_const(b: Builder, node: Node, x: np.ndarray):
+    scale, zp, bits, signed, narrow, mode = _params(b, node)
+    x = np.asarray(x, np.float64)
+    y = x / scale + zp
+    if signed and bits == 1:
+        q = np.where(y >= 0, 1, -1).astype(np.int64)
+        t = IntType(1, False, bipolar=True)
+    else:
+        lo, hi = arith.int_range(bits, signed, narrow)
+        q = _round(np.clip(y, lo, hi), mode, node).astype(np.int64)
+        t = IntType(bits, signed) if bits <= 16 else None
+    if t is None:
+        return Const(((q - zp) * scale).astype(np.float64))
+    ax_s, s1 = _channel_axis(node, scale, x.ndim)
+    ax_z, z1 = _channel_axis(node, zp, x.ndim)
+    if s1.size > 1 and z1.size > 1 and ax_s != ax_z:
+        raise node_error(node, "scale and zero point vary along different axes", UnsupportedError)
+    axis = ax_s if s1.size > 1 else ax_z
+    q = np.broadcast_to(q, x.shape)
+    return QConst(q.astype(np.int64), s1.astype(np.float64), z1.astype(np.int64), axis, t)
+
+
+def threshold_table(acc_lo: np.ndarray, acc_hi: np.ndarray, q, qlo: int, qhi: int) -> np.ndarray:
+    """Exact integer thresholds of a non-decreasing map ``q`` from accumulators to ``[qlo, qhi]``.
+
+    ``q(a)`` takes a float64 ``(C, L)`` array of integer accumulator values (row ``c`` = channel
+    ``c``) and returns the output integers. ``T[c, i]`` is the smallest ``a`` in
+    ``[acc_lo[c], acc_hi[c]]`` with ``q(a) >= qlo + 1 + i`` (``acc_hi[c] + 1`` when never reached),
+    found by a vectorized bisection.
+    """
+    c = len(acc_lo)
+    levels = np.arange(qlo + 1, qhi + 1, dtype=np.int64)[None, :]
+    lo = np.broadcast_to(np.asarray(acc_lo, np.int64)[:, None], (c, levels.shape[1])).copy()
+    hi = np.broadcast_to(np.asarray(acc_hi, np.int64)[:, None] + 1, (c, levels.shape[1])).copy()
+    while np.any(lo < hi):  # first a in [lo, hi) with q(a) >= level; hi is the "never" sentinel
+        mid = lo + (hi - lo) // 2
+        ok = q(mid.astype(np.float64)) >= levels
+        active = lo < hi
+        hi = np.where(ok & active, mid, hi)
+        lo = np.where(~ok & active, mid + 1, lo)
+    return lo
+
+
+def _real(v: Acc):
+    """``a -> clip(scale * a + bias_real, lo_real, hi_real)`` per channel (rows), float64."""
+    scale = np.asarray(v.scale, np.float64)[:, None]
+    bias = np.asarray(v.bias_real, np.float64)[:, None]
+    return lambda a: np.clip(scale * a + bias, v.lo_real, v.hi_real)
+
+
+def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: IntType, s: float,
+                     z: int) -> QT:
+    """Emit ``v`` (dense/conv; an average pool becomes a depthwise conv) with thresholds of ``q``."""
+    if v.kind == "avgpool":
+        v = _pool_as_depthwise_conv(v)
+    in_spec = b.specs[v.inputs[0].tensor]
+    acc_lo, acc_hi = accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+    table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64), q, qlo, qhi)
+    if np.all(table == table[:1]):
+        table = table[:1]
+    target = Target(node.outputs[0], s, z, t, qlo, qhi)
+    return replace(v.emit(b, v, target, act=Thresholds(table, qlo)), real=True)
+
+
+def _pool_as_depthwise_conv(v: Acc) -> Acc:
+    """An average pool as a depthwise convolution with all-one weights (so that its output
+    quantizer can be exact thresholds); the pad value is the input zero point."""
+    c = v.onnx_shape[0]
+    kh, kw = v.params["kernel"]
+    return replace(v, kind="conv", emit=conv.emit, weights=np.ones((c, kh, kw, 1), np.int64), w_type=IntType(1, False),
+                   params={"stride": v.params["stride"], "pads": v.params["pads"], "group": c})
+
+
+def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
+    scale, zp, bits, signed, narrow, mode = _params(b, node)
+    if scale.size != 1 or zp.size != 1:
+        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
+    if bits > 16:
+        raise node_error(node, f"activation bit width {bits} is above 16", UnsupportedError)
+    if signed and bits == 1:
+        raise node_error(node, "bipolar activations are not supported", UnsupportedError)
+    s, z = float(scale.reshape(())), int(zp.reshape(()))
+    t = IntType(bits, signed)
+    qlo, qhi = arith.int_range(bits, signed, narrow)
+    frac = np.asarray(v.bias_real, np.float64) / np.asarray(v.scale, np.float64)
+    off_grid = bool(np.any(np.abs(frac - np.rint(frac)) > 1e-6))
+    exact_requant = not off_grid and mode == "HALF_UP"
+    if (v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and not exact_requant))) or \
+            (v.kind == "avgpool" and bits <= 8):
+        real = _real(v)
+        return _emit_thresholds(b, node, v, lambda a: _round(np.clip(real(a) / s + z, qlo, qhi), mode, node),
+                                qlo, qhi, t, s, z)
+    if mode not in _NEAREST:
+        raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
+                         f"(outputs of at most 8 bits after Gemm/MatMul/Conv/AveragePool)", UnsupportedError)
+    return replace(b.quantize(node, v, s, z, t, narrow=narrow), real=True)
+
+
+def _quant(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if isinstance(x, Const):
+        b.set(node, _fold_const(b, node, x.value))
+        return
+    if isinstance(x, Acc):
+        b.set(node, _quantize_acc(b, node, x))
+        return
+    scale, zp, bits, signed, narrow, mode = _params(b, node)
+    if scale.size != 1 or zp.size != 1:
+        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
+    if bits > 16 or (signed and bits == 1):
+        raise node_error(node, f"{'bipolar' if bits == 1 else f'{bits}-bit'} activations are not supported",
+                         UnsupportedError)
+    s, z = float(scale.reshape(())), int(zp.reshape(()))
+    t = IntType(bits, signed)
+    if isinstance(x, FloatIn):
+        if mode not in ("ROUND", "HALF_EVEN") or narrow:
+            raise node_error(node, "the input quantizer must use ROUND without narrow range (host quantizer)",
+                             UnsupportedError)
+        b.set(node, replace(b.input_tensor(x, s, z, t, node), real=True))
+        return
+    if isinstance(x, QT) and x.real and np.isclose(x.scale, s, rtol=1e-6) and x.zp == z:
+        lo, hi = arith.int_range(bits, signed, narrow)
+        have = b.specs[x.tensor].dtype
+        if have.lo >= lo and have.hi <= hi:   # already on this grid and inside its range
+            b.set(node, x)
+            return
+    raise node_error(node, "quantizes a value that is not a layer output, a model input or a tensor already on "
+                     "its grid", UnsupportedError)
+
+
+def _trunc(b: Builder, node: Node):
+    """QONNX Trunc on a layer output (e.g. Brevitas' TruncAvgPool: AveragePool -> Mul(area) -> Trunc):
+    exact thresholds of ``rnd(round(y / scale + zp) / 2**k)`` (version 1) or of the clamped
+    version-2 form with ``out_scale``; see :mod:`onnx2hw.golden.ops.qonnx_trunc`."""
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Acc) or x.kind not in ("dense", "conv", "avgpool"):
+        raise node_error(node, "Trunc must directly follow a Gemm/MatMul/Conv/AveragePool (+ constant Mul)",
+                         UnsupportedError)
+    c = lambda i, what: np.asarray(b.const(node.inputs[i], node, what), np.float64)  # noqa: E731
+    scale, zp, in_bw = c(1, "scale"), c(2, "zero point"), c(3, "input bit width")
+    mode = str(node.attr("rounding_mode", "FLOOR")).upper()
+    if scale.size != 1 or zp.size != 1 or np.any(scale <= 0) or not np.all(np.isfinite(scale)):
+        raise node_error(node, f"scale {scale.tolist()!r} / zero point must be one positive finite number each",
+                         UnsupportedError)
+    s, z = float(scale.reshape(())), float(zp.reshape(()))
+    real = _real(x)
+    rest = len(node.inputs) - 4
+    if rest == 1:  # version 1: no clamp, output scale = scale
+        out_bw = float(c(4, "output bit width").reshape(()))
+        div = 2.0 ** (float(in_bw.reshape(())) - out_bw)
+
+        def q(a):
+            return _round(np.round(real(a) / s + z) / div, mode, node)
+        out_scale, out_zp = s, z
+        in_spec = b.specs[x.inputs[0].tensor]
+        v = _pool_as_depthwise_conv(x) if x.kind == "avgpool" else x
+        lo, hi = accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+        ends = q(np.array([[float(min(lo)), float(max(hi))]]))
+        qlo, qhi = int(ends.min()), int(ends.max())
+    elif rest in (2, 3):  # version 2: clamp to signed/narrow out_bitwidth, output scale out_scale
+        out_scale = float(c(4, "output scale").reshape(()))
+        out_bw = int(c(4 + rest - 1, "output bit width").reshape(()))
+        div = 2.0 ** np.round(np.log2(out_scale / s))
+        qlo, qhi = arith.int_range(out_bw, bool(node.attr("signed", 1)), bool(node.attr("narrow", 0)))
+
+        def q(a):
+            return _round(np.clip(np.round(real(a) / s + z) / div, qlo, qhi), mode, node)
+        out_zp = z / div
+    else:
+        raise node_error(node, f"Trunc takes 5, 6 or 7 inputs, not {len(node.inputs)}")
+    if out_zp != round(out_zp):
+        raise node_error(node, f"output zero point {out_zp!r} is not an integer", UnsupportedError)
+    t = int_type_for(qlo, qhi)
+    if t.bits > 8:
+        raise node_error(node, f"Trunc output of {t.bits} bits is above the 8-bit threshold limit", UnsupportedError)
+    b.set(node, _emit_thresholds(b, node, x, q, qlo, qhi, t, out_scale, int(out_zp)))
+
+
+def _bipolar_quant(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Const):
+        raise node_error(node, "bipolar activations are not supported (only bipolar weights)", UnsupportedError)
+    scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
+    if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
+        raise ValueError(f"node {node.name!r} (BipolarQuant): scale {scale.reshape(-1)[0]!r} is not a positive "
+                         f"finite number")
+    v = np.asarray(x.value, np.float64)
+    axis, s1 = _channel_axis(node, scale, v.ndim)
+    q = np.where(v >= 0, 1, -1).astype(np.int64)
+    b.set(node, QConst(q, s1, np.zeros_like(s1, dtype=np.int64), axis, IntType(1, False, bipolar=True)))
+
+
+def _round(y, mode: str, node: Node):
+    try:
+        return qonnx_round(y, mode)
+    except ValueError as exc:
+        raise node_error(node, str(exc)) from None
+
+
+PATTERNS = tuple(p for d in DOMAINS for p in (
+    Pattern(d, "Quant", "quantization parameters / thresholds", _quant, {"qonnx"}),
+    Pattern(d, "BipolarQuant", "1-bit bipolar quantization", _bipolar_quant, {"qonnx"}),
+    Pattern(d, "Trunc", "requantization shift", _trunc, {"qonnx"}),
+))

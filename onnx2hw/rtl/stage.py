@@ -1,0 +1,85 @@
+"""The parts of a streaming pipeline the RTL elaborates: :class:`Block`, :class:`Stage`, :class:`Link`.
+
+A stage is a chain of RTL blocks (a :class:`Block` names a class of this package plus its
+constructor keyword arguments) with one stream in per input and one stream out. A link carries
+one tensor in NHWC order, channels folded into lanes. The pipeline's own input and output are
+the pseudo stages :data:`INPUT` and :data:`OUTPUT`. :class:`onnx2hw.dataflow.Pipeline` holds them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .cost import Cost
+
+__all__ = ["Block", "Stage", "Link", "INPUT", "OUTPUT"]
+
+INPUT, OUTPUT = "input", "output"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One RTL block: ``kind`` names a class in :mod:`onnx2hw.rtl`, ``params`` its kwargs."""
+
+    kind: str
+    params: Mapping[str, Any]
+    cost: Cost
+
+    def __post_init__(self):
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One layer in hardware.
+
+    ``cycles`` is the stage's initiation interval per inference at full throughput and
+    ``latency`` the cycles from its first input to its first output (both estimates from the
+    blocks' cost models). ``in_lanes``/``out_lanes`` are the lanes per transfer it consumes on
+    each input / produces.
+    """
+
+    name: str
+    layer: str
+    op: str
+    inputs: tuple[str, ...]
+    output: str
+    pe: int
+    simd: int
+    in_lanes: tuple[int, ...]
+    out_lanes: int
+    out_bits: int
+    out_signed: bool
+    blocks: tuple[Block, ...]
+    cycles: int
+    latency: int
+    cost: Cost
+    macs: int = 0
+    #: number of multipliers instantiated (PE*SIMD for MVUs)
+    multipliers: int = 0
+    #: fraction of its input a stage needs before its first output (1.0 for a dense layer,
+    #: about kernel rows / image rows for windows)
+    fill: float = 1.0
+
+
+@dataclass(frozen=True)
+class Link:
+    """A stream from ``src`` (stage name or ``INPUT``) to input ``dst_port`` of ``dst``."""
+
+    tensor: str
+    src: str
+    dst: str
+    dst_port: int
+    src_port: int
+    src_lanes: int
+    dst_lanes: int
+    bits: int
+    signed: bool
+    elements: int  # per inference
+    fifo_depth: int
+
+    @property
+    def transfers(self) -> int:
+        """Transfers per inference at the consumer's lane count."""
+        return self.elements // self.dst_lanes

@@ -1,0 +1,62 @@
+"""The layer registry is the one answer to "is this op supported, and how?": the importers'
+handler tables, the float quantizer's op sets, the pre-import check, inspect's column and the
+README's table all come from it."""
+import re
+
+import pytest
+
+from onnx2hw import layers
+from onnx2hw.layers import PATTERNS, KINDS, LayerKind, handlers, ptq_ops, support
+from onnx2hw.quant import _canonical, import_qdq, import_qonnx, import_qop
+from onnx2hw.ir import load
+from onnx2hw.summary import summarize
+
+from _paths import ROOT
+
+
+def test_importers_and_quantizer_use_exactly_the_registry():
+    handled = set(import_qdq.HANDLERS) | set(import_qop.HANDLERS) | set(import_qonnx.HANDLERS)
+    handled |= {("", op) for op in _canonical.SUPPORTED}
+    assert set(PATTERNS) == handled, (sorted(handled - set(PATTERNS)), sorted(set(PATTERNS) - handled))
+    for flavour, table in (("qdq", import_qdq.HANDLERS), ("qoperator", import_qop.HANDLERS),
+                           ("qonnx", import_qonnx.HANDLERS)):
+        assert table == handlers(flavour)
+
+
+def test_unknown_op_has_no_mapping():
+    assert support("", "Softmax") is None and support("", "Gemm")
+    with pytest.raises(ValueError, match="flavour"):
+        handlers("float")
+
+
+def test_ptq_roles_partition_the_float_ops():
+    roles = [ptq_ops(r) for r in ("layer", "pass", "fold")]
+    assert set().union(*roles) == ptq_ops() == _canonical.SUPPORTED
+    assert sum(len(r) for r in roles) == len(ptq_ops())
+    assert {"Conv", "Gemm", "Add"} <= roles[0] and "MaxPool" in roles[1] and "BatchNormalization" in roles[2]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_every_kind_declares_its_whole_interface(kind):
+    assert issubclass(kind, LayerKind)
+    for method in ("validate", "reference", "lower"):
+        assert getattr(kind, method) is not getattr(LayerKind, method), f"{kind.__name__} lacks {method}"
+    module = __import__(kind.__module__, fromlist=["PATTERNS"])
+    assert module.PATTERNS, f"{kind.__module__} declares no ONNX pattern"
+
+
+def test_readme_table_is_the_registry():
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- ops:begin -->\n(.*?)<!-- ops:end -->", readme, re.S)
+    assert m, "README lacks the generated supported-ops table"
+    assert m.group(1) == layers.support_table(), "README's op table is stale: python -m onnx2hw.layers --readme"
+
+
+def test_inspect_column_is_the_registry():
+    graph = load(str(ROOT / "examples" / "digits_mlp.onnx"))
+    rows = summarize(graph).hardware
+    assert rows
+    for node in graph.nodes:
+        row = next(r for r in rows if r["op"] == (f"{node.domain}::{node.op_type}" if node.domain else node.op_type))
+        assert row["supported"] == (support(node.domain, node.op_type) is not None)
+        assert row["supported"] is False or row["mapping"] == support(node.domain, node.op_type)
