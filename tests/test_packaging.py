@@ -3,11 +3,13 @@
 read-only install that simulates from another directory."""
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 import tomllib
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +44,54 @@ def wheel(tmp_path_factory):
     return whl
 
 
+@pytest.fixture(scope="module")
+def site(wheel, tmp_path_factory):
+    """The wheel installed (not editable) into a folder of its own."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True)
+    return target
+
+
+@pytest.mark.slow
+def test_package_layers_hold(site, tmp_path):
+    """import-linter's contracts (pyproject.toml) on the installed package, where grimp sees
+    onnx2hw.sim and onnx2hw.boards."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    r = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=tmp_path, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(site)})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "Contracts: 1 kept, 0 broken." in r.stdout
+
+
+def _function_level_imports(path: Path) -> list[str]:
+    """``file:line`` of each import of an onnx2hw module placed inside a function, unless a comment
+    on its line or the line above says it is an optional dependency."""
+    lines = path.read_text().splitlines()
+    found = []
+    for fn in ast.walk(ast.parse("\n".join(lines))):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom):
+                ours = node.level > 0 or (node.module or "").split(".")[0] == "onnx2hw"
+            elif isinstance(node, ast.Import):
+                ours = any(a.name.split(".")[0] == "onnx2hw" for a in node.names)
+            else:
+                continue
+            near = " ".join(lines[max(0, node.lineno - 2):node.lineno])
+            if ours and "optional dependency" not in near:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_imports_hidden_in_functions():
+    found = [hit for top in ("onnx2hw", "sim", "boards") for p in sorted((ROOT / top).rglob("*.py"))
+             for hit in _function_level_imports(p)]
+    assert not found, "imports of onnx2hw modules inside functions (a sign of a layering problem): " + \
+        ", ".join(found)
+
+
 @pytest.mark.slow
 def test_wheel_has_one_top_level_name_and_no_test_helpers(wheel):
     names = zipfile.ZipFile(wheel).namelist()
@@ -52,11 +102,8 @@ def test_wheel_has_one_top_level_name_and_no_test_helpers(wheel):
 
 @pytest.mark.slow
 @pytest.mark.sim
-def test_read_only_install_simulates_from_another_directory(wheel, tmp_path):
+def test_read_only_install_simulates_from_another_directory(site, tmp_path):
     require_simulator("verilator")
-    site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
-                   check=True, capture_output=True)
     subprocess.run(["chmod", "-R", "a-w", str(site)], check=True)
     work = tmp_path / "elsewhere"
     work.mkdir()

@@ -1,0 +1,63 @@
+"""MaxPool layer kind: GlobalMaxPool (a float model's, quantized by onnx2hw) becomes a MaxPool over
+the whole image, exact against onnxruntime's spec-exact session and bit-exact in hardware."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from _oracle import lsb_apart, run_spec
+from onnx2hw import golden
+from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.golden.integer import execute_integer
+from onnx2hw.ir import load
+from onnx2hw.layers import MaxPool, dequantize_outputs, quantize_inputs
+from onnx2hw.quant import quantize, to_integer_graph
+from onnx2hw.rtl.accelerator import AcceleratorCore
+from onnx2hw.sim.model_sim import from_transfers, to_transfers
+from onnx2hw.sim.pysim import run_stream
+
+
+def _float_model():
+    """Conv(1->4, 3x3, pad 1) + Relu + GlobalMaxPool + Flatten + Gemm(4->3) on (N, 1, 6, 6)."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.normal(0, s, shape).astype(np.float32), n)
+             for n, shape, s in (("w1", (4, 1, 3, 3), 0.5), ("b1", (4,), 0.1), ("w2", (3, 4), 0.5), ("b2", (3,), 0.1))]
+    mk = helper.make_node
+    nodes = [mk("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             mk("Relu", ["c"], ["r"], name="relu"),
+             mk("GlobalMaxPool", ["r"], ["g"], name="gmp"),
+             mk("Flatten", ["g"], ["f"], name="flat"),
+             mk("Gemm", ["f", "w2", "b2"], ["y"], transB=1, name="fc")]
+    g = helper.make_graph(nodes, "gmp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    x = np.random.default_rng(0).random((64, 1, 6, 6), dtype=np.float32)
+    q = quantize(_float_model(), {"x": x})
+    return q, to_integer_graph(load(q)), x
+
+
+def test_global_max_pool_imports_as_whole_image_max_pool(quantized):
+    q, igraph, x = quantized
+    pools = [layer for layer in igraph.layers if isinstance(layer, MaxPool)]
+    assert [(p.kernel, p.stride, p.pads, p.output.shape) for p in pools] == [((6, 6), (1, 1), (0, 0, 0, 0), (1, 1, 4))]
+    want = run_spec(q, {"x": x})[0]
+    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {"x": x})))["y"]
+    lsb = lsb_apart(got, want, igraph.outputs[0].scale)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+
+
+@pytest.mark.slow
+def test_global_max_pool_in_hardware_is_bit_exact(quantized):
+    _, igraph, _ = quantized
+    p = compile_pipeline(igraph)
+    assert [s.op for s in p.stages] == ["conv", "maxpool", "dense"]
+    spec = igraph.input_specs[0]
+    xq = np.random.default_rng(1).integers(spec.dtype.lo, spec.dtype.hi + 1, (3,) + spec.shape)
+    want = execute_integer(igraph, {spec.name: xq})[igraph.output_specs[0].name]
+    li, lo = p.input_link, p.output_link
+    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 3},
+                        src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
+    np.testing.assert_array_equal(from_transfers(out["o"], 3, igraph.output_specs[0].shape), want)
