@@ -89,8 +89,8 @@ def test_cnn_stage_kinds():
     g = models.cnn()
     p = compile_pipeline(g, budget=BIG)
     kinds = [[b.kind for b in s.blocks] for s in p.stages]
-    assert kinds == [["SlidingWindow", "MatrixVectorUnit", "Requantize"], ["MaxPool"],
-                     ["SlidingWindow", "MatrixVectorUnit", "Requantize"], ["GlobalAvgPool", "Cast", "Requantize"],
+    assert kinds == [["SlidingWindow", "MatrixVectorUnit", "Requantize"], ["MaxPoolUnit"],
+                     ["SlidingWindow", "MatrixVectorUnit", "Requantize"], ["GlobalAvgPoolUnit", "Cast", "Requantize"],
                      ["MatrixVectorUnit", "Requantize"]]
     specs = g.specs()
     conv1 = p.stages[0]

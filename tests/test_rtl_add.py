@@ -1,10 +1,10 @@
-"""Add: bit-exact against onnx2hw.arith over widths, signedness, lanes, stalls."""
+"""AddUnit: bit-exact against onnx2hw.arith over widths, signedness, lanes, stalls."""
 import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
 from onnx2hw.arith import add_requantized
-from onnx2hw.rtl.add import Add
+from onnx2hw.rtl.add import AddUnit
 from onnx2hw.sim.cocotb_run import run_cocotb
 from _sim_fixtures import require_simulator
 from onnx2hw.sim.pysim import run_stream
@@ -30,7 +30,7 @@ def _check(a_shape, b_shape, out_shape, lanes, n=300, src="random", sink="random
     olo, ohi = _range(out_shape)
     want = add_requantized(a, b, lo=olo if lo is None else lo, hi=ohi if hi is None else hi,
                            **q)
-    dut = Add(a_shape, b_shape, out_shape, lanes, lo=lo, hi=hi, **q)
+    dut = AddUnit(a_shape, b_shape, out_shape, lanes, lo=lo, hi=hi, **q)
     out, cycles = runner(dut, {"a": a, "b": b}, {"o": n}, src_pause=src, sink_pause=sink,
                          seed=seed)
     np.testing.assert_array_equal(out["o"], want)
@@ -68,7 +68,7 @@ def test_add_rounds_half_up():
     a = np.array([[1], [3], [-1], [-3]])
     b = np.zeros_like(a)
     q = dict(a_zero=0, a_mult=1, b_zero=0, b_mult=1, shift=1, zero_point=0, lo=-8, hi=7)
-    out, _ = run_stream(Add(signed(4), signed(4), signed(4), 1, **q), {"a": a, "b": b},
+    out, _ = run_stream(AddUnit(signed(4), signed(4), signed(4), 1, **q), {"a": a, "b": b},
                         {"o": 4})
     # independent: round(x / 2) with ties toward +inf
     np.testing.assert_array_equal(out["o"][:, 0], [1, 2, 0, -1])
@@ -77,7 +77,7 @@ def test_add_rounds_half_up():
 def test_add_throughput_and_latency():
     cycles = _check(signed(8), signed(8), signed(8), 4, n=500, src="none", sink="none", **Q8)
     assert cycles == 500 + 3
-    assert Add.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == 3
+    assert AddUnit.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == 3
 
 
 @pytest.mark.parametrize("src,sink", [("3of4", "random"), ("random", "3of4")])
@@ -95,9 +95,9 @@ def test_add_long_stalled_stream(src, sink):
 ])
 def test_add_rejects_bad_parameters(kw, err, match):
     with pytest.raises(err, match=match):
-        Add(signed(8), signed(8), signed(8), **kw)
+        AddUnit(signed(8), signed(8), signed(8), **kw)
     with pytest.raises(err, match=match):
-        Add.estimate(signed(8), signed(8), signed(8), **kw)
+        AddUnit.estimate(signed(8), signed(8), signed(8), **kw)
 
 
 def test_numpy_definition_rejects_bad_values():
@@ -126,8 +126,8 @@ def test_add_cocotb():
 @pytest.mark.parametrize("family", ["ecp5", "ice40"])
 def test_add_estimate_matches_yosys(a_shape, b_shape, lanes, q, family):
     from onnx2hw.rtl.synth_check import yosys_stat
-    st = yosys_stat(Add(a_shape, b_shape, signed(8), lanes, **q), family)
-    est = Add.estimate(a_shape, b_shape, signed(8), lanes, **q, family=family)
+    st = yosys_stat(AddUnit(a_shape, b_shape, signed(8), lanes, **q), family)
+    est = AddUnit.estimate(a_shape, b_shape, signed(8), lanes, **q, family=family)
     assert est.dsp == st["dsp"], (est, st)
     assert est.ebr == st["ebr"] == 0
     assert abs(est.lut - st["lut"]) <= max(8, 0.3 * st["lut"]), (est, st)

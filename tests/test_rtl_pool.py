@@ -1,4 +1,4 @@
-"""MaxPool / AvgPool (window sum) / GlobalAvgPool (image sum) against NumPy and the golden ops."""
+"""MaxPoolUnit / AvgPoolUnit (window sum) / GlobalAvgPoolUnit (image sum) against NumPy and the golden ops."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import pytest
 from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.cost import Cost
-from onnx2hw.rtl.pool import AvgPool, GlobalAvgPool, MaxPool, bench_config, sum_shape
+from onnx2hw.rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit, MaxPoolUnit, bench_config, sum_shape
 from onnx2hw.sim.pysim import run_stream
 
 
@@ -70,7 +70,7 @@ def test_pool_matches_numpy(op, name, bits, sgn, simd, pause):
     shape = signed(bits) if sgn else unsigned(bits)
     lo, hi = elem_range(bits, sgn)
     rng = np.random.default_rng(11)
-    cls = MaxPool if op == "max" else AvgPool
+    cls = MaxPoolUnit if op == "max" else AvgPoolUnit
     kwargs = {}
     if op == "sum":
         kwargs["pad_value"] = int(rng.integers(lo, hi + 1))   # the input zero point
@@ -111,10 +111,10 @@ def test_pool_matches_onnx_reference(op):
     shape = signed(8)
     rng = np.random.default_rng(21)
     if op == "GlobalAveragePool":
-        dut = GlobalAvgPool(h, w, c, elem_shape=shape, simd=c)
+        dut = GlobalAvgPoolUnit(h, w, c, elem_shape=shape, simd=c)
         count = h * w
     else:
-        cls = MaxPool if op == "MaxPool" else AvgPool
+        cls = MaxPoolUnit if op == "MaxPool" else AvgPoolUnit
         dut = cls(h, w, c, kernel, stride=stride, pads=pads, elem_shape=shape, simd=c)
         count = kernel[0] * kernel[1]
     x = rng.integers(-128, 128, size=(3, h, w, c))
@@ -149,7 +149,7 @@ def test_global_avgpool_sum(hwc, bits, sgn, simd, pause):
     simd = _simd(simd, c)
     shape = signed(bits) if sgn else unsigned(bits)
     lo, hi = elem_range(bits, sgn)
-    dut = GlobalAvgPool(h, w, c, elem_shape=shape, simd=simd)
+    dut = GlobalAvgPoolUnit(h, w, c, elem_shape=shape, simd=simd)
     assert dut.out_elem_shape == sum_shape(shape, h * w)
     n = max(3, math.ceil(2500 / dut.in_transfers))
     rng = np.random.default_rng(12)
@@ -178,13 +178,13 @@ def test_sum_shape_never_overflows():
                 assert not (nlo <= lo * count and hi * count <= nhi)
 
 
-@pytest.mark.parametrize("cls", [MaxPool, AvgPool])
+@pytest.mark.parametrize("cls", [MaxPoolUnit, AvgPoolUnit])
 def test_pool_throughput_matches_estimate(cls):
     h, w, c = 8, 8, 4
     dut = cls(h, w, c, 2, simd=2)
     n = 4
     x = np.random.default_rng(0).integers(0, 256, size=(n, h, w, c))
-    want = pool_ref(x, (2, 2), (2, 2), (0,) * 4, dut.pad_value, "max" if cls is MaxPool else "sum")
+    want = pool_ref(x, (2, 2), (2, 2), (0,) * 4, dut.pad_value, "max" if cls is MaxPoolUnit else "sum")
     out, cycles = run_stream(dut, {"i": x.reshape(-1, 2)}, {"o": want.size // 2})
     assert np.array_equal(out["o"], want.reshape(-1, 2))
     est = cls.estimate(h, w, c, 2, simd=2)
@@ -193,29 +193,29 @@ def test_pool_throughput_matches_estimate(cls):
 
 
 def test_global_avgpool_estimate():
-    est = GlobalAvgPool.estimate(7, 7, 16, elem_shape=signed(8), simd=4)
+    est = GlobalAvgPoolUnit.estimate(7, 7, 16, elem_shape=signed(8), simd=4)
     assert est.cycles == 7 * 7 * 4 and est.dsp == 0
     with pytest.raises(ValueError, match="family"):
-        GlobalAvgPool.estimate(7, 7, 16, family="gowin")
+        GlobalAvgPoolUnit.estimate(7, 7, 16, family="gowin")
 
 
 @pytest.mark.parametrize("cls,kwargs,exc,text", [
-    (MaxPool, dict(pads=(2, 0, 0, 0), kernel=2), ValueError, "smaller than the kernel"),
-    (MaxPool, dict(channels=5, simd=2), ValueError, "simd 2"),
-    (AvgPool, dict(pad_value=-1), ValueError, "-1"),
-    (AvgPool, dict(dilation=(1, 2)), ValueError, "dilation"),
-    (MaxPool, dict(stride=0), ValueError, "stride"),
-    (GlobalAvgPool, dict(height=0), ValueError, "height"),
-    (GlobalAvgPool, dict(channels=6, simd=4), ValueError, "simd 4"),
-    (GlobalAvgPool, dict(elem_shape=8.0), TypeError, "elem_shape"),
+    (MaxPoolUnit, dict(pads=(2, 0, 0, 0), kernel=2), ValueError, "smaller than the kernel"),
+    (MaxPoolUnit, dict(channels=5, simd=2), ValueError, "simd 2"),
+    (AvgPoolUnit, dict(pad_value=-1), ValueError, "-1"),
+    (AvgPoolUnit, dict(dilation=(1, 2)), ValueError, "dilation"),
+    (MaxPoolUnit, dict(stride=0), ValueError, "stride"),
+    (GlobalAvgPoolUnit, dict(height=0), ValueError, "height"),
+    (GlobalAvgPoolUnit, dict(channels=6, simd=4), ValueError, "simd 4"),
+    (GlobalAvgPoolUnit, dict(elem_shape=8.0), TypeError, "elem_shape"),
 ])
 def test_pool_rejects_bad_parameters(cls, kwargs, exc, text):
     args = dict(height=4, width=4, channels=4, elem_shape=unsigned(8))
-    if cls is not GlobalAvgPool:
+    if cls is not GlobalAvgPoolUnit:
         args["kernel"] = 2
     args.update(kwargs)
     pos = [args.pop("height"), args.pop("width"), args.pop("channels")]
-    if cls is not GlobalAvgPool:
+    if cls is not GlobalAvgPoolUnit:
         pos.append(args.pop("kernel"))
     with pytest.raises(exc, match=text):
         cls(*pos, **args)
@@ -227,11 +227,11 @@ def test_pool_bench_config_runs():
         out, _ = run_stream(dut, feeds, expect)
         g = dut.geom
         x = feeds["i"].reshape(-1, g.height, g.width, g.channels)
-        if isinstance(dut, GlobalAvgPool):
+        if isinstance(dut, GlobalAvgPoolUnit):
             want = x.sum(axis=(1, 2))
         else:
             want = pool_ref(x, (g.kh, g.kw), (g.sh, g.sw), g.pads, dut.pad_value,
-                            "max" if isinstance(dut, MaxPool) else "sum")
+                            "max" if isinstance(dut, MaxPoolUnit) else "sum")
         assert np.array_equal(out["o"], want.reshape(-1, g.simd)), name
 
 
@@ -245,11 +245,11 @@ def test_pool_verilator(which):
         h, w, c, simd, shape = 3, 5, 4, 2, signed(8)
 
         def factory():
-            return GlobalAvgPool(h, w, c, elem_shape=shape, simd=simd)
+            return GlobalAvgPoolUnit(h, w, c, elem_shape=shape, simd=simd)
     else:
         h, w, c, kernel, stride, pads = GEOMS["odd_3x3_s2_asym"]
         simd, shape = 3, (signed(4) if which == "max" else unsigned(8))
-        cls = MaxPool if which == "max" else AvgPool
+        cls = MaxPoolUnit if which == "max" else AvgPoolUnit
 
         def factory():
             return cls(h, w, c, kernel, stride=stride, pads=pads, elem_shape=shape, simd=simd)
@@ -268,10 +268,10 @@ def test_pool_verilator(which):
 
 # ------------------------------------------------------------------ synthesis (Yosys)
 SYNTH_CASES = [
-    (MaxPool, (16, 16, 8, 2), dict(simd=2, elem_shape=signed(8))),
-    (AvgPool, (7, 7, 3, 3), dict(stride=2, pads=1, simd=3, elem_shape=signed(8))),
-    (GlobalAvgPool, (7, 7, 16), dict(simd=4, elem_shape=signed(8))),
-    (GlobalAvgPool, (8, 8, 256), dict(simd=2, elem_shape=unsigned(8))),
+    (MaxPoolUnit, (16, 16, 8, 2), dict(simd=2, elem_shape=signed(8))),
+    (AvgPoolUnit, (7, 7, 3, 3), dict(stride=2, pads=1, simd=3, elem_shape=signed(8))),
+    (GlobalAvgPoolUnit, (7, 7, 16), dict(simd=4, elem_shape=signed(8))),
+    (GlobalAvgPoolUnit, (8, 8, 256), dict(simd=2, elem_shape=unsigned(8))),
 ]
 
 

@@ -10,7 +10,7 @@ from .pipeline import Stage
 __all__ = ["build_stage"]
 
 #: blocks whose own latency is the wait for their first rows, which ``Lowered.fill`` models
-_WINDOWED = ("SlidingWindow", "MaxPool", "AvgPool", "GlobalAvgPool")
+_WINDOWED = ("SlidingWindow", "MaxPoolUnit", "AvgPoolUnit", "GlobalAvgPoolUnit")
 
 
 def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, simd: int, family: str) -> Stage:

@@ -6,7 +6,7 @@
 ``ma / 2**shift`` and ``mb / 2**shift`` are the input-to-output scale ratios (the larger with
 31 bits of precision). ONNX forms: Add of two dequantized tensors (QDQ, QONNX, float for the
 post-training quantizer), com.microsoft QLinearAdd. An ONNX Add of a layer output and a
-constant is a bias folded into that layer instead. Hardware: the residual Add block; the
+constant is a bias folded into that layer instead. Hardware: the residual AddUnit block; the
 pipeline forks the shared tensor and buffers the branch read later.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from .. import arith
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ..rtl.add import Add as AddBlock
+from ..rtl.add import AddUnit
 from ..rtl.stage import Block
 from ._importer import (Acc, Builder, Const, QConst, QT, Target, need, node_error, quantize_output,
                         real_view)
@@ -77,7 +77,7 @@ class Add(LayerKind):
         params = dict(a_shape=elem_shape(ins[0].dtype), b_shape=elem_shape(ins[1].dtype),
                       out_shape=elem_shape(self.output.dtype), lanes=simd, a_zero=za, a_mult=ma,
                       b_zero=zb, b_mult=mb, shift=self.shift, zero_point=self.zero_point, lo=self.lo, hi=self.hi)
-        block = Block("Add", params, AddBlock.estimate(**params, family=family))
+        block = Block("AddUnit", params, AddUnit.estimate(**params, family=family))
         cycles = int(np.prod(ins[0].shape)) // simd
         return Lowered((block,), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
 
@@ -141,6 +141,6 @@ def _qlinear_add(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "Add", "Fork + FIFO + Add (residual), or a constant bias folded into its layer", _add, ptq="layer"),
-    Pattern(MS, "QLinearAdd", "Fork + FIFO + Add (residual)", _qlinear_add, {"qoperator"}),
+    Pattern("", "Add", "Fork + FIFO + AddUnit (residual), or a constant bias folded into its layer", _add, ptq="layer"),
+    Pattern(MS, "QLinearAdd", "Fork + FIFO + AddUnit (residual)", _qlinear_add, {"qoperator"}),
 )

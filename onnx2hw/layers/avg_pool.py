@@ -5,7 +5,7 @@ ONNX forms: AveragePool / GlobalAveragePool on dequantized views (QDQ, QONNX, fl
 post-training quantizer), com.microsoft QLinearAveragePool / QLinearGlobalAveragePool.
 GlobalAvgPool is an AvgPool whose kernel is the whole image. (The QONNX importer turns a pool
 with a narrow output quantizer into a depthwise Conv with thresholds instead.) Hardware:
-AvgPool or GlobalAvgPool window sum + a registered ``+ bias`` Cast + Requantize.
+AvgPoolUnit or GlobalAvgPoolUnit window sum + a registered ``+ bias`` Cast + Requantize.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .. import arith
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.cost import Cost
-from ..rtl.pool import AvgPool as AvgPoolBlock, GlobalAvgPool
+from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
 from ._importer import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
 from ._windows import pad_nhwc, windows
@@ -67,11 +67,11 @@ class AvgPool(LayerKind):
         area = self.kernel[0] * self.kernel[1]
         if self.kernel == (h, w) and self.pads == (0, 0, 0, 0):
             params = dict(height=h, width=w, channels=c, elem_shape=es, simd=simd)
-            window = Block("GlobalAvgPool", params, GlobalAvgPool.estimate(**params, family=family))
+            window = Block("GlobalAvgPoolUnit", params, GlobalAvgPoolUnit.estimate(**params, family=family))
         else:
             params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
                           pads=self.pads, elem_shape=es, simd=simd, pad_value=self.pad_value)
-            window = Block("AvgPool", params, AvgPoolBlock.estimate(**params, family=family))
+            window = Block("AvgPoolUnit", params, AvgPoolUnit.estimate(**params, family=family))
         lo, hi = spec.dtype.lo * area + self.bias, spec.dtype.hi * area + self.bias
         acc_bits = arith.acc_bits(min(lo, 0), max(hi, 0))
         act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family)
@@ -157,8 +157,8 @@ def _qlinear_global_avgpool(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "AveragePool", "AvgPool + Requantize", _avgpool, ptq="layer"),
-    Pattern("", "GlobalAveragePool", "GlobalAvgPool + Requantize", _global_avgpool, ptq="layer"),
-    Pattern(MS, "QLinearAveragePool", "AvgPool + Requantize", _qlinear_avgpool, {"qoperator"}),
-    Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPool + Requantize", _qlinear_global_avgpool, {"qoperator"}),
+    Pattern("", "AveragePool", "AvgPoolUnit + Requantize", _avgpool, ptq="layer"),
+    Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _global_avgpool, ptq="layer"),
+    Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
+    Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )

@@ -177,7 +177,7 @@ def _conv_integer(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "Conv", "SlidingWindow + MVU + Requantize", _conv, ptq="layer"),
-    Pattern("", "QLinearConv", "SlidingWindow + MVU + Requantize", _qlinear_conv, {"qoperator"}),
-    Pattern("", "ConvInteger", "SlidingWindow + MVU", _conv_integer, {"qoperator"}),
+    Pattern("", "Conv", "SlidingWindow + MatrixVectorUnit + Requantize", _conv, ptq="layer"),
+    Pattern("", "QLinearConv", "SlidingWindow + MatrixVectorUnit + Requantize", _qlinear_conv, {"qoperator"}),
+    Pattern("", "ConvInteger", "SlidingWindow + MatrixVectorUnit", _conv_integer, {"qoperator"}),
 )

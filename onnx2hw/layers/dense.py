@@ -157,11 +157,11 @@ def _qgemm(b: Builder, node: Node):
     quantize_output(b, node, acc, 7, 8, x)
 
 
-_MVU = "MVU + Requantize"
+_MVU = "MatrixVectorUnit + Requantize"
 PATTERNS = (
     Pattern("", "Gemm", _MVU, _gemm, ptq="layer"),
     Pattern("", "MatMul", _MVU + " (constant weights)", _matmul, ptq="layer"),
     Pattern("", "QLinearMatMul", _MVU, _qlinear_matmul, {"qoperator"}),
-    Pattern("", "MatMulInteger", "MVU", _matmul_integer, {"qoperator"}),
+    Pattern("", "MatMulInteger", "MatrixVectorUnit", _matmul_integer, {"qoperator"}),
     Pattern(MS, "QGemm", _MVU, _qgemm, {"qoperator"}),
 )

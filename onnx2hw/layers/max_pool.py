@@ -1,7 +1,7 @@
 """MaxPool, NHWC: the integer maximum over each window; padded positions never win.
 
 ONNX forms: MaxPool and GlobalMaxPool on integer tensors (any flavour; for the post-training
-quantizer they reuse their input's quantization, exact for integers). Hardware: the MaxPool
+quantizer they reuse their input's quantization, exact for integers). Hardware: the MaxPoolUnit
 window block, channels folded into lanes.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ..rtl.pool import MaxPool as MaxPoolBlock
+from ..rtl.pool import MaxPoolUnit
 from ..rtl.stage import Block
 from ._importer import QT, Builder, node_error, pads_of
 from ._windows import pad_nhwc, windows
@@ -49,7 +49,7 @@ class MaxPool(LayerKind):
         h, w, c = ins[0].shape
         params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
                       pads=self.pads, elem_shape=elem_shape(ins[0].dtype), simd=simd)
-        block = Block("MaxPool", params, MaxPoolBlock.estimate(**params, family=family))
+        block = Block("MaxPoolUnit", params, MaxPoolUnit.estimate(**params, family=family))
         return Lowered((block,), block.cost.cycles, ins[0].dtype.bits, ins[0].dtype.signed,
                        fill=window_fill(self.kernel[0], self.pads[0], h))
 
@@ -111,6 +111,6 @@ def _global_maxpool(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "MaxPool", "MaxPool", _maxpool, ptq="pass"),
-    Pattern("", "GlobalMaxPool", "MaxPool over the whole image", _global_maxpool, ptq="pass"),
+    Pattern("", "MaxPool", "MaxPoolUnit", _maxpool, ptq="pass"),
+    Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image", _global_maxpool, ptq="pass"),
 )

@@ -12,11 +12,11 @@ from amaranth.hdl import Module, Shape
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .add import Add
+from .add import AddUnit
 from .fifo import StreamFIFO
 from .fork import Fork
 from .mvu import MatrixVectorUnit
-from .pool import AvgPool, GlobalAvgPool, MaxPool
+from .pool import AvgPoolUnit, GlobalAvgPoolUnit, MaxPoolUnit
 from .requant import Requantize
 from .stage import INPUT, OUTPUT
 from .thresholds import Thresholds
@@ -60,8 +60,8 @@ class Cast(wiring.Component):
 
 
 #: Block.kind -> the block's class
-BLOCK_CLASSES = {cls.__name__: cls for cls in (MatrixVectorUnit, Requantize, Thresholds, SlidingWindow, MaxPool,
-                                               AvgPool, GlobalAvgPool, Add, Fork, Cast)}
+BLOCK_CLASSES = {cls.__name__: cls for cls in (MatrixVectorUnit, Requantize, Thresholds, SlidingWindow, MaxPoolUnit,
+                                               AvgPoolUnit, GlobalAvgPoolUnit, AddUnit, Fork, Cast)}
 
 
 def join(m: Module, src, dst) -> None:

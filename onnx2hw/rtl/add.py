@@ -1,4 +1,4 @@
-"""Quantized elementwise Add of two streams (residual connections)."""
+"""Quantized elementwise AddUnit of two streams (residual connections)."""
 from __future__ import annotations
 
 from amaranth.hdl import Module, Mux, Signal, Value, signed
@@ -9,7 +9,7 @@ from ..arith import acc_bits
 from . import _blockparams as _p
 from .cost import Cost
 
-__all__ = ["Add"]
+__all__ = ["AddUnit"]
 
 
 def _range(shape):
@@ -18,7 +18,7 @@ def _range(shape):
     return 0, (1 << shape.width) - 1
 
 
-class Add(wiring.Component):
+class AddUnit(wiring.Component):
     """``y = clamp(zp + round((a - za)*Ma + (b - zb)*Mb, shift))`` lane by lane.
 
     Semantics are exactly :func:`onnx2hw.arith.add_requantized` (round half up,
@@ -203,5 +203,5 @@ def bench_config():
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-128, 128, size=(2000, 4)) for _ in range(2))
     q = dict(a_zero=-3, a_mult=23170, b_zero=5, b_mult=-9000, shift=15, zero_point=7)
-    return [("Add s8+s8->s8 x4 (DSP)", lambda: Add(signed(8), signed(8), signed(8), 4, **q),
+    return [("Add s8+s8->s8 x4 (DSP)", lambda: AddUnit(signed(8), signed(8), signed(8), 4, **q),
              {"a": a, "b": b}, {"o": len(a)})]

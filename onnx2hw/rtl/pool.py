@@ -1,6 +1,6 @@
-"""Pooling blocks on NHWC streams: MaxPool, AvgPool (window sum) and GlobalAvgPool (image sum).
+"""Pooling blocks on NHWC streams: MaxPoolUnit, AvgPoolUnit (window sum) and GlobalAvgPoolUnit (image sum).
 
-AvgPool and GlobalAvgPool output the **sum** over the window / image, widened so it never
+AvgPoolUnit and GlobalAvgPoolUnit output the **sum** over the window / image, widened so it never
 overflows; the division by the window size (and any rescaling to the output quantization) is
 done by the separate ``Requantize`` block (``onnx2hw.arith.requantize`` semantics) with
 multiplier/shift chosen for ``1/count``. The integer ``QLinearAveragePool`` mapping is
@@ -20,7 +20,7 @@ from ._linebuf import Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 from .window import SlidingWindow
 
-__all__ = ["MaxPool", "AvgPool", "GlobalAvgPool", "sum_shape", "bench_config"]
+__all__ = ["MaxPoolUnit", "AvgPoolUnit", "GlobalAvgPoolUnit", "sum_shape", "bench_config"]
 
 
 def _elem_range(shape):
@@ -141,7 +141,7 @@ class _WindowPool(wiring.Component):
         return m
 
 
-class MaxPool(_WindowPool):
+class MaxPoolUnit(_WindowPool):
     """k×k max pooling over an NHWC stream (``signed``/``unsigned`` elements).
 
     Built as a :class:`~onnx2hw.rtl.window.SlidingWindow` in depthwise order followed by a
@@ -172,7 +172,7 @@ class MaxPool(_WindowPool):
     _op = "max"
 
 
-class AvgPool(_WindowPool):
+class AvgPoolUnit(_WindowPool):
     """k×k window **sum** over an NHWC stream (average pooling before requantization).
 
     Output elements are ``sum_shape(elem_shape, KH*KW)`` wide (same signedness), so the sum
@@ -180,13 +180,13 @@ class AvgPool(_WindowPool):
     Padding elements equal ``pad_value`` (default 0; use the input zero point) and are summed
     (``count_include_pad=1``).
 
-    Parameters, interface and timing as :class:`MaxPool` (stride defaults to the kernel).
+    Parameters, interface and timing as :class:`MaxPoolUnit` (stride defaults to the kernel).
     """
 
     _op = "sum"
 
 
-class GlobalAvgPool(wiring.Component):
+class GlobalAvgPoolUnit(wiring.Component):
     """Per-channel **sum** over ``H×W`` (global average pooling before requantization).
 
     Parameters
@@ -299,11 +299,11 @@ def bench_config():
     """Representative configurations: ``[(name, factory, feeds, expect)]``."""
     rng = np.random.default_rng(2)
     cfgs = (
-        ("maxpool_2x2_c16_simd4", MaxPool, dict(height=8, width=8, channels=16, kernel=2,
+        ("maxpool_2x2_c16_simd4", MaxPoolUnit, dict(height=8, width=8, channels=16, kernel=2,
                                                 elem_shape=unsigned(8), simd=4)),
-        ("avgpool_3x3_s2_c3", AvgPool, dict(height=7, width=7, channels=3, kernel=3, stride=2,
+        ("avgpool_3x3_s2_c3", AvgPoolUnit, dict(height=7, width=7, channels=3, kernel=3, stride=2,
                                             pads=1, elem_shape=signed(8), simd=3)),
-        ("globalavgpool_7x7_c16_simd4", GlobalAvgPool, dict(height=7, width=7, channels=16,
+        ("globalavgpool_7x7_c16_simd4", GlobalAvgPoolUnit, dict(height=7, width=7, channels=16,
                                                            elem_shape=signed(8), simd=4)),
     )
     out = []
