@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
-from onnx2hw.rtl.accelerator import Cast
+from onnx2hw.rtl.cast import Cast
 from onnx2hw.sim.pysim import run_stream
 
 

@@ -42,7 +42,7 @@ def _fork_stage(name: str, tensor: str, lanes: int, bits: int, signed_: bool, el
     cost = Cost(cycles, cost.latency, cost.lut, cost.ff, cost.dsp, cost.ebr)
     return Stage(name=name, layer="", op="fork", inputs=(tensor,), output=tensor, pe=lanes, simd=lanes,
                  in_lanes=(lanes,), out_lanes=lanes, out_bits=bits, out_signed=signed_,
-                 blocks=(Block("Fork", params, cost),), cycles=cycles, latency=cost.latency, cost=cost)
+                 blocks=(Block(Fork, params, cost),), cycles=cycles, latency=cost.latency, cost=cost)
 
 
 def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget | None = None,

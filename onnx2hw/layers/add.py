@@ -77,7 +77,7 @@ class Add(LayerKind):
         params = dict(a_shape=elem_shape(ins[0].dtype), b_shape=elem_shape(ins[1].dtype),
                       out_shape=elem_shape(self.output.dtype), lanes=simd, a_zero=za, a_mult=ma,
                       b_zero=zb, b_mult=mb, shift=self.shift, zero_point=self.zero_point, lo=self.lo, hi=self.hi)
-        block = Block("AddUnit", params, AddUnit.estimate(**params, family=family))
+        block = Block(AddUnit, params, AddUnit.estimate(**params, family=family))
         cycles = int(np.prod(ins[0].shape)) // simd
         return Lowered((block,), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
 

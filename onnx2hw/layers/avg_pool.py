@@ -16,6 +16,7 @@ import numpy as np
 from .. import arith
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
+from ..rtl.cast import Cast
 from ..rtl.cost import Cost
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
@@ -67,11 +68,11 @@ class AvgPool(LayerKind):
         area = self.kernel[0] * self.kernel[1]
         if self.kernel == (h, w) and self.pads == (0, 0, 0, 0):
             params = dict(height=h, width=w, channels=c, elem_shape=es, simd=simd)
-            window = Block("GlobalAvgPoolUnit", params, GlobalAvgPoolUnit.estimate(**params, family=family))
+            window = Block(GlobalAvgPoolUnit, params, GlobalAvgPoolUnit.estimate(**params, family=family))
         else:
             params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
                           pads=self.pads, elem_shape=es, simd=simd, pad_value=self.pad_value)
-            window = Block("AvgPoolUnit", params, AvgPoolUnit.estimate(**params, family=family))
+            window = Block(AvgPoolUnit, params, AvgPoolUnit.estimate(**params, family=family))
         lo, hi = spec.dtype.lo * area + self.bias, spec.dtype.hi * area + self.bias
         acc_bits = arith.acc_bits(min(lo, 0), max(hi, 0))
         act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family)
@@ -82,7 +83,7 @@ class AvgPool(LayerKind):
 def _offset_block(bits: int, offset: int) -> Block:
     """The registered lane-wise ``+ offset`` (rtl ``Cast``) into a signed accumulator."""
     lut = bits if offset else 0
-    return Block("Cast", dict(bits=bits, signed=True, offset=offset),
+    return Block(Cast, dict(bits=bits, signed=True, offset=offset),
                  Cost(1, 1 if offset else 0, lut, bits if offset else 0, 0, 0))
 
 

@@ -182,10 +182,10 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
         params = dict(channels=channels, pe=pe, acc_bits=acc_bits, multiplier=m, shift=s,
                       zero_point=act.zero_point, out_bits=out.bits, out_signed=out.signed,
                       lo=act.lo, hi=act.hi)
-        return [Block("Requantize", params, Requantize.estimate(**params, family=family))], out.bits, out.signed
+        return [Block(Requantize, params, Requantize.estimate(**params, family=family))], out.bits, out.signed
     params = dict(thresholds=act.table, channels=channels, pe=pe, acc_bits=acc_bits,
                   out_bits=out.bits, out_signed=out.signed, lo=act.lo)
-    return [Block("Thresholds", params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
+    return [Block(ThresholdsBlock, params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
 
 
 def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str) -> Block:
@@ -195,7 +195,7 @@ def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, ac
     params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
                   weight_bits=wb, weight_signed=ws, bipolar=bipolar, pe=pe, simd=simd,
                   acc_bits=acc_bits)
-    return Block("MatrixVectorUnit", params, MatrixVectorUnit.estimate(**params, family=family))
+    return Block(MatrixVectorUnit, params, MatrixVectorUnit.estimate(**params, family=family))
 
 
 def sum_costs(blocks) -> Cost:

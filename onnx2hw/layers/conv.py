@@ -104,7 +104,7 @@ class Conv(LayerKind):
         wparams = dict(height=h, width=w, channels=c, kernel=(kh, kw), stride=self.stride,
                        pads=self.pads, elem_shape=elem_shape(self.in_type), simd=simd,
                        pad_value=self.pad_value)
-        window = Block("SlidingWindow", wparams, SlidingWindow.estimate(**wparams, family=family))
+        window = Block(SlidingWindow, wparams, SlidingWindow.estimate(**wparams, family=family))
         mvu = mvu_block(self.weights.reshape(cout, -1), self.bias, self.in_type, self.w_type,
                         pe, simd, self.acc_bits, family)
         act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family)

@@ -49,7 +49,7 @@ class MaxPool(LayerKind):
         h, w, c = ins[0].shape
         params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
                       pads=self.pads, elem_shape=elem_shape(ins[0].dtype), simd=simd)
-        block = Block("MaxPoolUnit", params, MaxPoolUnit.estimate(**params, family=family))
+        block = Block(MaxPoolUnit, params, MaxPoolUnit.estimate(**params, family=family))
         return Lowered((block,), block.cost.cycles, ins[0].dtype.bits, ins[0].dtype.signed,
                        fill=window_fill(self.kernel[0], self.pads[0], h))
 

@@ -3,7 +3,7 @@ Amaranth component with one input stream and one output stream.
 
 Every stage is its chain of blocks; every link is a (width converter +) FIFO. Between blocks
 whose lane shapes differ (e.g. an unsigned window sum into a signed requantizer) a lane-wise
-value-preserving cast is wired in; a ``Cast`` block with an ``offset`` is a registered
+value-preserving cast is wired in; a :class:`~onnx2hw.rtl.cast.Cast` block is a registered
 ``lane + offset`` stage.
 """
 from __future__ import annotations
@@ -12,56 +12,12 @@ from amaranth.hdl import Module, Shape
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .add import AddUnit
+from .cast import Cast
 from .fifo import StreamFIFO
-from .fork import Fork
-from .mvu import MatrixVectorUnit
-from .pool import AvgPoolUnit, GlobalAvgPoolUnit, MaxPoolUnit
-from .requant import Requantize
 from .stage import INPUT, OUTPUT
-from .thresholds import Thresholds
 from .width import WidthConverter
-from .window import SlidingWindow
 
-__all__ = ["AcceleratorCore", "Cast", "BLOCK_CLASSES"]
-
-
-class Cast(wiring.Component):
-    """Lane-wise ``y = x + offset`` into ``Shape(bits, signed)``.
-
-    Parameters
-    ----------
-    bits, signed : output lane shape; ``offset`` : int constant added to every lane.
-    in_shape : input lane shape; ``lanes`` : lanes per transfer.
-
-    Latency 1 cycle (registered output), one transfer per cycle; ``o.valid``/``o.payload`` are
-    registers held until taken and ``i.ready = ~o.valid | o.ready``.
-    """
-
-    def __init__(self, *, bits, signed, offset=0, in_shape, lanes):
-        if not isinstance(bits, int) or bits < 1:
-            raise ValueError(f"bits must be a positive int, not {bits!r}")
-        self.offset = int(offset)
-        super().__init__({
-            "i": In(stream.Signature(data.ArrayLayout(in_shape, lanes))),
-            "o": Out(stream.Signature(data.ArrayLayout(Shape(bits, signed), lanes))),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += self.o.valid.eq(1)
-            for j in range(len(self.i.payload)):
-                m.d.sync += self.o.payload[j].eq(self.i.payload[j] + self.offset)
-        return m
-
-
-#: Block.kind -> the block's class
-BLOCK_CLASSES = {cls.__name__: cls for cls in (MatrixVectorUnit, Requantize, Thresholds, SlidingWindow, MaxPoolUnit,
-                                               AvgPoolUnit, GlobalAvgPoolUnit, AddUnit, Fork, Cast)}
+__all__ = ["AcceleratorCore", "join"]
 
 
 def join(m: Module, src, dst) -> None:
@@ -99,9 +55,9 @@ class AcceleratorCore(wiring.Component):
         prev = None
         for k, b in enumerate(stage.blocks):
             params = dict(b.params)
-            if b.kind == "Cast":
+            if b.block is Cast:
                 params.update(in_shape=prev.o.payload.shape().elem_shape, lanes=len(prev.o.payload))
-            block = BLOCK_CLASSES[b.kind](**params)
+            block = b.block(**params)
             m.submodules[f"{stage.name}_{k}_{b.kind.lower()}"] = block
             if prev is not None:
                 join(m, prev.o, block.i)

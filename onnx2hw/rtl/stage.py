@@ -1,6 +1,6 @@
 """The parts of a streaming pipeline the RTL elaborates: :class:`Block`, :class:`Stage`, :class:`Link`.
 
-A stage is a chain of RTL blocks (a :class:`Block` names a class of this package plus its
+A stage is a chain of RTL blocks (a :class:`Block` is a class of this package plus its
 constructor keyword arguments) with one stream in per input and one stream out. A link carries
 one tensor in NHWC order, channels folded into lanes. The pipeline's own input and output are
 the pseudo stages :data:`INPUT` and :data:`OUTPUT`. :class:`onnx2hw.dataflow.Pipeline` holds them.
@@ -20,14 +20,20 @@ INPUT, OUTPUT = "input", "output"
 
 @dataclass(frozen=True)
 class Block:
-    """One RTL block: ``kind`` names a class in :mod:`onnx2hw.rtl`, ``params`` its kwargs."""
+    """One RTL block: ``block`` is its class (an Amaranth component of :mod:`onnx2hw.rtl`),
+    ``params`` its constructor's keyword arguments, ``cost`` its estimate."""
 
-    kind: str
+    block: type
     params: Mapping[str, Any]
     cost: Cost
 
     def __post_init__(self):
         object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
+
+    @property
+    def kind(self) -> str:
+        """The block's class name (reports, ``accelerator.json``)."""
+        return self.block.__name__
 
 
 @dataclass(frozen=True)

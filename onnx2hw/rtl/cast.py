@@ -1,0 +1,41 @@
+"""``Cast``: a registered lane-wise ``+ offset`` into a new lane shape."""
+from __future__ import annotations
+
+from amaranth.hdl import Module, Shape
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["Cast"]
+
+
+class Cast(wiring.Component):
+    """Lane-wise ``y = x + offset`` into ``Shape(bits, signed)``.
+
+    Parameters
+    ----------
+    bits, signed : output lane shape; ``offset`` : int constant added to every lane.
+    in_shape : input lane shape; ``lanes`` : lanes per transfer.
+
+    Latency 1 cycle (registered output), one transfer per cycle; ``o.valid``/``o.payload`` are
+    registers held until taken and ``i.ready = ~o.valid | o.ready``.
+    """
+
+    def __init__(self, *, bits, signed, offset=0, in_shape, lanes):
+        if not isinstance(bits, int) or bits < 1:
+            raise ValueError(f"bits must be a positive int, not {bits!r}")
+        self.offset = int(offset)
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(in_shape, lanes))),
+            "o": Out(stream.Signature(data.ArrayLayout(Shape(bits, signed), lanes))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += self.o.valid.eq(1)
+            for j in range(len(self.i.payload)):
+                m.d.sync += self.o.payload[j].eq(self.i.payload[j] + self.offset)
+        return m
