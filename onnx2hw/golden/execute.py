@@ -12,7 +12,7 @@ from ..layers import IntegerGraph
 from .integer import execute_integer
 from .registry import is_registered, lookup
 
-__all__ = ["execute", "unsupported_nodes"]
+__all__ = ["execute", "unsupported_nodes", "run_node"]
 
 
 def unsupported_nodes(graph: Graph) -> list[str]:
@@ -71,3 +71,11 @@ def execute(graph: Graph, feeds: Mapping[str, np.ndarray], *, outputs=None,
     if keep_intermediates:
         return env
     return {name: env[name] for name in wanted}
+
+
+def run_node(node, *inputs) -> tuple:
+    """One node's outputs (a tuple, one array per output) from its input arrays, by ONNX semantics."""
+    if not is_registered(node.domain, node.op_type):
+        raise UnsupportedError(f"golden executor has no implementation for {node.op_type!r}")
+    result = lookup(node.domain, node.op_type)(node, *inputs)
+    return result if isinstance(result, tuple) else (result,)

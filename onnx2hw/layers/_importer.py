@@ -133,12 +133,18 @@ Handler = Callable[["Builder", Node], None]
 
 
 class Builder:
-    """Interpret ``graph`` with ``handlers`` ((domain, op_type) -> fn(builder, node)) into an IntegerGraph."""
+    """Interpret ``graph`` with ``handlers`` ((domain, op_type) -> fn(builder, node)) into an IntegerGraph.
 
-    def __init__(self, graph: Graph, handlers: dict[tuple[str, str], Handler], source: str):
+    ``evaluate(node, *arrays) -> tuple`` runs one float ONNX node by its spec (the golden
+    executor's, given by the importer): handlers that tabulate a float function use it.
+    """
+
+    def __init__(self, graph: Graph, handlers: dict[tuple[str, str], Handler], source: str,
+                 evaluate: Callable[..., tuple] | None = None):
         self.graph = graph
         self.handlers = handlers
         self.source = source
+        self.evaluate = evaluate
         self.vals: dict[str, Value] = {}
         self.layers: list = []
         self.specs: dict[str, it.TensorSpec] = {}

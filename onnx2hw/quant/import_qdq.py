@@ -10,6 +10,7 @@ and Reshape-to-vector pass integers through. The op handlers are the registry's
 """
 from __future__ import annotations
 
+from ..golden import run_node
 from ..ir.graph import Graph
 from ..layers import IntegerGraph, handlers
 from ..layers._importer import Builder
@@ -21,4 +22,4 @@ HANDLERS = handlers("qdq")
 
 def import_qdq(graph: Graph) -> IntegerGraph:
     """Exact integer graph of a QDQ-format model (``graph`` from :func:`onnx2hw.ir.load`)."""
-    return Builder(graph, HANDLERS, "qdq").run()
+    return Builder(graph, HANDLERS, "qdq", run_node).run()

@@ -7,6 +7,7 @@ How each quantizer becomes exact integer thresholds or requantization is describ
 """
 from __future__ import annotations
 
+from ..golden import run_node
 from ..ir.graph import Graph
 from ..layers import IntegerGraph, handlers
 from ..layers._importer import Builder
@@ -18,4 +19,4 @@ HANDLERS = handlers("qonnx")
 
 def import_qonnx(graph: Graph) -> IntegerGraph:
     """Exact integer graph of a QONNX model (``graph`` from :func:`onnx2hw.ir.load`)."""
-    return Builder(graph, HANDLERS, "qonnx").run()
+    return Builder(graph, HANDLERS, "qonnx", run_node).run()

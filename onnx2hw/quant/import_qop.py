@@ -9,6 +9,7 @@ host-side converters. The op handlers are the registry's (:func:`onnx2hw.layers.
 """
 from __future__ import annotations
 
+from ..golden import run_node
 from ..ir.graph import Graph
 from ..layers import IntegerGraph, handlers
 from ..layers._importer import Builder
@@ -20,4 +21,4 @@ HANDLERS = handlers("qoperator")
 
 def import_qop(graph: Graph) -> IntegerGraph:
     """Exact integer graph of a QOperator-format model (``graph`` from :func:`onnx2hw.ir.load`)."""
-    return Builder(graph, HANDLERS, "qoperator").run()
+    return Builder(graph, HANDLERS, "qoperator", run_node).run()
