@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from .commands import UsageError
+from .ir.errors import ModelError
 
 __all__ = ["main", "VERBS", "UsageError"]
 
@@ -36,8 +37,6 @@ def _error(message: str) -> int:
 
 
 def main(argv=None) -> int:
-    from .ir.errors import ModelError
-
     args = _parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)
