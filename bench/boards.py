@@ -38,7 +38,7 @@ def bench_link(build: Path, inferences: int = 32, clocks_per_bit: int = 16) -> t
     (clock / II): the design is folded for the real baud rate, so a much faster simulated UART
     would only measure the pipeline."""
     from onnx2hw.driver import Accelerator
-    from onnx2hw.driver.build_info import read_build_info
+    from onnx2hw.driver import read_build_info
 
     info = read_build_info(build)
     fast = info["clock_hz"] / clocks_per_bit

@@ -5,6 +5,12 @@ import importlib
 from dataclasses import dataclass
 
 from onnx2hw.dataflow.fold import Budget
+from onnx2hw.protocol import LinkFormat
+from onnx2hw.rtl.board_top import BoardTop
+from onnx2hw.rtl.uart import uart_divisor
+
+from ._clock import make_clock, make_pins
+from .pll import ecp5_pll, ice40_pll
 
 __all__ = ["Board"]
 
@@ -46,14 +52,12 @@ class Board:
 
     def pll(self, clock_hz: float):
         """PLL parameters for ``clock_hz`` from the oscillator (``None`` if no PLL is needed)."""
-        from .pll import ecp5_pll, ice40_pll
         if abs(clock_hz - self.osc_hz) < 1e-6 * self.osc_hz:
             return None
         return (ecp5_pll if self.family == "ecp5" else ice40_pll)(float(self.osc_hz), float(clock_hz))
 
     def check_link(self, clock_hz: float, baud: float) -> None:
         """Reject a baud rate above the board's bridge or not derivable from ``clock_hz``."""
-        from onnx2hw.rtl.uart import uart_divisor
         if not isinstance(baud, (int, float)) or baud <= 0:
             raise ValueError(f"baud rate must be a positive number, not {baud!r}")
         if baud > self.max_baud:
@@ -61,17 +65,13 @@ class Board:
                              f"link supports ({self.baud_source})")
         uart_divisor(clock_hz, baud)
 
-    def make_top(self, accelerator, info: dict, clock_hz: float, baud: float):
+    def make_top(self, accelerator, link: LinkFormat, clock_hz: float, baud: float) -> BoardTop:
         """:class:`~onnx2hw.rtl.board_top.BoardTop` for this board: PLL to ``clock_hz``, the
-        board's UART and status LEDs. ``info`` is ``Pipeline.describe()`` (or a build
-        description holding it under ``"pipeline"``)."""
-        from onnx2hw.rtl.board_top import BoardTop
-        from ._clock import make_clock, make_pins
-
+        board's UART and status LEDs. ``link`` is the accelerator's byte layout on the host link
+        (e.g. ``onnx2hw.flow.link_format_of(pipeline)``)."""
         self.check_link(clock_hz, baud)
         pll = self.pll(clock_hz)                    # fails early for an unreachable clock
-        describe = info["pipeline"] if "pipeline" in info else info
-        return BoardTop(accelerator, describe, clock_hz, baud,
+        return BoardTop(accelerator, link, clock_hz, baud,
                         clock=make_clock(self, clock_hz, pll), pins=make_pins(self))
 
     def summary(self) -> dict:

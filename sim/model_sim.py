@@ -14,6 +14,11 @@ import numpy as np
 
 from onnx2hw.dataflow.pipeline import INPUT, OUTPUT, Link, Pipeline
 from onnx2hw.golden.integer import execute_integer
+from onnx2hw.rtl.accelerator import AcceleratorCore
+
+from ._stream import default_max_cycles
+from .cocotb_run import run_cocotb
+from .pysim import run_stream
 
 __all__ = ["SimReport", "simulate", "random_inputs", "to_transfers", "from_transfers", "measure_timing"]
 
@@ -62,9 +67,6 @@ def _run(component, feeds, expect, simulator, pause, seed, waves, count):
     """One simulator run of ``count`` inferences. Time-outs scale with the pipeline: no port
     transfer for 4 x (latency + II) cycles is a deadlock, and the whole run may take 4 x its
     estimate (random stalls on both ends cost at most that) plus the harness's own margin."""
-    from ._stream import default_max_cycles
-    from .cocotb_run import run_cocotb
-
     p = component.pipeline
     idle = max(4096, 4 * (p.latency + p.ii))
     budget = default_max_cycles(feeds, expect) + 4 * (p.latency + count * p.ii)
@@ -76,8 +78,6 @@ def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", com
     """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1).
     ``component``: the pipeline's :class:`AcceleratorCore` if already built (converted to Verilog
     once per object)."""
-    from onnx2hw.rtl.accelerator import AcceleratorCore
-
     li, lo = pipeline.input_link, pipeline.output_link
     bipolar = pipeline.graph.input_specs[0].dtype.bipolar
     out_t = lo.elements // lo.src_lanes
@@ -109,10 +109,6 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
     Each stage runs alone in Amaranth's simulator (small, no compile step), with random
     backpressure.
     """
-    from onnx2hw.rtl.accelerator import AcceleratorCore
-
-    from .pysim import run_stream
-
     g = pipeline.graph
     env = execute_integer(g, {g.input_specs[0].name: x}, keep_intermediates=True)
     for stage in pipeline.stages:
@@ -129,21 +125,20 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
 
 
 def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0, waves=False,
-             chunk=50, progress=None, timing=True) -> SimReport:
+             chunk=50, progress=None, timing=True, component=None) -> SimReport:
     """Run ``x`` ((N, *input shape) integers) through the accelerator with random backpressure
     on input and output, and compare every output element with the golden executor.
 
     ``progress(done, total)`` is called after each chunk; ``waves`` may be a folder that
-    receives one waveform per chunk.
+    receives one waveform per chunk. ``component``: the pipeline's :class:`AcceleratorCore`
+    if already built (converted to Verilog once per object).
     """
-    from onnx2hw.rtl.accelerator import AcceleratorCore
-
     g = pipeline.graph
     in_spec, out_spec = g.input_specs[0], g.output_specs[0]
     golden = execute_integer(g, {in_spec.name: x})[out_spec.name]
     li, lo = pipeline.input_link, pipeline.output_link
     n = len(x)
-    acc = AcceleratorCore(pipeline)
+    acc = component if component is not None else AcceleratorCore(pipeline)
     t0 = time.perf_counter()
     hw_parts, cycles = [], 0
     for start in range(0, n, chunk):

@@ -14,6 +14,9 @@ Violations, deadlocks and timeouts raise ``AssertionError`` naming the port and 
 """
 from __future__ import annotations
 
+from amaranth.hdl import Module, Signal, Value
+from amaranth.sim import Simulator
+
 from ._stream import (Pause, as_transfers, check_names, default_max_cycles, observe_sink, pack,
                       stream_ports, unpack)
 
@@ -59,9 +62,6 @@ def run_stream(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
     cycles : int
         Cycles from the first cycle to the last output transfer, inclusive.
     """
-    from amaranth.hdl import Module, Signal, Value
-    from amaranth.sim import Simulator
-
     ports = stream_ports(dut)
     check_names(ports, feeds, expect)
     arrays = {n: as_transfers(n, a, ports[n]) for n, a in feeds.items()}

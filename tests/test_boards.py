@@ -14,6 +14,7 @@ from onnx2hw import boards
 from onnx2hw.boards.pll import ecp5_pll, ice40_pll
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
+from onnx2hw.flow import link_format_of
 from onnx2hw.ir import ModelError
 from onnx2hw.rtl.accelerator import AcceleratorCore
 
@@ -108,7 +109,7 @@ def small_pipeline():
 ])
 def test_board_top_elaborates_for_platform(small_pipeline, name, clock, baud, pll, pins):
     b = boards.get_board(name)
-    top = b.make_top(AcceleratorCore(small_pipeline), small_pipeline.describe(), clock, baud)
+    top = b.make_top(AcceleratorCore(small_pipeline), link_format_of(small_pipeline), clock, baud)
     plan = b.platform().build(top, do_build=False)
     il = plan.files["top.il"]
     il = il.decode() if isinstance(il, bytes) else il
@@ -125,6 +126,6 @@ def test_board_top_elaborates_for_platform(small_pipeline, name, clock, baud, pl
 def test_make_top_rejects_bad_link(small_pipeline):
     b = boards.get_board("ulx3s")
     with pytest.raises(ValueError, match="above the 3e\\+06 baud"):
-        b.make_top(AcceleratorCore(small_pipeline), small_pipeline.describe(), 100e6, 4e6)
+        b.make_top(AcceleratorCore(small_pipeline), link_format_of(small_pipeline), 100e6, 4e6)
     with pytest.raises(ValueError, match="cannot be made"):
-        b.make_top(AcceleratorCore(small_pipeline), small_pipeline.describe(), 25e6, 3e6)
+        b.make_top(AcceleratorCore(small_pipeline), link_format_of(small_pipeline), 25e6, 3e6)

@@ -13,9 +13,9 @@ import _int_models as models
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.driver import Accelerator, LinkError, read_build_info, write_build_info
-from onnx2hw.driver import protocol as P
-from onnx2hw.driver.build_info import build_info
-from onnx2hw.flow import Prepared, prepare
+from onnx2hw import protocol as P
+from onnx2hw.build_info import build_info
+from onnx2hw.flow import Prepared, link_format_of, prepare
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import ModelError
 from onnx2hw.layers import dequantize_outputs, quantize_inputs
@@ -264,7 +264,7 @@ def test_serial_transport_over_a_pty(mlp):
 
     g, p, info = mlp
     master, slave = os.openpty()
-    board = SimTransport(BoardTop(AcceleratorCore(p), info["pipeline"], CLK, FAST))
+    board = SimTransport(BoardTop(AcceleratorCore(p), link_format_of(p), CLK, FAST))
     stop = threading.Event()
 
     def bridge():

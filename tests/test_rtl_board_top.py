@@ -8,7 +8,7 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from onnx2hw.driver import protocol as P
+from onnx2hw import protocol as P
 from onnx2hw.driver.sim_transport import SimTransport
 from onnx2hw.rtl.board_top import BoardTop
 
@@ -16,6 +16,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaborat
 
 DESC = {"input": {"shape": [6], "bits": 8, "signed": True, "lanes": 3},
         "output": {"shape": [2], "bits": 10, "signed": True, "lanes": 1}}
+LINK = P.link_format(DESC)
 
 
 class PairSum(wiring.Component):
@@ -53,7 +54,7 @@ def _exchange(t: SimTransport, frames, fmt, wait=4e-3):
 
 def test_only_good_frames_reach_the_accelerator():
     acc = PairSum()
-    top = BoardTop(acc, DESC, 1e6, 250e3)
+    top = BoardTop(acc, LINK, 1e6, 250e3)
     last = {}
 
     async def peek(ctx):
@@ -83,7 +84,7 @@ def test_only_good_frames_reach_the_accelerator():
 
 
 def test_busy_led_while_receiving():
-    top = BoardTop(PairSum(), DESC, 1e6, 250e3)
+    top = BoardTop(PairSum(), LINK, 1e6, 250e3)
     seen = []
 
     async def watch(ctx):
@@ -99,8 +100,10 @@ def test_busy_led_while_receiving():
 def test_rejects_mismatched_description():
     bad = dict(DESC, input=dict(DESC["input"], lanes=2))
     with pytest.raises(ValueError, match=r"input port carries \(bits, lanes\) = \(8, 3\)"):
-        BoardTop(PairSum(), bad, 1e6, 250e3)
+        BoardTop(PairSum(), P.link_format(bad), 1e6, 250e3)
+    with pytest.raises(TypeError, match="LinkFormat"):
+        BoardTop(PairSum(), DESC, 1e6, 250e3)
     with pytest.raises(TypeError, match="wiring.Component"):
-        BoardTop(object(), DESC, 1e6, 250e3)
+        BoardTop(object(), LINK, 1e6, 250e3)
     with pytest.raises(ValueError, match="baud rate"):
-        BoardTop(PairSum(), DESC, 1e6, 400e3)
+        BoardTop(PairSum(), LINK, 1e6, 400e3)

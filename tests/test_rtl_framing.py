@@ -10,7 +10,7 @@ import pytest
 from amaranth.hdl import signed, unsigned
 from amaranth.sim import Simulator
 
-from onnx2hw.driver import protocol as P
+from onnx2hw import protocol as P
 from onnx2hw.rtl.framing import BytesToLanes, Deframer, Framer, LanesToBytes
 
 

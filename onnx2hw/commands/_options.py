@@ -1,18 +1,21 @@
 """Command-line options shared by the verbs that compile a model for a board (sim, synth).
 
-Both verbs decide the folding the same way, so ``sim --board B`` simulates exactly the design
-``synth --board B`` builds.
+Both verbs resolve them with :func:`onnx2hw.target.resolve_target` and compile with
+:func:`onnx2hw.design.compile_for_target`, as the Python API does, so ``sim --board B``
+simulates exactly the design ``synth --board B`` builds.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from ..design import Design, compile_for_target
+from ..sim.cocotb_run import simulator_available
+from ..target import HEADROOM, Target, resolve_target
+from . import UsageError
 
-__all__ = ["add_folding_options", "folding_request", "prepare_for_args", "folding_note", "require_simulator",
-           "FoldingRequest", "HEADROOM"]
+__all__ = ["add_folding_options", "target_of", "design_of", "folding_note", "require_simulator", "HEADROOM",
+           "CLI_LABELS"]
 
-#: fraction of a device the automatic folding may fill (room for the host link and routing)
-HEADROOM = 0.8
+#: API option -> the command-line option errors name
+CLI_LABELS = {"clock_mhz": "--clock-mhz", "target_fps": "--target-fps", "baud": "--baud"}
 
 
 def add_folding_options(parser):
@@ -26,77 +29,31 @@ def add_folding_options(parser):
     parser.add_argument("--baud", type=float, help="UART baud rate of the host link (default: the board's)")
 
 
-@dataclass(frozen=True)
-class FoldingRequest:
-    board: object          # boards.Board
-    budget: object         # dataflow.fold.Budget, less the host link's share
-    folding: dict | None   # from --folding
-    target_cycles: int | None
-    clock_hz: float
-    baud: float
-    folding_file: str | None = None
+def target_of(args) -> Target:
+    """The board target of the folding options, checked (errors name the options)."""
+    return resolve_target(args.board, clock_mhz=args.clock_mhz, baud=args.baud, folding=args.folding,
+                          target_fps=args.target_fps, labels=CLI_LABELS)
 
 
-def _positive(name: str, value):
-    from . import UsageError
-
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{name} must be a positive finite number, not {value!r}")
-
-
-def folding_request(args) -> FoldingRequest:
-    """The board, budget, folding and link from the folding options, checked."""
-    from onnx2hw.boards import get_board
-
-    from ..dataflow.fold import load_folding
-    from ..rtl.board_top import LINK_COST
-    from . import UsageError
-
-    board = get_board(args.board)
-    for name, value in (("--clock-mhz", args.clock_mhz), ("--target-fps", args.target_fps), ("--baud", args.baud)):
-        _positive(name, value)
-    clock = (args.clock_mhz * 1e6) if args.clock_mhz else board.default_clock_hz
-    baud = args.baud or board.default_baud
-    try:
-        board.check_link(clock, baud)
-        board.pll(clock)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    target = None if args.target_fps is None else max(1, int(clock / args.target_fps))
-    folding = load_folding(args.folding) if args.folding else None
-    return FoldingRequest(board, board.budget.scaled(HEADROOM).minus(LINK_COST[board.family]), folding, target,
-                          clock, baud, args.folding)
-
-
-def prepare_for_args(args, req: FoldingRequest):
+def design_of(args, target: Target) -> Design:
     """The design both ``sim`` and ``synth`` compile for these options."""
-    from ..flow import prepare_for_board
-
-    return prepare_for_board(args.model, calib=args.calib, family=req.board.family, budget=req.budget,
-                             clock_hz=req.clock_hz, baud=req.baud, folding=req.folding,
-                             target_cycles=req.target_cycles)
+    return compile_for_target(args.model, target, calib=args.calib)
 
 
-def folding_note(prepared, req: FoldingRequest) -> str:
+def folding_note(design: Design) -> str:
     """One line saying how the folding was chosen."""
-    from ..flow import link_rate
-
-    p = prepared.pipeline
-    if prepared.link_fold_rate is not None:
-        per, rate = link_rate(p, req.baud)
-        return (f"folding for the link: {per} bytes per inference at {req.baud:,.0f} baud = {rate:,.0f} "
-                f"inferences/s; II {p.ii:,} cycles at {req.clock_hz / 1e6:g} MHz (pass --target-fps to go faster)")
-    if req.folding is not None:
-        return f"folding from {req.folding_file}"
-    return f"folding for --target-fps: II {p.ii:,} cycles at {req.clock_hz / 1e6:g} MHz"
+    p = design.pipeline
+    if design.link_fold_rate is not None:
+        return (f"folding for the link: {design.link_bytes} bytes per inference at {design.baud:,.0f} baud = "
+                f"{design.link_bound_per_s:,.0f} inferences/s; II {p.ii:,} cycles at {design.clock_hz / 1e6:g} MHz "
+                f"(pass --target-fps to go faster)")
+    if design.folding_source is not None:
+        return f"folding from {design.folding_source}"
+    return f"folding for --target-fps: II {p.ii:,} cycles at {design.clock_hz / 1e6:g} MHz"
 
 
 def require_simulator(simulator: str, why: str) -> None:
     """One ``error:`` line (``why``: what needs it) unless ``simulator`` can run here."""
-    from onnx2hw.sim.cocotb_run import simulator_available
-
-    from . import UsageError
-
     reason = simulator_available(simulator)
     if reason:
         raise UsageError(f"{why} needs {simulator}: {reason}")

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import json
 
+from rich.console import Console
+from rich.table import Table
+
+from ..boards import ALIASES, BOARDS
+
 HELP = "list the supported FPGA boards with device, LUT/DSP/EBR budgets, oscillator and maximum baud rate"
 
 
@@ -11,7 +16,6 @@ def configure(parser):
 
 
 def run(args) -> int:
-    from onnx2hw.boards import ALIASES, BOARDS
 
     rows = [b.summary() for b in BOARDS.values()]
     aliases = {v: k for k, v in ALIASES.items()}
@@ -20,8 +24,6 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    from rich.console import Console
-    from rich.table import Table
 
     t = Table(title="Boards (onnx2hw synth --board NAME)", title_justify="left")
     for col, just in (("board", "left"), ("family", "left"), ("device", "left"), ("package", "left"),

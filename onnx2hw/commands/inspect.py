@@ -4,6 +4,12 @@ from __future__ import annotations
 import json
 import sys
 
+from rich.console import Console
+from rich.table import Table
+
+from ..ir import load
+from ..summary import summarize
+
 HELP = "show a model's structure, size, MACs and hardware support"
 
 
@@ -27,8 +33,6 @@ def _human(n: int | None) -> str:
 
 
 def _print_rich(s) -> None:
-    from rich.console import Console
-    from rich.table import Table
 
     con = Console(highlight=False)
     con.print(f"[bold]{s.path}[/bold]  IR v{s.ir_version}  producer: {s.producer or '-'}  "
@@ -67,8 +71,6 @@ def _print_rich(s) -> None:
 
 
 def run(args) -> int:
-    from ..ir import load
-    from ..summary import summarize
 
     graph = load(args.model, sort=args.sort)
     summary = summarize(graph, args.model)

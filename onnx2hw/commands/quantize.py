@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import os
 
+import onnx
+
+from ..quant import ptq
+from . import UsageError
+
 HELP = "post-training quantization of a float model to a QDQ ONNX model"
 
 
@@ -23,7 +28,6 @@ def configure(parser):
 
 
 def _bits(value: str, option: str, allowed) -> int:
-    from . import UsageError
 
     try:
         bits = int(value)
@@ -35,8 +39,6 @@ def _bits(value: str, option: str, allowed) -> int:
 
 
 def run(args) -> int:
-    from . import UsageError
-    from ..quant import ptq
 
     wbits = _bits(args.weight_bits, "--weight-bits", ptq.WEIGHT_BITS)
     abits = _bits(args.act_bits, "--act-bits", ptq.ACT_BITS)
@@ -49,7 +51,6 @@ def run(args) -> int:
     calib = ptq.load_calibration(args.calib)
     model = ptq.quantize(args.model, calib, weight_bits=wbits, act_bits=abits,
                          per_channel=args.per_channel, method=args.method, progress=True)
-    import onnx
 
     onnx.save(model, args.output)
     layers = sum(1 for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul"))

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..driver import Accelerator, LinkError, read_build_info
+from . import UsageError
+
 HELP = "run inferences on a built accelerator through its serial link (or --port sim)"
 
 
@@ -22,8 +25,6 @@ def configure(parser):
 
 
 def _load_inputs(path, info, raw):
-    from . import UsageError
-
     q = info["quant"]["input"]
     try:
         with np.load(path) as f:
@@ -39,9 +40,6 @@ def _load_inputs(path, info, raw):
 
 
 def run(args) -> int:
-    from . import UsageError
-    from ..driver import Accelerator, LinkError, read_build_info
-
     info = read_build_info(args.build_dir)
     x = _load_inputs(args.inputs, info, args.raw)
     if x.ndim < 1 or len(x) == 0:

@@ -1,9 +1,15 @@
-"""``onnx2hw sim MODEL``: simulate the accelerator bit for bit against the golden executor."""
+"""``onnx2hw sim MODEL``: simulate the accelerator bit for bit against the golden executor
+(:meth:`onnx2hw.Design.simulate_raw`)."""
 from __future__ import annotations
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ._options import add_folding_options, folding_note, folding_request, prepare_for_args, require_simulator
+from ..flow import load_npz
+from ..sim.cocotb_run import cache_root
+from . import UsageError
+from ._options import add_folding_options, design_of, folding_note, require_simulator, target_of
 
 HELP = "simulate the generated hardware (cocotb + Verilator) and compare it bit for bit with the golden model"
 
@@ -21,45 +27,25 @@ def configure(parser):
     add_folding_options(parser)
 
 
-def _inputs(args, prepared):
-    from ..flow import load_npz
-    from ..layers import quantize_inputs
-    from onnx2hw.sim.model_sim import random_inputs
-
-    g = prepared.integer
-    spec = g.input_specs[0]
-    if args.inputs:
-        feeds = load_npz(args.inputs, prepared.graph)
-        return quantize_inputs(g, feeds)[spec.name]
-    return random_inputs(g, args.count, seed=args.seed)
-
-
 def run(args) -> int:
-    from rich.console import Console
-
-    from . import UsageError
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from ..layers import dequantize_outputs
-    from onnx2hw.sim.cocotb_run import cache_root
-    from onnx2hw.sim.model_sim import simulate
-
     con = Console(stderr=True, highlight=False)
     require_simulator(args.simulator, "sim")
     if not args.inputs and args.count < 1:
         raise UsageError(f"--count must be at least 1, not {args.count!r}")
-    req = folding_request(args)
-    prepared = prepare_for_args(args, req)
-    con.print(folding_note(prepared, req))
-    p = prepared.pipeline
-    x = _inputs(args, prepared)
+    design = design_of(args, target_of(args))
+    con.print(folding_note(design))
+    p = design.pipeline
+    if args.inputs:
+        x = design.quantize(load_npz(args.inputs, design.graph))
+    else:
+        x = design.random_inputs(args.count, seed=args.seed)
     con.print(f"{len(p.stages)} stages, estimated II {p.ii} cycles, latency {p.latency} cycles, "
               f"{p.multipliers} multipliers; simulating {len(x)} inferences with {args.simulator}")
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=con, transient=True) as bar:
         task = bar.add_task("sim", total=len(x))
-        report = simulate(p, x, simulator=args.simulator, seed=args.seed, waves=args.waves or False,
-                          progress=lambda done, total: bar.update(task, completed=done))
+        report = design.simulate_raw(x, simulator=args.simulator, seed=args.seed, waves=args.waves or False,
+                                     progress=lambda done, total: bar.update(task, completed=done))
     print("folding: " + ", ".join(f"{k} pe={v[0]} simd={v[1]}" for k, v in p.folding.items()))
     print(f"bit-exact: {report.exact}/{report.total} inferences")
     print(f"II: measured {report.ii:.1f} cycles, estimated {p.ii}; latency: measured {report.latency}, "
@@ -69,9 +55,7 @@ def run(args) -> int:
     if args.waves:
         print(f"waveforms: {args.waves}")
     if args.output:
-        g = prepared.integer
-        outs = dequantize_outputs(g, {g.output_specs[0].name: report.hw})
-        np.savez(args.output, **outs)
+        np.savez(args.output, **design.dequantize(report.hw))
         print(f"wrote {args.output}")
     if not report.ok:
         i, idx, want, got = report.first_mismatch

@@ -1,8 +1,9 @@
-"""Host side of a built accelerator: framing, transports and the :class:`Accelerator` driver."""
+"""Host side of a built accelerator: transports and the :class:`Accelerator` driver (the
+frame format is :mod:`onnx2hw.protocol`, the build description :mod:`onnx2hw.build_info`)."""
 from __future__ import annotations
 
+from ..build_info import read_build_info, write_build_info
 from .accelerator import Accelerator, RunStats
-from .build_info import read_build_info, write_build_info
 from .transport import LinkError, Transport
 
 __all__ = ["Accelerator", "RunStats", "LinkError", "Transport", "read_build_info", "write_build_info"]

@@ -6,9 +6,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import protocol as P
+from ..build import BuildResult
+from ..build_info import read_build_info
+from ..design import Design
+from ..flow import link_format_of, prepare
 from ..ir.errors import ModelError
-from . import protocol as P
-from .build_info import read_build_info
+from ..rtl.accelerator import AcceleratorCore
+from ..rtl.board_top import BoardTop
+from .serial_transport import SerialTransport
+from .sim_transport import SimTransport
 from .transport import LinkError, Transport
 
 __all__ = ["Accelerator", "RunStats"]
@@ -74,24 +81,35 @@ class Accelerator:
 
     # ------------------------------------------------------------------ opening
     @classmethod
-    def open(cls, build_dir, port: str = "/dev/ttyUSB0", baud=None, *, pipeline=None, batch=None,
+    def open(cls, build, port: str = "/dev/ttyUSB0", baud=None, *, pipeline=None, batch=None,
              window=2, retries=8, **sim_options) -> "Accelerator":
-        """Open the accelerator built in ``build_dir`` (its ``accelerator.json``).
+        """Open a built accelerator.
+
+        ``build`` is a build directory (its ``accelerator.json``), the dictionary
+        :func:`~onnx2hw.driver.read_build_info` returns, a :class:`onnx2hw.BuildResult` or an
+        :class:`onnx2hw.Design` (a result of this process: its design is used as it is, nothing
+        is read back).
 
         ``port="sim"`` simulates the board top (UART included) with Amaranth's simulator; the
-        design is rebuilt from ``pipeline`` if given, else from the model recorded in the build
-        description. ``baud`` overrides the build's baud rate (for simulation: a fast UART keeps
-        runs short; it must divide the clock within 2.5 %). ``sim_options`` go to
-        :class:`~onnx2hw.driver.sim_transport.SimTransport` (fault injection).
+        design is ``pipeline`` if given, else the :class:`~onnx2hw.Design`'s, else rebuilt from
+        the model recorded in the build description. ``baud`` overrides the build's baud rate
+        (for simulation: a fast UART keeps runs short; it must divide the clock within 2.5 %).
+        ``sim_options`` go to :class:`~onnx2hw.driver.sim_transport.SimTransport` (fault
+        injection).
         """
-        info = build_dir if isinstance(build_dir, dict) else read_build_info(build_dir)
+        if port != "sim" and (sim_options or pipeline is not None):
+            raise ValueError("pipeline and fault injection options are for port='sim' only")
+        if isinstance(build, BuildResult):
+            build = build.design if build.design is not None else build.out_dir
+        if isinstance(build, Design):
+            info = build.host_info()
+            pipeline = build.pipeline if pipeline is None else pipeline
+        else:
+            info = build if isinstance(build, dict) else read_build_info(build)
         baud = float(info["baud"] if baud is None else baud)
         if port == "sim":
             transport = sim_transport(info, baud, pipeline=pipeline, **sim_options)
         else:
-            if sim_options or pipeline is not None:
-                raise ValueError("pipeline and fault injection options are for port='sim' only")
-            from .serial_transport import SerialTransport
             transport = SerialTransport(port, baud)
         return cls(info, transport, batch=batch, window=window, retries=retries)
 
@@ -256,23 +274,18 @@ class Accelerator:
         return np.concatenate(results)
 
 
-def sim_transport(info: dict, baud: float, *, pipeline=None, **options):
+def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTransport:
     """A :class:`~onnx2hw.driver.sim_transport.SimTransport` on the board top of this build."""
-    from ..rtl.accelerator import AcceleratorCore
-    from ..rtl.board_top import BoardTop
-    from .sim_transport import SimTransport
-
     if pipeline is None:
         src = info.get("source") or {}
         if not src.get("model"):
             raise ModelError("this build description does not name its model; pass pipeline= to "
                              "simulate it")
-        from ..flow import prepare
         folding = {k: tuple(v) for k, v in info["pipeline"].get("folding", {}).items()}
         pipeline = prepare(src["model"], calib=src.get("calib"), family=info["pipeline"]["family"],
                            folding=folding or None).pipeline
     if pipeline.describe() != info["pipeline"]:
         raise ModelError("the rebuilt design does not match the build description "
                          "(model or compiler changed since the build)")
-    top = BoardTop(AcceleratorCore(pipeline), info["pipeline"], info["clock_hz"], baud)
+    top = BoardTop(AcceleratorCore(pipeline), link_format_of(pipeline), info["clock_hz"], baud)
     return SimTransport(top, **options)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import serial
+
 from .transport import LinkError, Transport
 
 __all__ = ["SerialTransport"]
@@ -14,10 +16,6 @@ class SerialTransport(Transport):
     margin_s = 0.05
 
     def __init__(self, port: str, baud: float):
-        try:
-            import serial
-        except ImportError:
-            raise LinkError("pyserial is not installed (pip install pyserial)") from None
         self.baud = float(baud)
         try:
             self._ser = serial.Serial(port, baudrate=int(baud), bytesize=8, parity="N", stopbits=1,
@@ -27,14 +25,12 @@ class SerialTransport(Transport):
         self._ser.reset_input_buffer()
 
     def write(self, data: bytes) -> None:
-        import serial
         try:
             self._ser.write(data)
         except serial.SerialException as e:
             raise LinkError(f"serial write failed: {e}") from None
 
     def read(self, max_bytes: int, timeout: float) -> bytes:
-        import serial
         try:
             self._ser.timeout = max(timeout, 0.0)
             first = self._ser.read(1)

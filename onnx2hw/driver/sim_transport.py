@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
+from amaranth.sim import Simulator
 
 from .transport import Transport
 
@@ -44,8 +45,6 @@ class SimTransport(Transport):
 
     def __init__(self, top, *, corrupt=0.0, drop=0.0, direction="both", seed=0, inject=None, vcd=None,
                  monitors=(), skew=0.0):
-        from amaranth.sim import Simulator
-
         if direction not in _DIRECTIONS:
             raise ValueError(f"direction must be one of {_DIRECTIONS!r}, not {direction!r}")
         for name, p in (("corrupt", corrupt), ("drop", drop)):

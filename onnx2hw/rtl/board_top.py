@@ -11,7 +11,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..driver.protocol import link_format
+from ..protocol import LinkFormat
 from .cost import Cost
 from .framing import BytesToLanes, Deframer, Framer, LanesToBytes
 from .uart import UARTRx, UARTTx, uart_divisor
@@ -34,7 +34,7 @@ def _join(m, src, dst):
 
 
 class BoardTop(wiring.Component):
-    """An accelerator behind a UART host link (protocol: :mod:`onnx2hw.driver.protocol`).
+    """An accelerator behind a UART host link (protocol: :mod:`onnx2hw.protocol`).
 
     Parameters
     ----------
@@ -42,9 +42,10 @@ class BoardTop(wiring.Component):
         With ports ``i: In(stream.Signature(ArrayLayout(elem, in_lanes)))`` and
         ``o: Out(stream.Signature(ArrayLayout(elem, out_lanes)))`` (e.g.
         :class:`onnx2hw.rtl.accelerator.AcceleratorCore`).
-    describe : dict
-        ``Pipeline.describe()`` of that accelerator (element widths, lanes, shapes); it must
-        agree with the accelerator's ports.
+    link : LinkFormat
+        The byte layout of one inference on the link (:class:`onnx2hw.protocol.LinkFormat`,
+        e.g. ``onnx2hw.flow.link_format_of(pipeline)``); its element widths and lanes must agree
+        with the accelerator's ports.
     clk_hz, baud : number
         System clock and UART baud rate (``round(clk_hz / baud)`` cycles per bit, see
         :func:`onnx2hw.rtl.uart.uart_divisor`).
@@ -67,10 +68,12 @@ class BoardTop(wiring.Component):
     component's ports and the ``sync`` domain is external.
     """
 
-    def __init__(self, accelerator, describe: dict, clk_hz, baud, *, clock=None, pins=None):
+    def __init__(self, accelerator, link: LinkFormat, clk_hz, baud, *, clock=None, pins=None):
         if not isinstance(accelerator, wiring.Component) or not {"i", "o"} <= set(accelerator.signature.members):
             raise TypeError(f"accelerator must be a wiring.Component with stream ports i and o, not {accelerator!r}")
-        self.fmt = link_format(describe)
+        if not isinstance(link, LinkFormat):
+            raise TypeError(f"link must be a protocol.LinkFormat, not {link!r}")
+        self.fmt = link
         self.divisor = uart_divisor(clk_hz, baud)
         self.clk_hz, self.baud = clk_hz, baud
         il, ol = accelerator.i.payload.shape(), accelerator.o.payload.shape()
@@ -80,7 +83,7 @@ class BoardTop(wiring.Component):
             got = (layout.elem_shape.width if width is not None else None, getattr(layout, "length", None))
             if got != (bits, lanes):
                 raise ValueError(f"accelerator {side} port carries (bits, lanes) = {got!r} but the "
-                                 f"description says {(bits, lanes)!r}")
+                                 f"link format says {(bits, lanes)!r}")
         self.accelerator = accelerator
         self._clock, self._pins = clock, pins
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1),

@@ -1,6 +1,6 @@
 """Host-link framing in hardware: frames of bytes <-> the accelerator's element streams.
 
-The frame format and element coding are defined once in :mod:`onnx2hw.driver.protocol`.
+The frame format and element coding are defined once in :mod:`onnx2hw.protocol`.
 :class:`Deframer` checks and buffers whole DATA frames and releases only committed payloads,
 :class:`BytesToLanes` / :class:`LanesToBytes` convert between bytes and lanes of elements, and
 :class:`Framer` sends RESULT and ERROR frames.
@@ -11,7 +11,7 @@ from amaranth.hdl import Cat, Const, Module, Shape, Signal, unsigned
 from amaranth.lib import crc, data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..driver import protocol as P
+from .. import protocol as P
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
 

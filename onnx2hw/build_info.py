@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir.errors import ModelError
+from .flow import link_format_of
+from .ir.errors import ModelError
 from .protocol import link_format
 
 __all__ = ["FILENAME", "build_info", "write_build_info", "read_build_info"]
@@ -30,13 +31,14 @@ def _list(v):
 
 
 def build_info(prepared, board, clock_hz, baud, *, model=None, calib=None) -> dict:
-    """The JSON-ready build description of a :class:`onnx2hw.flow.Prepared` design
-    (``board``: a name or a :class:`boards.Board`)."""
+    """The JSON-ready build description of a design (anything with ``integer`` and
+    ``pipeline``: :class:`onnx2hw.Design`, :class:`onnx2hw.flow.Prepared`); ``board``: a name
+    or a :class:`boards.Board`."""
     g, p = prepared.integer, prepared.pipeline
     q, spec = g.inputs[0], g.input_specs[0]
     d, ospec = g.outputs[0], g.output_specs[0]
     describe = p.describe()
-    fmt = link_format(describe)
+    fmt = link_format_of(p)
     return {
         "version": VERSION,
         "pipeline": describe,

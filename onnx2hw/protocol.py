@@ -1,5 +1,7 @@
-"""The host link's framing, shared by the board's hardware (:mod:`onnx2hw.rtl.framing`) and
-every host transport.
+"""The host link's framing, shared by the board's hardware (:mod:`onnx2hw.rtl.framing`,
+:mod:`onnx2hw.rtl.board_top`) and every host transport (:mod:`onnx2hw.driver`).
+
+A leaf module: it imports nothing from onnx2hw, so every layer may import it.
 
 Frame (both directions)::
 
@@ -50,7 +52,9 @@ def _elem_bytes(bits: int) -> int:
 
 @dataclass(frozen=True)
 class LinkFormat:
-    """Byte layout of one inference on the link, derived from ``Pipeline.describe()``.
+    """Byte layout of one inference on the link: element shapes, widths and stream lanes of the
+    accelerator's input and output (see :meth:`create`, or :func:`link_format` for a
+    ``Pipeline.describe()`` dictionary).
 
     ``max_batch`` is the most inferences one DATA frame may carry and ``buffer_bytes`` the
     board's input buffer (power of two, at least two full frames).
@@ -66,6 +70,23 @@ class LinkFormat:
     out_lanes: int
     max_batch: int
     buffer_bytes: int
+
+    @classmethod
+    def create(cls, *, in_shape, in_bits: int, in_signed: bool, in_lanes: int, out_shape, out_bits: int,
+               out_signed: bool, out_lanes: int) -> "LinkFormat":
+        """The layout of an accelerator with these ports; ``max_batch`` and ``buffer_bytes``
+        follow from the input size."""
+        in_shape, out_shape = tuple(int(d) for d in in_shape), tuple(int(d) for d in out_shape)
+        for name, v in (("in_bits", in_bits), ("out_bits", out_bits), ("in_lanes", in_lanes),
+                        ("out_lanes", out_lanes)):
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{name} must be a positive int, not {v!r}")
+        in_bytes = int(np.prod(in_shape)) * _elem_bytes(in_bits)
+        max_batch = max(1, min(32, 1024 // in_bytes))
+        need = 2 * max_batch * in_bytes
+        return cls(in_shape=in_shape, in_bits=int(in_bits), in_signed=bool(in_signed), in_lanes=int(in_lanes),
+                   out_shape=out_shape, out_bits=int(out_bits), out_signed=bool(out_signed),
+                   out_lanes=int(out_lanes), max_batch=max_batch, buffer_bytes=1 << (need - 1).bit_length())
 
     @property
     def in_elems(self) -> int:
@@ -130,19 +151,15 @@ class LinkFormat:
 
 
 def link_format(describe: dict) -> LinkFormat:
-    """The link layout for a pipeline description (``Pipeline.describe()``)."""
+    """The link layout for a pipeline description (``Pipeline.describe()``, e.g. read back from
+    a build's ``accelerator.json``)."""
     try:
         i, o = describe["input"], describe["output"]
-        in_shape, out_shape = tuple(int(d) for d in i["shape"]), tuple(int(d) for d in o["shape"])
-        fmt = dict(in_shape=in_shape, in_bits=int(i["bits"]), in_signed=bool(i["signed"]),
-                   in_lanes=int(i["lanes"]), out_shape=out_shape, out_bits=int(o["bits"]),
-                   out_signed=bool(o["signed"]), out_lanes=int(o["lanes"]))
+        return LinkFormat.create(in_shape=i["shape"], in_bits=int(i["bits"]), in_signed=bool(i["signed"]),
+                                 in_lanes=int(i["lanes"]), out_shape=o["shape"], out_bits=int(o["bits"]),
+                                 out_signed=bool(o["signed"]), out_lanes=int(o["lanes"]))
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"not a pipeline description (missing or bad {e!s})") from None
-    in_bytes = int(np.prod(in_shape)) * _elem_bytes(fmt["in_bits"])
-    max_batch = max(1, min(32, 1024 // in_bytes))
-    need = 2 * max_batch * in_bytes
-    return LinkFormat(**fmt, max_batch=max_batch, buffer_bytes=1 << (need - 1).bit_length())
 
 
 def encode_frame(ftype: int, seq: int, count: int, payload: bytes = b"") -> bytes:

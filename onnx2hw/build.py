@@ -1,0 +1,145 @@
+"""A design's bitstream build and its result: :func:`build_design` (behind
+:meth:`onnx2hw.Design.build`) elaborates the accelerator and its board top once, runs Yosys,
+nextpnr and the packer through YoWASP (:mod:`onnx2hw.synth`), writes the files the user keeps
+(bitstream, Verilog, ``folding.json``, ``accelerator.json``, ``report.json``/``.html``) and
+returns a :class:`BuildResult`; :func:`open_build` reads one back from its directory.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from amaranth.back import verilog
+
+from .build_info import FILENAME as ACCELERATOR_JSON, write_build_info
+from .dataflow.fold import save_folding
+from .ir.errors import ModelError
+from .report import make_report, write_report
+from .rtl.board_top import LINK_COST
+from .synth import parse_fmax, parse_utilisation, run_build
+
+__all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS"]
+
+#: bitstream files a build may produce (ECP5: .bit + .svf, iCE40: .bin)
+BITSTREAM_EXTENSIONS = ("bit", "svf", "bin")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One device resource after place and route: ``used`` (``None`` if nextpnr did not report
+    it), ``available`` on the device, ``estimated`` by the cost model (pipeline + host link)."""
+
+    used: int | None
+    available: int
+    estimated: int
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build produced (the fields of its ``report.json``, typed).
+
+    ``resources`` maps ``lut``, ``dsp``, ``bram`` (EBR blocks) and ``ff`` to :class:`Resource`;
+    ``inferences_per_s`` is the lower of ``link_bound_per_s`` (the UART) and
+    ``compute_bound_per_s`` (the pipeline at the target clock). ``design`` is the
+    :class:`onnx2hw.Design` built, when the build ran in this process (``None`` after
+    :func:`open_build`).
+    """
+
+    out_dir: Path
+    name: str
+    board: str
+    device: str
+    bitstream: Path
+    resources: Mapping[str, Resource]
+    fmax_mhz: float | None
+    clock_mhz: float
+    timing_met: bool
+    inferences_per_s: float
+    link_bound_per_s: float | None
+    compute_bound_per_s: float
+    ii_cycles: int
+    latency_cycles: int
+    baud: float
+    times_s: Mapping[str, float]
+    report_json: Path
+    report_html: Path
+    verilog: Path
+    accelerator_json: Path
+    folding_json: Path
+    design: object = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_report(cls, out_dir, report: dict, design=None) -> "BuildResult":
+        """The result described by ``report`` (a ``report.json`` dictionary) in ``out_dir``."""
+        out = Path(out_dir)
+        name = report["model"]
+        bit = next((out / f"{name}.{ext}" for ext in ("bit", "bin") if (out / f"{name}.{ext}").is_file()),
+                   out / f"{name}.bit")
+        c, tp = report["clock"], report["throughput"]
+        res = {k: Resource(v["used"], v["available"], v["estimated"]) for k, v in report["resources"].items()}
+        return cls(out_dir=out, name=name, board=report["board"], device=report["device"], bitstream=bit,
+                   resources=MappingProxyType(res), fmax_mhz=c["fmax_mhz"], clock_mhz=c["target_mhz"],
+                   timing_met=bool(c["met"]), inferences_per_s=tp["inferences_per_s"],
+                   link_bound_per_s=tp["link_bound_per_s"], compute_bound_per_s=tp["compute_bound_per_s"],
+                   ii_cycles=tp["ii_cycles"], latency_cycles=tp["latency_cycles"], baud=tp["baud"],
+                   times_s=MappingProxyType(dict(report["times_s"])), report_json=out / "report.json",
+                   report_html=out / "report.html", verilog=out / f"{name}.v",
+                   accelerator_json=out / ACCELERATOR_JSON, folding_json=out / "folding.json", design=design)
+
+
+def open_build(build_dir) -> BuildResult:
+    """The :class:`BuildResult` of a build directory written by ``onnx2hw synth`` or
+    :meth:`onnx2hw.Design.build` (read from its ``report.json``)."""
+    path = Path(build_dir) / "report.json"
+    try:
+        report = json.loads(path.read_text())
+        return BuildResult.from_report(build_dir, report)
+    except FileNotFoundError:
+        raise ModelError(f"{str(build_dir)!r} is not a build directory: no report.json "
+                         f"(run `onnx2hw synth` first)") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ModelError(f"cannot read {str(path)!r}: {e!r}") from None
+
+
+def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None) -> BuildResult:
+    """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`."""
+    t_start = time.perf_counter()
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output {str(out)!r} exists and is not a directory")
+    board, p, name = design.board, design.pipeline, design.name
+    steps = {"compile": design.compile_seconds, **(times or {})}
+    out.mkdir(parents=True, exist_ok=True)
+    save_folding(p.folding, out / "folding.json")
+    write_build_info(out, design, board, design.clock_hz, design.baud, model=design.source_model,
+                     calib=design.source_calib)
+    if progress:
+        progress("elaborating")
+    t0 = time.perf_counter()
+    accelerator = design.accelerator
+    (out / f"{name}.v").write_text(verilog.convert(accelerator, name=name))
+    top = board.make_top(accelerator, design.link, design.clock_hz, design.baud)
+    # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
+    # private wire names otherwise (seen with synth_ecp5)
+    # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
+    plan = board.platform().build(top, name=name, do_build=False, script_after_read="proc\nopt_clean -purge",
+                                  nextpnr_opts="--timing-allow-fail")
+    steps["elaborate"] = time.perf_counter() - t0
+    work = out / "work"
+    steps.update(run_build(plan, work, name, progress=progress))
+    for ext in BITSTREAM_EXTENSIONS:
+        if (work / f"{name}.{ext}").is_file():
+            shutil.copy2(work / f"{name}.{ext}", out / f"{name}.{ext}")
+    log = (work / f"{name}.tim").read_text(errors="replace")
+    fm = parse_fmax(log)
+    steps["total"] = design.compile_seconds + sum((times or {}).values()) + time.perf_counter() - t_start
+    report = make_report(model=name, board=board, pipeline=p, clock_mhz=design.clock_hz / 1e6,
+                         fmax_mhz=fm[0] if fm else None, util=parse_utilisation(log), times=steps,
+                         baud=design.baud, link_bytes=design.link_bytes, link_cost=LINK_COST[board.family])
+    write_report(report, out)
+    return BuildResult.from_report(out, report, design=design)
