@@ -11,8 +11,8 @@ Trunc).
 Everything that asks "is this op supported, and how?" reads :data:`PATTERNS`: the importers'
 handler tables (:func:`handlers`), the post-training quantizer's op sets (:func:`ptq_ops`),
 the pre-import check and ``inspect``'s column (:func:`support`), and the README's table
-(:func:`support_table`). To add a layer kind, add its module (node class + ``PATTERNS``) and
-list it in :data:`KIND_MODULES`.
+(:func:`support_table`). To add a layer kind, add its module (node class, ``KIND``, ``PATTERNS``)
+and list it in :data:`KIND_MODULES`.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ KIND_MODULES = (dense, conv, max_pool, avg_pool, add)
 FOLDED_MODULES = (activation, shape, qdq, qonnx)
 
 #: the IntegerGraph node classes
-KINDS: tuple[type[LayerKind], ...] = (Dense, Conv, MaxPool, AvgPool, Add)
+KINDS: tuple[type[LayerKind], ...] = tuple(m.KIND for m in KIND_MODULES)
 
 
 def _collect():

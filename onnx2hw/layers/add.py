@@ -27,7 +27,7 @@ from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern
 from .types import elem_shape
 
-__all__ = ["Add", "PATTERNS"]
+__all__ = ["Add", "KIND", "PATTERNS"]
 
 MS = "com.microsoft"
 
@@ -144,3 +144,6 @@ PATTERNS = (
     Pattern("", "Add", "Fork + FIFO + AddUnit (residual), or a constant bias folded into its layer", _add, ptq="layer"),
     Pattern(MS, "QLinearAdd", "Fork + FIFO + AddUnit (residual)", _qlinear_add, {"qoperator"}),
 )
+
+#: the layer kind this module declares
+KIND = Add

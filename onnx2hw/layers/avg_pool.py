@@ -26,7 +26,7 @@ from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, window_fil
 from .max_pool import check_window, window_problem
 from .types import Requant, elem_shape, window_out
 
-__all__ = ["AvgPool", "PATTERNS"]
+__all__ = ["AvgPool", "KIND", "PATTERNS"]
 
 MS = "com.microsoft"
 
@@ -163,3 +163,6 @@ PATTERNS = (
     Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
     Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )
+
+#: the layer kind this module declares
+KIND = AvgPool

@@ -23,7 +23,7 @@ from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, diviso
                    mvu_block, window_fill)
 from .types import Act, IntType, acc_bits_for, apply_act, elem_shape, readonly, window_out
 
-__all__ = ["Conv", "PATTERNS"]
+__all__ = ["Conv", "KIND", "PATTERNS"]
 
 
 @dataclass(frozen=True)
@@ -181,3 +181,6 @@ PATTERNS = (
     Pattern("", "QLinearConv", "SlidingWindow + MatrixVectorUnit + Requantize", _qlinear_conv, {"qoperator"}),
     Pattern("", "ConvInteger", "SlidingWindow + MatrixVectorUnit", _conv_integer, {"qoperator"}),
 )
+
+#: the layer kind this module declares
+KIND = Conv

@@ -21,7 +21,7 @@ from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, diviso
                    mvu_block)
 from .types import Act, IntType, acc_bits_for, apply_act, readonly
 
-__all__ = ["Dense", "PATTERNS"]
+__all__ = ["Dense", "KIND", "PATTERNS"]
 
 MS = "com.microsoft"
 
@@ -165,3 +165,6 @@ PATTERNS = (
     Pattern("", "MatMulInteger", "MatrixVectorUnit", _matmul_integer, {"qoperator"}),
     Pattern(MS, "QGemm", _MVU, _qgemm, {"qoperator"}),
 )
+
+#: the layer kind this module declares
+KIND = Dense

@@ -19,7 +19,7 @@ from ._windows import pad_nhwc, windows
 from .base import LayerKind, Lowered, Pattern, window_fill
 from .types import elem_shape, window_out
 
-__all__ = ["MaxPool", "PATTERNS"]
+__all__ = ["MaxPool", "KIND", "PATTERNS"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +114,6 @@ PATTERNS = (
     Pattern("", "MaxPool", "MaxPoolUnit", _maxpool, ptq="pass"),
     Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image", _global_maxpool, ptq="pass"),
 )
+
+#: the layer kind this module declares
+KIND = MaxPool
