@@ -2,8 +2,8 @@
 
 Layer kinds (IntegerGraph node classes; see :mod:`.base` for what each declares):
 :class:`Dense` (:mod:`.dense`), :class:`Conv` (:mod:`.conv`), :class:`MaxPool` (:mod:`.max_pool`),
-:class:`AvgPool` (:mod:`.avg_pool`), :class:`Add` (:mod:`.add`). Ops folded into a layer or
-into the host converters have no node of their own: :mod:`.activation` (Relu, Clip, Mul,
+:class:`AvgPool` (:mod:`.avg_pool`), :class:`Add` (:mod:`.add`), ``Lookup`` (:mod:`.lookup`). Ops
+folded into a layer or into the host converters have no node of their own: :mod:`.activation` (Relu, Clip, Mul,
 BatchNormalization), :mod:`.shape` (Flatten, Reshape, Squeeze, Identity, Dropout, Constant,
 Cast), :mod:`.qdq` (QuantizeLinear, DequantizeLinear), :mod:`.qonnx` (Quant, BipolarQuant,
 Trunc).
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from . import activation, add, avg_pool, conv, dense, max_pool, qdq, qonnx, shape
+from . import activation, add, avg_pool, conv, dense, lookup, max_pool, qdq, qonnx, shape
 from .add import Add
 from .avg_pool import AvgPool
 from .base import FLAVOURS, LayerKind, Lowered, Pattern
@@ -36,7 +36,7 @@ __all__ = ["KINDS", "PATTERNS", "handlers", "support", "ptq_ops", "support_table
            "int_type_for", "elem_shape"]
 
 #: modules of the layer kinds, and of the ops folded away
-KIND_MODULES = (dense, conv, max_pool, avg_pool, add)
+KIND_MODULES = (dense, conv, max_pool, avg_pool, add, lookup)
 FOLDED_MODULES = (activation, shape, qdq, qonnx)
 
 #: the IntegerGraph node classes

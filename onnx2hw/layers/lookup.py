@@ -1,0 +1,99 @@
+"""Lookup: an elementwise function of one quantized tensor, tabulated for every input integer::
+
+    y = table[x - in_lo]
+
+ONNX forms: Sigmoid, Tanh, LeakyRelu between a DequantizeLinear and a QuantizeLinear (QDQ,
+QOperator models; float models through the post-training quantizer, which gives the op its own
+output quantizer). The table is the quantized model's own arithmetic, entry by entry:
+``QuantizeLinear(op(DequantizeLinear(q)))`` in float32 by the ONNX spec (the op evaluated by
+the golden executor), saturated to the output type and to any Relu/Clip that follows. Exact
+for every input. Hardware: a LookupUnit (one ROM per lane) for inputs of at most 8 bits.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from ..rtl.lookup import MAX_IN_BITS, LookupUnit
+from ..rtl.stage import Block
+from ._importer import Acc, Builder, QT, Target, need, node_error
+from ._layout import nhwc
+from .base import LayerKind, Lowered, Pattern
+from .types import elem_shape, readonly
+
+__all__ = ["Lookup", "KIND", "PATTERNS"]
+
+
+@dataclass(frozen=True)
+class Lookup(LayerKind):
+    """``table[i]`` is the output for input ``in_lo + i``; one entry per value of the input type."""
+
+    table: np.ndarray
+    in_lo: int
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "table", readonly(self.table))
+        object.__setattr__(self, "in_lo", int(self.in_lo))
+
+    def validate(self, ins):
+        if len(ins) != 1 or ins[0].shape != self.output.shape:
+            raise self.error(f"needs one input of the output's shape {self.output.shape!r}")
+        t = ins[0].dtype
+        if self.table.ndim != 1 or (self.in_lo, len(self.table)) != (t.lo, t.hi - t.lo + 1):
+            raise self.error(f"table of {self.table.shape} from {self.in_lo} does not cover input type {t}")
+        out = self.output.dtype
+        if self.table.size and not (out.lo <= int(self.table.min()) and int(self.table.max()) <= out.hi):
+            raise self.error(f"table values [{int(self.table.min())}, {int(self.table.max())}] outside {out}")
+
+    def reference(self, x):
+        return self.table[np.asarray(x, dtype=np.int64) - self.in_lo]
+
+    def hardware_problem(self, ins):
+        t = ins[0].dtype
+        if t.bipolar or self.output.dtype.bipolar:
+            return "bipolar lookups are not supported"
+        if t.bits > MAX_IN_BITS:
+            return f"a {t.bits}-bit input needs a table of {1 << t.bits} entries (at most {MAX_IN_BITS} bits)"
+        return None
+
+    def lower(self, ins, pe, simd, family):
+        params = dict(in_shape=elem_shape(ins[0].dtype), out_shape=elem_shape(self.output.dtype),
+                      table=tuple(int(v) for v in self.table), lanes=simd)
+        block = Block(LookupUnit, params, LookupUnit.estimate(**params, family=family))
+        cycles = int(np.prod(ins[0].shape)) // simd
+        return Lowered((block,), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
+
+
+# ---- import ---------------------------------------------------------------------------------------
+
+def _function(b: Builder, node: Node):
+    x = need(node, b.get(node.inputs[0], node), QT, "input")
+    if b.specs[x.tensor].dtype.bipolar:
+        raise node_error(node, "a bipolar input cannot be tabulated", UnsupportedError)
+    b.set(node, Acc("lookup", emit, node, (x,), x.onnx_shape))
+
+
+def emit(b: Builder, v: Acc, t: Target) -> QT:
+    """The table of ``v``'s op from the input's grid onto ``t`` (module docstring)."""
+    x = v.inputs[0]
+    in_type = b.specs[x.tensor].dtype
+    q = np.arange(in_type.lo, in_type.hi + 1, dtype=np.int64)
+    real = (q - x.zp).astype(np.float32) * np.float32(x.scale)
+    if b.evaluate is None:
+        raise node_error(v.node, "no float evaluator to tabulate the op with", UnsupportedError)
+    y = np.asarray(b.evaluate(v.node, real)[0], np.float32)
+    table = np.clip(np.rint(y / np.float32(t.scale)).astype(np.int64) + t.zp, t.lo, t.hi)
+    spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
+    return b.emit(Lookup(v.node.name, (x.tensor,), spec, table, in_type.lo), v.onnx_shape, t, x.perm)
+
+
+_TABLE = "LookupUnit (the quantized function, tabulated)"
+_FLAVOURS = frozenset({"qdq", "qoperator"})
+PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer") for op in ("Sigmoid", "Tanh", "LeakyRelu"))
+
+#: the layer kind this module declares
+KIND = Lookup

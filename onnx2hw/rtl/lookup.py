@@ -1,0 +1,86 @@
+"""Elementwise table lookup on a stream: any function of one small integer (activations)."""
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from . import _blockparams as _p
+from ._arith_pipe import rom
+from .cost import Cost
+
+__all__ = ["LookupUnit", "MAX_IN_BITS"]
+
+#: widest input a table is built for (2**8 entries per lane)
+MAX_IN_BITS = 8
+
+
+class LookupUnit(wiring.Component):
+    """``y = table[x - min(in_shape)]`` on every lane.
+
+    Parameters
+    ----------
+    in_shape, out_shape : ShapeLike
+        Lane shapes; ``in_shape`` at most :data:`MAX_IN_BITS` wide.
+    table : sequence of int
+        ``2**in_width`` output values, the first for the smallest input of ``in_shape``; each
+        must fit ``out_shape``.
+    lanes : int
+        Lanes per transfer (>= 1); every lane has its own synchronous-read ROM (LUT logic).
+
+    Latency 1 cycle, one transfer per cycle. ``o.valid``/``o.payload`` are registers (the ROM
+    outputs, which hold while ``o`` stalls); ``i.ready = ~o.valid | o.ready``, so ``o.valid``
+    never depends on ``o.ready`` combinationally.
+
+    Ports: ``i`` (in), ``o`` (out).
+    """
+
+    def __init__(self, in_shape, out_shape, table, lanes: int = 1):
+        self.in_shape = _p.elem_shape(in_shape, "in_shape")
+        self.out_shape = _p.elem_shape(out_shape, "out_shape")
+        self.lanes = _p.positive_int(lanes, "lanes")
+        if self.in_shape.width > MAX_IN_BITS:
+            raise ValueError(f"in_shape must be at most {MAX_IN_BITS} bits wide, not {in_shape!r}")
+        self.table = tuple(_p.integer(v, "table entry") for v in table)
+        if len(self.table) != 1 << self.in_shape.width:
+            raise ValueError(f"table must have {1 << self.in_shape.width} entries for {in_shape!r}, "
+                             f"not {len(self.table)}")
+        lo, hi = _range(self.out_shape)
+        bad = [v for v in self.table if not lo <= v <= hi]
+        if bad:
+            raise ValueError(f"table entry {bad[0]!r} does not fit out_shape {out_shape!r}")
+        super().__init__({"i": In(stream.Signature(_p.lanes_layout(self.in_shape, self.lanes))),
+                          "o": Out(stream.Signature(_p.lanes_layout(self.out_shape, self.lanes)))})
+
+    def elaborate(self, platform):
+        m = Module()
+        width, mask = self.in_shape.width, (1 << self.out_shape.width) - 1
+        words = [v & mask for v in self.table]
+        bias = -_range(self.in_shape)[0]
+        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += self.o.valid.eq(1)
+        for j in range(self.lanes):
+            addr = (self.i.payload[j] + bias)[:width]
+            data = rom(m, words, self.out_shape.width, addr, self.i.ready, f"table{j}")
+            m.d.comb += self.o.payload[j].eq(data)
+        return m
+
+    @staticmethod
+    def estimate(in_shape, out_shape, table, lanes: int = 1, family: str = "ecp5") -> Cost:
+        """Per lane a ROM of ``2**in_width`` x ``out_width`` bits in LUT4 logic (16 bits per LUT4,
+        plus about a quarter more for the multiplexers; Yosys keeps ROMs this small out of EBR)."""
+        shape_in = _p.elem_shape(in_shape, "in_shape")
+        width = _p.elem_shape(out_shape, "out_shape").width
+        lanes = _p.positive_int(lanes, "lanes")
+        _p.family(family)
+        words = max(1, (1 << shape_in.width) // 16)
+        return Cost(1, 1, lut=lanes * width * words * 5 // 4 + 2, ff=lanes * width + 1, dsp=0, ebr=0)
+
+
+def _range(shape) -> tuple[int, int]:
+    if shape.signed:
+        return -(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1
+    return 0, (1 << shape.width) - 1
