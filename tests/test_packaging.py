@@ -122,3 +122,23 @@ def test_read_only_install_simulates_from_another_directory(site, tmp_path):
         assert not list(work.iterdir()), "nothing is written into the working directory"
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(site)], check=True)
+
+
+@pytest.mark.slow
+@pytest.mark.synth
+def test_read_only_install_builds_a_bitstream(site, tmp_path):
+    """``pip install .`` (not editable), made read-only: synth for the ULX3S from another directory."""
+    subprocess.run(["chmod", "-R", "a-w", str(site)], check=True)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    try:
+        r = subprocess.run([sys.executable, "-m", "onnx2hw.cli", "synth", str(EXAMPLES / "digits_mlp_int8.onnx"),
+                            "--board", "ulx3s", "-o", "out"], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=1800)
+        assert r.returncode == 0, r.stderr[-3000:]
+        built = {p.name for p in (work / "out").iterdir()}
+        assert {"accelerator.json", "report.json"} <= built and any(n.endswith(".bit") for n in built), built
+        assert [p.name for p in work.iterdir()] == ["out"], "synth writes only its build directory"
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(site)], check=True)
