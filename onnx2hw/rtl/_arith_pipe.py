@@ -37,6 +37,19 @@ def input_skid(m, port, take, name="i"):
     return valid, data
 
 
+def register_stage(m, i, o) -> Value:
+    """Handshake of a one-register stage from stream ``i`` to ``o``: ``i.ready = ~o.valid | o.ready``,
+    ``o.valid`` a register set by an accepted transfer and cleared once taken. Returns the accept
+    condition (``i.valid & i.ready``); the caller registers ``o.payload`` under it."""
+    m.d.comb += i.ready.eq(~o.valid | o.ready)
+    with m.If(o.valid & o.ready):
+        m.d.sync += o.valid.eq(0)
+    accept = i.valid & i.ready
+    with m.If(accept):
+        m.d.sync += o.valid.eq(1)
+    return accept
+
+
 def delay(m, en, value, stages, name="d"):
     """``value`` delayed by ``stages`` enabled clock edges (list of every stage, index 0 = value)."""
     out = [value]

@@ -5,6 +5,8 @@ from amaranth.hdl import Module, Shape
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ._arith_pipe import register_stage
+
 __all__ = ["Cast"]
 
 
@@ -31,11 +33,7 @@ class Cast(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += self.o.valid.eq(1)
+        with m.If(register_stage(m, self.i, self.o)):
             for j in range(len(self.i.payload)):
                 m.d.sync += self.o.payload[j].eq(self.i.payload[j] + self.offset)
         return m

@@ -6,7 +6,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
-from ._arith_pipe import rom
+from ._arith_pipe import register_stage, rom
 from .cost import Cost
 
 __all__ = ["LookupUnit", "MAX_IN_BITS"]
@@ -57,11 +57,7 @@ class LookupUnit(wiring.Component):
         width, mask = self.in_shape.width, (1 << self.out_shape.width) - 1
         words = [v & mask for v in self.table]
         bias = -_range(self.in_shape)[0]
-        m.d.comb += self.i.ready.eq(~self.o.valid | self.o.ready)
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += self.o.valid.eq(1)
+        register_stage(m, self.i, self.o)
         for j in range(self.lanes):
             addr = (self.i.payload[j] + bias)[:width]
             data = rom(m, words, self.out_shape.width, addr, self.i.ready, f"table{j}")
