@@ -21,7 +21,8 @@ INFERENCES = 200
 def bench_dataflow(board="ulx3s", inferences=INFERENCES) -> list[dict]:
     from onnx2hw.boards import get_board
     from onnx2hw.commands._options import HEADROOM
-    from onnx2hw.flow import prepare
+    from onnx2hw.dataflow import compile_pipeline
+    from onnx2hw.flow import integer_graph_of, load_graph
     from onnx2hw.sim.model_sim import measure_timing, simulate
 
     b = get_board(board)
@@ -30,8 +31,8 @@ def bench_dataflow(board="ulx3s", inferences=INFERENCES) -> list[dict]:
     print(f"{'model':30} {'bit-exact':>10} {'II est':>7} {'II meas':>8} {'err':>6} {'eff':>5} "
           f"{'mults':>6} {'FIFO':>6} {'cyc/s':>8}")
     for model, calib in MODELS.items():
-        p = prepare(f"examples/{model}", calib=f"examples/{calib}" if calib else None, family=b.family,
-                    budget=b.budget.scaled(HEADROOM)).pipeline
+        ig = integer_graph_of(load_graph(f"examples/{model}"), f"examples/{calib}" if calib else None)
+        p = compile_pipeline(ig, family=b.family, budget=b.budget.scaled(HEADROOM))
         spec = p.graph.input_specs[0]
         x = np.random.default_rng(0).integers(spec.dtype.lo, spec.dtype.hi + 1, (inferences,) + spec.shape)
         ii, _ = measure_timing(p, x)  # also builds the simulator

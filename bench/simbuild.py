@@ -35,30 +35,24 @@ def _fresh_cache():
 
 
 def bench_simbuild(board="ulx3s") -> list[dict]:
-    from onnx2hw.boards import get_board
-    from onnx2hw.commands._options import HEADROOM
-    from onnx2hw.flow import prepare_for_board
+    import onnx2hw
     from onnx2hw.rtl.accelerator import AcceleratorCore
-    from onnx2hw.rtl.board_top import LINK_COST
     from onnx2hw.sim import cocotb_run
 
     reason = cocotb_run.simulator_available("verilator")
     if reason:
         print(f"skipped: {reason}")
         return []
-    b = get_board(board)
-    budget = b.budget.scaled(HEADROOM).minus(LINK_COST[b.family])
     rows = []
     with _fresh_cache():
         t0 = time.perf_counter()
         shared = cocotb_run.runtime_ready()
-        print(f"board {b.title}; Verilator runtime compiled once per cache: {time.perf_counter() - t0:.1f} s"
+        print(f"board {board}; Verilator runtime compiled once per cache: {time.perf_counter() - t0:.1f} s"
               + ("" if shared else " (unavailable: every design is built completely)"), flush=True)
         print(f"{'model':30} {'II':>7} {'Verilog KB':>11} {'cold build s':>13}  flags")
         for model, calib in MODELS.items():
-            p = prepare_for_board(str(ROOT / "examples" / model), family=b.family, budget=budget,
-                                  clock_hz=b.default_clock_hz, baud=b.default_baud,
-                                  calib=str(ROOT / "examples" / calib) if calib else None).pipeline
+            p = onnx2hw.compile(str(ROOT / "examples" / model), board=board,
+                                calib=str(ROOT / "examples" / calib) if calib else None).pipeline
             text = cocotb_run.verilog_for(AcceleratorCore(p))
             t0 = time.perf_counter()
             bdir = cocotb_run._ensure_build(text, "verilator", False)

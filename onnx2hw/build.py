@@ -116,7 +116,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
     steps = {"compile": design.compile_seconds, **(times or {})}
     out.mkdir(parents=True, exist_ok=True)
     save_folding(p.folding, out / "folding.json")
-    write_build_info(out, design, board, design.clock_hz, design.baud, model=design.source_model,
+    write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,
                      calib=design.source_calib)
     if progress:
         progress("elaborating")

@@ -30,11 +30,10 @@ def _list(v):
     return a.tolist() if a.ndim else a.item()
 
 
-def build_info(prepared, board, clock_hz, baud, *, model=None, calib=None) -> dict:
-    """The JSON-ready build description of a design (anything with ``integer`` and
-    ``pipeline``: :class:`onnx2hw.Design`, :class:`onnx2hw.flow.Prepared`); ``board``: a name
-    or a :class:`boards.Board`."""
-    g, p = prepared.integer, prepared.pipeline
+def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None) -> dict:
+    """The JSON-ready build description of a compiled :class:`~onnx2hw.dataflow.Pipeline` (its
+    integer graph included); ``board``: a name or a :class:`boards.Board`."""
+    g, p = pipeline.graph, pipeline
     q, spec = g.inputs[0], g.input_specs[0]
     d, ospec = g.outputs[0], g.output_specs[0]
     describe = p.describe()
@@ -63,15 +62,15 @@ def build_info(prepared, board, clock_hz, baud, *, model=None, calib=None) -> di
     }
 
 
-def write_build_info(build_dir, prepared, board, clock_hz, baud, *, model=None, calib=None) -> Path:
+def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None) -> Path:
     """Write ``BUILD_DIR/accelerator.json``; returns its path.
 
-    ``model``/``calib`` (the files ``prepared`` came from) let the simulated transport rebuild
+    ``model``/``calib`` (the files ``pipeline`` was compiled from) let the simulated transport rebuild
     the same design later; the folding is taken from the pipeline itself.
     """
     path = Path(build_dir) / FILENAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    info = build_info(prepared, board, clock_hz, baud, model=model, calib=calib)
+    info = build_info(pipeline, board, clock_hz, baud, model=model, calib=calib)
     path.write_text(json.dumps(info, indent=1) + "\n")
     return path
 

@@ -135,7 +135,7 @@ class Design:
     def host_info(self) -> dict:
         """The build description ``accelerator.json`` holds (JSON-ready; see
         :mod:`onnx2hw.build_info`)."""
-        return build_info(self, self.board, self.clock_hz, self.baud, model=self.source_model,
+        return build_info(self.pipeline, self.board, self.clock_hz, self.baud, model=self.source_model,
                           calib=self.source_calib)
 
     # ------------------------------------------------------------------ host-side tensors

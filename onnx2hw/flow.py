@@ -6,31 +6,21 @@ are its steps, also used by the simulated transport of the driver and by the ben
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from .dataflow.compile import compile_pipeline
 from .dataflow.pipeline import Pipeline
-from .layers import support as hw_support
 from .ir import Graph, ModelError, UnsupportedError, load
+from .layers import IntegerGraph
+from .layers import support as hw_support
 from .protocol import LinkFormat
 from .quant._calib import check_feeds
 from .quant.convert import flavour, to_integer_graph
-from .layers import IntegerGraph
 from .quant.ptq import load_calibration, quantize
 
-__all__ = ["Prepared", "prepare", "prepare_for_board", "fold_for_board", "link_rate", "link_format_of",
-           "check_ops", "integer_graph_of", "load_npz", "load_graph"]
-
-
-@dataclass(frozen=True)
-class Prepared:
-    graph: Graph
-    integer: IntegerGraph
-    pipeline: Pipeline
-    #: inferences/s of the host link when the folding was chosen to match it, else ``None``
-    link_fold_rate: float | None = None
+__all__ = ["fold_for_board", "link_rate", "link_format_of", "check_ops", "integer_graph_of", "load_npz",
+           "load_graph"]
 
 
 def load_npz(path, graph: Graph) -> dict[str, np.ndarray]:
@@ -70,19 +60,6 @@ def load_graph(model) -> Graph:
     return model if isinstance(model, Graph) else load(model)
 
 
-def _load_integer(model, calib) -> tuple[Graph, IntegerGraph]:
-    graph = load_graph(model)
-    check_ops(graph)
-    return graph, integer_graph_of(graph, calib)
-
-
-def prepare(model, *, calib=None, family="ecp5", budget=None, folding=None, target_cycles=None) -> Prepared:
-    """Load, quantize or import, check hardware support and compile to a pipeline."""
-    graph, ig = _load_integer(model, calib)
-    pipeline = compile_pipeline(ig, family=family, budget=budget, folding=folding, target_cycles=target_cycles)
-    return Prepared(graph, ig, pipeline)
-
-
 def link_format_of(pipeline: Pipeline) -> LinkFormat:
     """The byte layout of one inference of ``pipeline`` on the host link."""
     g = pipeline.graph
@@ -119,13 +96,3 @@ def fold_for_board(ig: IntegerGraph, *, family: str, budget, clock_hz: float, ba
     _, rate = link_rate(widest, baud)
     target = max(widest.ii, int(clock_hz / rate))
     return compile_(target), rate
-
-
-def prepare_for_board(model, *, family: str, budget, clock_hz: float, baud: float, calib=None, folding=None,
-                      target_cycles=None) -> Prepared:
-    """The design ``synth`` builds (and ``sim`` simulates) for a board (see :func:`fold_for_board`).
-    The model is loaded and quantized once."""
-    graph, ig = _load_integer(model, calib)
-    pipeline, rate = fold_for_board(ig, family=family, budget=budget, clock_hz=clock_hz, baud=baud,
-                                    folding=folding, target_cycles=target_cycles)
-    return Prepared(graph, ig, pipeline, link_fold_rate=rate)

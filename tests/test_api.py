@@ -17,7 +17,7 @@ from _sim_fixtures import require_simulator
 from onnx2hw import BuildResult, Design, MismatchError, ModelError, open_build
 from onnx2hw.cli import main
 from onnx2hw.driver import Accelerator, read_build_info
-from onnx2hw.flow import prepare_for_board
+from onnx2hw.flow import fold_for_board, integer_graph_of
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
 from onnx2hw.layers import dequantize_outputs, quantize_inputs
@@ -60,8 +60,9 @@ def test_compile_defaults_match_the_cli_design():
     assert design.inferences_per_s == min(design.link_bound_per_s, design.compute_bound_per_s)
     # the design `sim`/`synth` compile for the same options, step by step
     t = resolve_target("ulx3s")
-    prepared = prepare_for_board(MLP_INT8, family="ecp5", budget=t.budget, clock_hz=t.clock_hz, baud=t.baud)
-    assert design.pipeline.describe() == prepared.pipeline.describe()
+    pipeline, _ = fold_for_board(integer_graph_of(load(MLP_INT8)), family="ecp5", budget=t.budget,
+                                 clock_hz=t.clock_hz, baud=t.baud)
+    assert design.pipeline.describe() == pipeline.describe()
     # the model may be given as a ModelProto or a loaded Graph: same design, no source file
     for model in (onnx.load(MLP_INT8), load(MLP_INT8)):
         other = onnx2hw.compile(model)

@@ -15,7 +15,8 @@ from onnx2hw.dataflow.fold import Budget
 from onnx2hw.driver import Accelerator, LinkError, read_build_info, write_build_info
 from onnx2hw import protocol as P
 from onnx2hw.build_info import build_info
-from onnx2hw.flow import Prepared, link_format_of, prepare
+import onnx2hw
+from onnx2hw.flow import link_format_of
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import ModelError
 from onnx2hw.layers import dequantize_outputs, quantize_inputs
@@ -32,7 +33,7 @@ DIGITS = str(EXAMPLES / "digits_mlp_int8.onnx")
 def mlp():
     g = models.mlp(seed=1)
     p = compile_pipeline(g, budget=SMALL)
-    return g, p, build_info(Prepared(None, g, p), "ulx3s-85f", CLK, 3e6)
+    return g, p, build_info(p, "ulx3s-85f", CLK, 3e6)
 
 
 def _golden(g, x):
@@ -95,7 +96,7 @@ def test_signed_outputs_and_wide_elements():
     # last layer without activation: signed accumulator-width outputs (more than one byte)
     g = models.mlp(seed=3, sizes=(6, 5), w_type=models.IntType(2, True), act=None)
     p = compile_pipeline(g, budget=SMALL)
-    info = build_info(Prepared(None, g, p), "ulx3s-85f", CLK, 3e6)
+    info = build_info(p, "ulx3s-85f", CLK, 3e6)
     assert info["pipeline"]["output"]["bits"] > 8 and info["pipeline"]["output"]["signed"]
     x = _inputs(g, 4, 3)
     with Accelerator.open(info, "sim", baud=FAST, pipeline=p) as acc:
@@ -156,15 +157,15 @@ def test_link_that_always_fails_raises(mlp):
 
 @pytest.fixture(scope="module")
 def digits_build(tmp_path_factory):
-    prepared = prepare(DIGITS, target_cycles=256)
+    design = onnx2hw.compile(DIGITS, target_cycles=256)
     d = tmp_path_factory.mktemp("digits")
-    write_build_info(d, prepared, "ulx3s", CLK, 3e6, model=DIGITS)
-    return d, prepared
+    write_build_info(d, design.pipeline, "ulx3s", CLK, 3e6, model=DIGITS)
+    return d, design
 
 
 def test_digits_mlp_float_path_bit_exact(digits_build):
-    d, prepared = digits_build
-    g = prepared.integer
+    d, design = digits_build
+    g = design.integer
     with np.load(EXAMPLES / "digits_test.npz") as f:
         x = f["input"][:4].astype(np.float32)
     want_int = execute_integer(g, quantize_inputs(g, {"input": x}))[g.output_specs[0].name]
@@ -179,9 +180,9 @@ def test_digits_mlp_float_path_bit_exact(digits_build):
 
 
 def test_build_info_round_trip_and_errors(digits_build, tmp_path):
-    d, prepared = digits_build
+    d, design = digits_build
     info = read_build_info(d)
-    assert info["pipeline"] == prepared.pipeline.describe()
+    assert info["pipeline"] == design.pipeline.describe()
     assert info["board"] == "ulx3s" and info["link"]["in_bytes"] == 64 and info["link"]["out_bytes"] == 10
     assert json.loads((d / "accelerator.json").read_text())["quant"]["input"]["scale"] == pytest.approx(1 / 255)
     with pytest.raises(ModelError, match="not a build directory"):
@@ -196,7 +197,7 @@ def test_build_info_round_trip_and_errors(digits_build, tmp_path):
 
 
 def test_rebuilt_design_must_match(digits_build):
-    d, _prepared = digits_build
+    d, _design = digits_build
     info = read_build_info(d)
     info["pipeline"] = dict(info["pipeline"], ii_cycles=1)
     with pytest.raises(ModelError, match="does not match"):
@@ -221,8 +222,8 @@ def test_bad_arguments(mlp):
 def test_cli_run_sim(digits_build, tmp_path, capsys):
     from onnx2hw.cli import main
 
-    d, prepared = digits_build
-    g = prepared.integer
+    d, design = digits_build
+    g = design.integer
     with np.load(EXAMPLES / "digits_test.npz") as f:
         x = f["input"][4:6].astype(np.float32)
     np.savez(tmp_path / "x.npz", input=x)
@@ -240,7 +241,7 @@ def test_cli_run_sim(digits_build, tmp_path, capsys):
 def test_cli_run_errors(digits_build, tmp_path, capsys):
     from onnx2hw.cli import main
 
-    d, _prepared = digits_build
+    d, _design = digits_build
     assert main(["run", str(tmp_path), "--port", "sim", "--inputs", "x.npz"]) == 2
     assert "not a build directory" in capsys.readouterr().err
     np.savez(tmp_path / "x.npz", other=np.zeros((1, 64)), more=np.zeros(1))

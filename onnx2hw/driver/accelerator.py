@@ -10,7 +10,8 @@ from .. import protocol as P
 from ..build import BuildResult
 from ..build_info import read_build_info
 from ..design import Design
-from ..flow import link_format_of, prepare
+from ..dataflow import compile_pipeline
+from ..flow import integer_graph_of, link_format_of, load_graph
 from ..ir.errors import ModelError
 from ..rtl.accelerator import AcceleratorCore
 from ..rtl.board_top import BoardTop
@@ -282,8 +283,8 @@ def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTr
             raise ModelError("this build description does not name its model; pass pipeline= to "
                              "simulate it")
         folding = {k: tuple(v) for k, v in info["pipeline"].get("folding", {}).items()}
-        pipeline = prepare(src["model"], calib=src.get("calib"), family=info["pipeline"]["family"],
-                           folding=folding or None).pipeline
+        ig = integer_graph_of(load_graph(src["model"]), src.get("calib"))
+        pipeline = compile_pipeline(ig, family=info["pipeline"]["family"], folding=folding or None)
     if pipeline.describe() != info["pipeline"]:
         raise ModelError("the rebuilt design does not match the build description "
                          "(model or compiler changed since the build)")
