@@ -22,8 +22,7 @@ from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
 from ._importer import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
 from ._windows import pad_nhwc, windows
-from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, window_fill
-from .max_pool import check_window, window_problem
+from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
 from .types import Requant, elem_shape, window_out
 
 __all__ = ["AvgPool", "KIND", "PATTERNS"]

@@ -12,7 +12,8 @@ implements, in its own module of :mod:`onnx2hw.layers`:
 * ``fold_options(ins)``, ``cycles(ins, pe, simd)``: legal foldings and the folding objective;
 * ``lower(ins, pe, simd, family)``: the chain of RTL blocks of its stage, with their costs.
 
-The helpers below are shared by the kinds (linear layers' checks, activation blocks).
+The helpers below are shared by the kinds (linear layers' checks, activation blocks, window
+geometry). Kind modules do not import each other.
 """
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ from ..rtl.requant import Requantize
 from ..rtl.stage import Block
 from ..rtl.thresholds import Thresholds as ThresholdsBlock
 from .types import (IntType, Requant, TensorSpec, Thresholds, accumulator_bounds, acc_bits_for,
-                    act_range)
+                    act_range, window_out)
 
 __all__ = ["LayerKind", "Lowered", "Pattern", "FLAVOURS", "divisors", "check_act", "check_linear",
-           "act_blocks", "mvu_block", "sum_costs"]
+           "linear_problem", "act_blocks", "mvu_block", "sum_costs", "window_fill", "check_window",
+           "window_problem"]
 
 #: the importers (quantized model formats) and ``float`` (ops the post-training quantizer takes)
 FLAVOURS = ("qdq", "qoperator", "qonnx", "float")
@@ -208,3 +210,21 @@ def sum_costs(blocks) -> Cost:
 def window_fill(kernel_rows: int, pad_top: int, rows: int) -> float:
     """Fraction of an image a window stage reads before its first output."""
     return min(1.0, max(1, kernel_rows - pad_top) / rows)
+
+
+def check_window(layer, ins) -> None:
+    """One (H, W, C) input and the output shape of the window geometry (shared by the pools)."""
+    if len(ins) != 1 or len(ins[0].shape) != 3:
+        raise layer.error("needs one (H, W, C) input")
+    h, w, c = ins[0].shape
+    kh, kw = layer.kernel
+    oh = window_out(h, kh, layer.stride[0], layer.pads[0], layer.pads[2])
+    ow = window_out(w, kw, layer.stride[1], layer.pads[1], layer.pads[3])
+    if layer.output.shape != (oh, ow, c):
+        raise layer.error(f"output shape {layer.output.shape!r} != expected {(oh, ow, c)!r}")
+
+
+def window_problem(layer) -> str | None:
+    if any(p >= k for p, k in zip(layer.pads, layer.kernel * 2)):
+        return f"pads {layer.pads} must be smaller than the kernel {layer.kernel}"
+    return None

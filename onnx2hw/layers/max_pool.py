@@ -16,7 +16,7 @@ from ..rtl.pool import MaxPoolUnit
 from ..rtl.stage import Block
 from ._importer import QT, Builder, node_error, pads_of
 from ._windows import pad_nhwc, windows
-from .base import LayerKind, Lowered, Pattern, window_fill
+from .base import LayerKind, Lowered, Pattern, check_window, window_fill, window_problem
 from .types import elem_shape, window_out
 
 __all__ = ["MaxPool", "KIND", "PATTERNS"]
@@ -52,24 +52,6 @@ class MaxPool(LayerKind):
         block = Block(MaxPoolUnit, params, MaxPoolUnit.estimate(**params, family=family))
         return Lowered((block,), block.cost.cycles, ins[0].dtype.bits, ins[0].dtype.signed,
                        fill=window_fill(self.kernel[0], self.pads[0], h))
-
-
-def check_window(layer, ins) -> None:
-    """One (H, W, C) input and the output shape of the window geometry (shared by the pools)."""
-    if len(ins) != 1 or len(ins[0].shape) != 3:
-        raise layer.error("needs one (H, W, C) input")
-    h, w, c = ins[0].shape
-    kh, kw = layer.kernel
-    oh = window_out(h, kh, layer.stride[0], layer.pads[0], layer.pads[2])
-    ow = window_out(w, kw, layer.stride[1], layer.pads[1], layer.pads[3])
-    if layer.output.shape != (oh, ow, c):
-        raise layer.error(f"output shape {layer.output.shape!r} != expected {(oh, ow, c)!r}")
-
-
-def window_problem(layer) -> str | None:
-    if any(p >= k for p, k in zip(layer.pads, layer.kernel * 2)):
-        return f"pads {layer.pads} must be smaller than the kernel {layer.kernel}"
-    return None
 
 
 # ---- import ---------------------------------------------------------------------------------------
