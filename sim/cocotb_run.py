@@ -166,8 +166,11 @@ def _flags_for(stripped: str) -> _Flags:
 
 
 def _build_key(stripped: str, simulator: str, toplevel: str, waves: bool, flags: _Flags | None) -> str:
+    """Content key of a simulator build. It names the cocotb install too: the executable links
+    cocotb's libraries from there, so every environment (venv) gets builds of its own."""
     h = hashlib.sha256()
-    for part in (stripped, simulator, toplevel, str(waves), _TB_MODULE, flags.describe() if flags else ""):
+    env = (metadata.version("cocotb"), str(cocotb_config.libs_dir))
+    for part in (stripped, simulator, toplevel, str(waves), _TB_MODULE, flags.describe() if flags else "", *env):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:20]

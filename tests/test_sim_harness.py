@@ -8,6 +8,7 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from onnx2hw.sim import cocotb_run
 from onnx2hw.sim.cocotb_run import cache_root, run_cocotb
 from _sim_fixtures import require_simulator
 from onnx2hw.sim.pysim import run_stream
@@ -258,8 +259,6 @@ def test_verilator_large_design_flags(tmp_path, monkeypatch):
     """Designs above LARGE_DESIGN bytes of Verilog are compiled for build speed, same results."""
     import json
 
-    from onnx2hw.sim import cocotb_run
-
     require_simulator()
     monkeypatch.setenv("ONNX2HW_SIM_CACHE", str(tmp_path))
     monkeypatch.setattr(cocotb_run, "LARGE_DESIGN", 0)
@@ -268,3 +267,11 @@ def test_verilator_large_design_flags(tmp_path, monkeypatch):
     np.testing.assert_array_equal(out["o"], x)
     (built,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/.built")]
     assert built["shared_runtime"] and "OPT_FAST=-O0" in built["flags"] and "-fno-merge-cond" in built["flags"]
+
+
+def test_build_key_names_the_cocotb_install(monkeypatch):
+    """A simulator build links cocotb's libraries from the environment that built it: another
+    environment (or a removed one) must not reuse it from the shared cache."""
+    key = cocotb_run._build_key("module top; endmodule", "verilator", "top", False, None)
+    monkeypatch.setattr(cocotb_run.cocotb_config, "libs_dir", "/elsewhere/cocotb/libs")
+    assert cocotb_run._build_key("module top; endmodule", "verilator", "top", False, None) != key
