@@ -53,6 +53,8 @@ def node_macs(graph: Graph, node: Node) -> int | None:
     w = _weight_shape(graph, node.inputs[w_index]) if len(node.inputs) > w_index else None
     if n_out is None or w is None or any(not isinstance(d, int) for d in w):
         return None
+    if len(w) < (3 if node.op_type in _CONV else 2):  # not a weight this op can have: no count
+        return None
     if node.op_type in _CONV:
         return n_out * int(np.prod(w[1:], dtype=np.int64))
     if node.op_type in ("Gemm", "QGemm"):

@@ -18,7 +18,10 @@ def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, sim
     why = layer.hardware_problem(ins)
     if why:
         raise UnsupportedError(f"layer {layer.name!r}: {why}")
-    low = layer.lower(ins, pe, simd, family)
+    try:
+        low = layer.lower(ins, pe, simd, family)
+    except (ValueError, TypeError) as exc:  # a block's own parameter check: name the layer
+        raise UnsupportedError(f"layer {layer.name!r}: {exc}") from None
     cost = sum_costs(low.blocks)
     delay = sum(b.cost.latency for b in low.blocks if b.kind not in _WINDOWED)
     cost = Cost(low.cycles, delay, cost.lut, cost.ff, cost.dsp, cost.ebr)

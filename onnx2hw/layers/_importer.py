@@ -151,9 +151,10 @@ class Builder:
         self.inputs: dict[str, tuple[ig.InputQuant, it.TensorSpec]] = {}
         for vi in graph.inputs:
             shape = vi.shape
-            if vi.kind != "tensor" or shape is None or len(shape) < 1 or any(not isinstance(d, int) for d in shape[1:]):
-                raise ModelError(f"model input {vi.name!r} needs a tensor shape with a batch dim and fixed other dims, "
-                                 f"not {shape!r}")
+            if vi.kind != "tensor" or shape is None or len(shape) < 1 or \
+                    any(not isinstance(d, int) or d < 1 for d in shape[1:]):
+                raise ModelError(f"model input {vi.name!r} needs a tensor shape with a batch dim and fixed positive "
+                                 f"other dims, not {shape!r}")
             if vi.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
                 raise UnsupportedError(f"model input {vi.name!r} is not a float tensor (elem_type {vi.elem_type}); "
                                        f"integer model inputs are not supported")
@@ -301,7 +302,12 @@ class Builder:
                 kind = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
                 raise node_error(node, f"op {kind} is not supported by the {self.source} importer (hardware "
                                  f"cannot run it between quantized layers)", UnsupportedError)
-            fn(self, node)
+            try:
+                fn(self, node)
+            except ModelError:
+                raise
+            except (ValueError, OverflowError) as exc:  # a value the layer kinds' own checks refuse
+                raise node_error(node, str(exc), UnsupportedError) from None
         return self.finish()
 
     def finish(self) -> ig.IntegerGraph:
@@ -431,13 +437,19 @@ def _round_even(x: float) -> int:
 
 
 def pads_of(node: Node, hw, kernel, strides) -> tuple[int, int, int, int]:
-    """``(t, l, b, r)`` from ``pads``/``auto_pad``; ``ceil_mode`` only where it changes nothing."""
+    """``(t, l, b, r)`` from ``pads``/``auto_pad``; ``ceil_mode`` only where it changes nothing.
+    Kernel and strides must be two positive integers, pads non-negative, and the window must fit."""
+    for what, v in (("kernel_shape", kernel), ("strides", strides)):
+        if len(v) != 2 or any(int(d) < 1 for d in v):
+            raise node_error(node, f"{what} {list(v)!r} must be two positive integers", UnsupportedError)
     auto = node.attr("auto_pad", "NOTSET")
     if auto in ("NOTSET", "VALID"):
         p = tuple(node.attr("pads", (0, 0, 0, 0))) if auto == "NOTSET" else (0, 0, 0, 0)
         if len(p) != 4:
             raise node_error(node, f"pads {p!r} are not 2-D", UnsupportedError)
         pads = (p[0], p[1], p[2], p[3])
+        if any(int(v) < 0 for v in pads):
+            raise node_error(node, f"pads {list(p)!r} must not be negative", UnsupportedError)
     elif auto in ("SAME_UPPER", "SAME_LOWER"):
         pads4 = [0, 0, 0, 0]
         for i in range(2):
@@ -453,6 +465,10 @@ def pads_of(node: Node, hw, kernel, strides) -> tuple[int, int, int, int]:
             span = hw[i] + pads[i] + pads[i + 2] - kernel[i]
             if span % strides[i]:
                 raise node_error(node, "ceil_mode=1 with a partial last window is not supported", UnsupportedError)
+    for i in range(2):
+        if hw[i] + pads[i] + pads[i + 2] < kernel[i]:
+            raise node_error(node, f"the {kernel[0]}x{kernel[1]} window does not fit the {hw[0]}x{hw[1]} input "
+                             f"padded by {list(pads)}")
     return pads
 
 

@@ -161,8 +161,14 @@ def check_linear(layer, in_spec: TensorSpec, channels: int, shape: tuple[int, ..
         check_act(layer, layer.act, channels, layer.output)
 
 
+#: widest accumulator the MVU, Requantize and Thresholds blocks take
+MAX_ACC_BITS = 48
+
+
 def linear_problem(layer) -> str | None:
     """What the MVU cannot do for a Dense or Conv layer."""
+    if layer.acc_bits > MAX_ACC_BITS:
+        return f"its accumulator needs {layer.acc_bits} bits, more than the {MAX_ACC_BITS} the hardware has"
     if layer.in_type.bipolar and not layer.w_type.bipolar:
         return "bipolar inputs with non-bipolar weights are not supported"
     if layer.act is not None and layer.output.dtype.bipolar:

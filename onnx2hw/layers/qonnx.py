@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import arith
 from ..arith import qonnx_round
-from ..ir.errors import UnsupportedError
+from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Node
 from . import conv
 from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, node_error
@@ -46,10 +46,11 @@ def _params(b: Builder, node: Node):
     bw = np.asarray(b.const(node.inputs[3], node, "bit width"), np.float64)
     if bw.size != 1 or bw.reshape(()) != np.round(bw.reshape(())) or not 1 <= float(bw.reshape(())) <= 64:
         raise node_error(node, f"bit width {bw.tolist()!r} must be one integer in 1..64", UnsupportedError)
-    if np.any(zp != np.round(zp)):
-        raise node_error(node, f"zero point {zp.tolist()!r} is not an integer", UnsupportedError)
+    if np.any(~np.isfinite(zp)) or np.any(zp != np.round(zp)) or np.any(np.abs(zp) >= 2.0 ** 31):
+        raise node_error(node, f"zero point {zp.reshape(-1)[0]!r} is not an integer of at most 31 bits",
+                         UnsupportedError)
     if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
-        raise ValueError(f"node {node.name!r} (Quant): scale {scale.reshape(-1)[0]!r} is not a positive finite number")
+        raise ModelError(f"node {node.name!r} (Quant): scale {scale.reshape(-1)[0]!r} is not a positive finite number")
     return (scale, zp, int(bw.reshape(())), bool(node.attr("signed", 1)), bool(node.attr("narrow", 0)),
             str(node.attr("rounding_mode", "ROUND")).upper())
 
@@ -250,7 +251,7 @@ def _bipolar_quant(b: Builder, node: Node):
         raise node_error(node, "bipolar activations are not supported (only bipolar weights)", UnsupportedError)
     scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
     if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
-        raise ValueError(f"node {node.name!r} (BipolarQuant): scale {scale.reshape(-1)[0]!r} is not a positive "
+        raise ModelError(f"node {node.name!r} (BipolarQuant): scale {scale.reshape(-1)[0]!r} is not a positive "
                          f"finite number")
     v = np.asarray(x.value, np.float64)
     axis, s1 = _channel_axis(node, scale, v.ndim)

@@ -73,6 +73,8 @@ def geometry(node, in_shape: tuple[int, ...], kernel: tuple[int, ...], *, ceil_m
     shape inference (onnx's reference evaluator rounds down there).
     """
     strides, dilations, pads = spatial_attrs(node, kernel)
+    if any(int(k) < 1 for k in kernel):
+        raise ModelError(f"node {node.name!r}: bad kernel shape {list(kernel)!r} (every dim must be positive)")
     d = len(kernel)
     auto_pad = node.attr("auto_pad", "NOTSET") or "NOTSET"
     eff = [(k - 1) * dl + 1 for k, dl in zip(kernel, dilations)]
