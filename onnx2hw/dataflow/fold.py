@@ -113,12 +113,29 @@ def _check_budget(stages, budget: Budget, why: str) -> None:
 
 
 def load_folding(path) -> Folding:
-    """Read a folding file: JSON ``{"layer name": {"pe": P, "simd": S}, ...}``."""
+    """Read a folding file: JSON ``{"layer name": {"pe": P, "simd": S}, ...}`` with positive integers."""
     try:
-        raw = json.loads(Path(path).read_text())
-        return {str(k): (int(v["pe"]), int(v["simd"])) for k, v in raw.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raw = json.loads(Path(path).read_text(), parse_constant=_no_constant)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read the folding file ({exc.strerror or exc})") from None
+    except ValueError as exc:  # bad JSON, bad UTF-8, NaN/Infinity
         raise ModelError(f"{path}: not a folding file ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ModelError(f"{path}: not a folding file (a JSON object of layer name -> {{pe, simd}} expected)")
+    out: Folding = {}
+    for name, v in raw.items():
+        if not isinstance(v, dict) or set(v) != {"pe", "simd"}:
+            raise ModelError(f"{path}: layer {name!r} must map to {{\"pe\": P, \"simd\": S}}, not {v!r}")
+        pe, simd = v["pe"], v["simd"]
+        for what, n in (("pe", pe), ("simd", simd)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ModelError(f"{path}: layer {name!r}: {what} must be a positive integer, not {n!r}")
+        out[name] = (pe, simd)
+    return out
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number")
 
 
 def save_folding(folding: Folding, path) -> None:
