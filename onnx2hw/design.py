@@ -147,7 +147,7 @@ class Design:
             if len(names) != 1:
                 raise ValueError(f"the model has inputs {', '.join(map(repr, names))}: pass a dict by name")
             inputs = {names[0]: inputs}
-        feeds = check_feeds(inputs, self.graph)
+        feeds = check_feeds(inputs, self.graph, "input")
         return quantize_inputs(self.integer, feeds)[self.integer.input_specs[0].name]
 
     def dequantize(self, y: np.ndarray) -> dict[str, np.ndarray]:

@@ -15,25 +15,27 @@ from .ir import Graph, ModelError, UnsupportedError, load
 from .layers import IntegerGraph
 from .layers import support as hw_support
 from .protocol import LinkFormat
+from .quant import _calib
 from .quant._calib import check_feeds
 from .quant.convert import flavour, to_integer_graph
-from .quant.ptq import load_calibration, quantize
+from .quant.ptq import quantize
 
 __all__ = ["fold_for_board", "link_rate", "link_format_of", "check_ops", "integer_graph_of", "load_npz",
            "load_graph"]
 
 
-def load_npz(path, graph: Graph) -> dict[str, np.ndarray]:
+def load_npz(path, graph: Graph, what: str = "input") -> dict[str, np.ndarray]:
     """Float arrays from an ``.npz`` keyed by the model's input names (batch first), checked
-    against the model's inputs (names, ranks, fixed dims, dtypes)."""
-    return check_feeds(load_calibration(path), graph)
+    against the model's inputs (names, ranks, fixed dims, dtypes, finite values); ``what`` names
+    the data in errors."""
+    return check_feeds(_calib.load_npz(path, what), graph, what)
 
 
 def _feeds(data, graph: Graph) -> dict[str, np.ndarray]:
     """Float arrays keyed by input name from an ``.npz`` path or a mapping of arrays, checked."""
     if isinstance(data, Mapping):
         return check_feeds(data, graph)
-    return load_npz(data, graph)
+    return load_npz(data, graph, "calibration")
 
 
 def check_ops(graph: Graph) -> None:

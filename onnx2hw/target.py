@@ -90,8 +90,14 @@ def resolve_target(board="ulx3s", *, clock_mhz=None, baud=None, folding=None, ta
                          f"not {target_cycles!r}")
     clock = (clock_mhz * 1e6) if clock_mhz else b.default_clock_hz
     link_baud = baud or b.default_baud
-    b.check_link(clock, link_baud)
-    b.pll(clock)
+    try:
+        b.check_link(clock, link_baud)
+    except ValueError as exc:
+        raise ValueError(f"{labels.get('baud', 'baud')}: {exc}") from None
+    try:
+        b.pll(clock)
+    except ValueError as exc:
+        raise ValueError(f"{labels.get('clock_mhz', 'clock_mhz')}: {exc}") from None
     target = (int(target_cycles) if target_cycles is not None
               else None if target_fps is None else max(1, int(clock / target_fps)))
     fold, source = _folding(folding)

@@ -35,9 +35,10 @@ def target_of(args) -> Target:
                           target_fps=args.target_fps, labels=CLI_LABELS)
 
 
-def design_of(args, target: Target) -> Design:
-    """The design both ``sim`` and ``synth`` compile for these options."""
-    return compile_for_target(args.model, target, calib=args.calib)
+def design_of(args, target: Target, graph=None) -> Design:
+    """The design both ``sim`` and ``synth`` compile for these options (``graph``: the model
+    already loaded, to check data against it first)."""
+    return compile_for_target(args.model if graph is None else graph, target, calib=args.calib)
 
 
 def folding_note(design: Design) -> str:

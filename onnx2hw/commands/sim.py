@@ -6,7 +6,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..flow import load_npz
+from ..flow import load_graph, load_npz
 from ..sim.cocotb_run import cache_root
 from . import UsageError
 from ._options import add_folding_options, design_of, folding_note, require_simulator, target_of
@@ -32,11 +32,14 @@ def run(args) -> int:
     require_simulator(args.simulator, "sim")
     if not args.inputs and args.count < 1:
         raise UsageError(f"--count must be at least 1, not {args.count!r}")
-    design = design_of(args, target_of(args))
+    target = target_of(args)
+    graph = load_graph(args.model)
+    feeds = load_npz(args.inputs, graph) if args.inputs else None  # checked before the compile
+    design = design_of(args, target, graph)
     con.print(folding_note(design))
     p = design.pipeline
-    if args.inputs:
-        x = design.quantize(load_npz(args.inputs, design.graph))
+    if feeds is not None:
+        x = design.quantize(feeds)
     else:
         x = design.random_inputs(args.count, seed=args.seed)
     con.print(f"{len(p.stages)} stages, estimated II {p.ii} cycles, latency {p.latency} cycles, "

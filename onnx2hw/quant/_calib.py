@@ -23,29 +23,32 @@ CHUNK = 256
 _KEEP = 1 << 21
 
 
-def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read a calibration ``.npz`` (no pickles) into a dict."""
+def load_npz(path: str | os.PathLike, what: str = "calibration") -> dict[str, np.ndarray]:
+    """Read an ``.npz`` of ``what`` data (no pickles) into a dict."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise ModelError(f"calibration file {path!r} does not exist")
+        raise ModelError(f"{what} file {path!r} does not exist")
     try:
         data = np.load(path, allow_pickle=False)
         if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ModelError(f"calibration file {path!r} is a single .npy array, not an .npz archive "
+            raise ModelError(f"{what} file {path!r} is a single .npy array, not an .npz archive "
                              "keyed by the model's input names")
         with data:
             return {k: data[k] for k in data.files}
     except ModelError:
         raise
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise ModelError(f"calibration file {path!r} is not a readable NumPy .npz archive "
+        raise ModelError(f"{what} file {path!r} is not a readable NumPy .npz archive "
                          f"({type(exc).__name__}: {exc})") from None
 
 
-def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph) -> dict[str, np.ndarray]:
-    """Match calibration arrays to the model inputs by name, rank, fixed dims and dtype.
+def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "calibration") -> dict[str, np.ndarray]:
+    """Match ``what`` arrays (calibration, input) to the model inputs by name, rank, fixed dims,
+    dtype and finite values.
 
-    Returns float32 arrays; the leading (batch) dim must agree across inputs and be >= 1.
+    Returns float32 arrays (any real floating dtype is converted: float64 and float16 are safe
+    here, the model computes in float32); integer, boolean and complex arrays are refused. The
+    leading (batch) dim must agree across inputs and be >= 1.
     """
     names = graph.input_names
     missing = [n for n in names if n not in feeds]
@@ -56,31 +59,31 @@ def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph) -> dict[str, np.n
             parts.append(f"missing input(s) {', '.join(map(repr, missing))}")
         if extra:
             parts.append(f"unknown key(s) {', '.join(map(repr, extra))}")
-        raise ModelError(f"calibration data does not match the model inputs ({'; '.join(parts)}; "
+        raise ModelError(f"{what} data does not match the model inputs ({'; '.join(parts)}; "
                          f"model inputs: {', '.join(map(repr, names))})")
     out, batch = {}, None
     for vi in graph.inputs:
         a = np.asarray(feeds[vi.name])
         if a.dtype.kind != "f":
-            raise ModelError(f"calibration array {vi.name!r} has dtype {a.dtype.name!r}; "
+            raise ModelError(f"{what} array {vi.name!r} has dtype {a.dtype.name!r}; "
                              "the model input is float32")
         shape = vi.shape
         if shape is not None:
             if a.ndim != len(shape):
-                raise ModelError(f"calibration array {vi.name!r} has shape {a.shape!r}; the model input "
+                raise ModelError(f"{what} array {vi.name!r} has shape {a.shape!r}; the model input "
                                  f"has rank {len(shape)} ({_fmt(shape)})")
             for i, (got, want) in enumerate(zip(a.shape, shape)):
                 if i > 0 and isinstance(want, int) and want > 0 and got != want:
-                    raise ModelError(f"calibration array {vi.name!r} has shape {a.shape!r}; the model "
+                    raise ModelError(f"{what} array {vi.name!r} has shape {a.shape!r}; the model "
                                      f"input is {_fmt(shape)} (dim {i} must be {want})")
         if a.ndim == 0 or a.shape[0] == 0:
-            raise ModelError(f"calibration array {vi.name!r} holds no samples (shape {a.shape!r})")
+            raise ModelError(f"{what} array {vi.name!r} holds no samples (shape {a.shape!r})")
         if batch is not None and a.shape[0] != batch:
-            raise ModelError(f"calibration arrays disagree on the number of samples "
+            raise ModelError(f"{what} arrays disagree on the number of samples "
                              f"({vi.name!r} has {a.shape[0]}, others {batch})")
         batch = a.shape[0]
         if not np.all(np.isfinite(a)):
-            raise ModelError(f"calibration array {vi.name!r} contains NaN or infinite values")
+            raise ModelError(f"{what} array {vi.name!r} contains NaN or infinite values")
         out[vi.name] = np.ascontiguousarray(a, dtype=np.float32)
     return out
 

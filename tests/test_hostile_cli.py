@@ -1,0 +1,134 @@
+"""Hostile inputs through every verb: each bad file, array or option value ends in exactly one
+``error:`` line naming what is wrong and exit status 2 -- no traceback, no output file, no build.
+(Cases that need a simulator or a place-and-route stop before either runs.)"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from _paths import EXAMPLES
+from onnx2hw.cli import main
+
+MLP = str(EXAMPLES / "digits_mlp_int8.onnx")
+FLOAT_MLP = str(EXAMPLES / "digits_mlp.onnx")
+CALIB = str(EXAMPLES / "digits_calib.npz")
+
+
+def _arrays(tmp_path, name: str, **arrays) -> str:
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def _file(tmp_path, name: str, data: bytes | str) -> str:
+    path = tmp_path / name
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return str(path)
+
+
+def _folding(tmp_path, doc) -> str:
+    return _file(tmp_path, "fold.json", json.dumps(doc) if not isinstance(doc, str) else doc)
+
+
+GOOD = np.zeros((2, 64), np.float32)
+
+#: case id -> builder(tmp_path) -> (argv, what the error line must mention)
+CASES = {
+    # ---- files that are not models
+    "inspect-missing": lambda t: (["inspect", str(t / "nope.onnx")], "nope.onnx"),
+    "inspect-directory": lambda t: (["inspect", str(t)], str(t)),
+    "inspect-empty": lambda t: (["inspect", _file(t, "e.onnx", b"")], "e.onnx"),
+    "inspect-text": lambda t: (["inspect", _file(t, "t.onnx", "hello, not protobuf")], "t.onnx"),
+    "inspect-truncated": lambda t: (["inspect", _file(t, "cut.onnx", open(MLP, "rb").read()[:300])], "cut.onnx"),
+    # ---- quantize: calibration data and options
+    "quantize-no-calib-file": lambda t: (["quantize", FLOAT_MLP, "--calib", str(t / "none.npz"), "-o",
+                                          str(t / "q.onnx")], "none.npz"),
+    "quantize-calib-not-npz": lambda t: (["quantize", FLOAT_MLP, "--calib", _file(t, "c.npz", b"PK\x03\x04junk"),
+                                          "-o", str(t / "q.onnx")], "c.npz"),
+    "quantize-calib-wrong-key": lambda t: (["quantize", FLOAT_MLP, "--calib", _arrays(t, "c.npz", x=GOOD), "-o",
+                                            str(t / "q.onnx")], "'input'"),
+    "quantize-calib-wrong-shape": lambda t: (["quantize", FLOAT_MLP, "--calib", _arrays(t, "c.npz", input=GOOD[:, :8]),
+                                              "-o", str(t / "q.onnx")], "shape"),
+    "quantize-calib-wrong-rank": lambda t: (["quantize", FLOAT_MLP, "--calib", _arrays(t, "c.npz", input=GOOD[0]),
+                                             "-o", str(t / "q.onnx")], "rank"),
+    "quantize-calib-nan": lambda t: (["quantize", FLOAT_MLP, "--calib",
+                                      _arrays(t, "c.npz", input=np.full((2, 64), np.nan, np.float32)), "-o",
+                                      str(t / "q.onnx")], "NaN"),
+    "quantize-calib-complex": lambda t: (["quantize", FLOAT_MLP, "--calib",
+                                          _arrays(t, "c.npz", input=GOOD.astype(np.complex64)), "-o",
+                                          str(t / "q.onnx")], "complex"),
+    "quantize-calib-empty": lambda t: (["quantize", FLOAT_MLP, "--calib", _arrays(t, "c.npz", input=GOOD[:0]), "-o",
+                                        str(t / "q.onnx")], "no samples"),
+    "quantize-calib-pickle": lambda t: (["quantize", FLOAT_MLP, "--calib",
+                                         _arrays(t, "c.npz", input=np.array([None], dtype=object)), "-o",
+                                         str(t / "q.onnx")], "c.npz"),
+    "quantize-already-quantized": lambda t: (["quantize", MLP, "--calib", CALIB, "-o", str(t / "q.onnx")],
+                                             "already quantized"),
+    # ---- sim / synth: option values (all refused before any simulator or tool runs)
+    "sim-count-0": lambda t: (["sim", MLP, "--count", "0"], "--count"),
+    "sim-count-negative": lambda t: (["sim", MLP, "--count", "-3"], "--count"),
+    "sim-clock-inf": lambda t: (["sim", MLP, "--clock-mhz", "inf"], "--clock-mhz"),
+    "sim-clock-nan": lambda t: (["sim", MLP, "--clock-mhz", "nan"], "--clock-mhz"),
+    "sim-clock-zero": lambda t: (["sim", MLP, "--clock-mhz", "0"], "--clock-mhz"),
+    "sim-clock-negative": lambda t: (["sim", MLP, "--clock-mhz", "-75"], "--clock-mhz"),
+    "sim-fps-zero": lambda t: (["sim", MLP, "--target-fps", "0"], "--target-fps"),
+    "sim-fps-inf": lambda t: (["sim", MLP, "--target-fps", "inf"], "--target-fps"),
+    "sim-baud-zero": lambda t: (["sim", MLP, "--baud", "0"], "--baud"),
+    "sim-board-unknown": lambda t: (["sim", MLP, "--board", "nosuchboard"], "nosuchboard"),
+    "sim-folding-missing": lambda t: (["sim", MLP, "--folding", str(t / "none.json")], "none.json"),
+    "sim-folding-inf": lambda t: (["sim", MLP, "--folding", _folding(t, '{"fc0": {"pe": Infinity, "simd": 1}}')],
+                                  "fold.json"),
+    "sim-folding-fraction": lambda t: (["sim", MLP, "--folding", _folding(t, {"fc0": {"pe": 1.5, "simd": 1}})],
+                                       "pe"),
+    "sim-folding-unknown-layer": lambda t: (["sim", MLP, "--folding", _folding(t, {"nope": {"pe": 1, "simd": 1}})],
+                                            "nope"),
+    "sim-folding-illegal": lambda t: (["sim", MLP, "--folding", _folding(t, {"fc0": {"pe": 7, "simd": 5}})],
+                                      "fc0"),
+    "sim-inputs-wrong-shape": lambda t: (["sim", MLP, "--inputs", _arrays(t, "x.npz", input=GOOD[:, :9])], "shape"),
+    "sim-inputs-nan": lambda t: (["sim", MLP, "--inputs",
+                                  _arrays(t, "x.npz", input=np.full((1, 64), np.inf, np.float32))], "NaN"),
+    "sim-inputs-int": lambda t: (["sim", MLP, "--inputs", _arrays(t, "x.npz", input=GOOD.astype(np.int32))],
+                                 "int32"),
+    "sim-float-model-without-calib": lambda t: (["sim", FLOAT_MLP], "--calib"),
+    "synth-board-unknown": lambda t: (["synth", MLP, "--board", "nosuchboard", "-o", str(t / "b")], "nosuchboard"),
+    "synth-baud-zero": lambda t: (["synth", MLP, "--board", "ulx3s", "--baud", "0", "-o", str(t / "b")], "--baud"),
+    "synth-baud-too-fast": lambda t: (["synth", MLP, "--board", "ulx3s", "--baud", "1e9", "-o", str(t / "b")],
+                                      "--baud"),
+    "synth-clock-inf": lambda t: (["synth", MLP, "--board", "ulx3s", "--clock-mhz", "inf", "-o", str(t / "b")],
+                                  "--clock-mhz"),
+    "synth-verify-negative": lambda t: (["synth", MLP, "--board", "ulx3s", "--verify", "-1", "-o", str(t / "b")],
+                                        "--verify"),
+    "synth-output-is-a-file": lambda t: (["synth", MLP, "--board", "ulx3s", "-o", _file(t, "f", "x")], "f"),
+    # ---- run: build directories that are not builds
+    "run-missing-build": lambda t: (["run", str(t / "nobuild"), "--port", "sim", "--inputs",
+                                     _arrays(t, "x.npz", input=GOOD)], "nobuild"),
+    "run-build-without-description": lambda t: (["run", str(t), "--port", "sim", "--inputs",
+                                                 _arrays(t, "x.npz", input=GOOD)], "accelerator.json"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hostile_case_is_one_error_line(case, tmp_path, capsys):
+    argv, mention = CASES[case](tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in err + out
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert mention in lines[0], (mention, lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, "a failed command left files behind"
+
+
+def test_inputs_are_not_modified(tmp_path, capsys):
+    """A refused run leaves the user's files byte for byte as they were."""
+    calib = tmp_path / "c.npz"
+    shutil.copy(CALIB, calib)
+    before = calib.read_bytes()
+    assert main(["quantize", FLOAT_MLP, "--calib", str(calib), "--weight-bits", "3", "-o", str(tmp_path / "q.onnx")])
+    capsys.readouterr()
+    assert calib.read_bytes() == before and not (tmp_path / "q.onnx").exists()
