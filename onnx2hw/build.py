@@ -7,7 +7,6 @@ returns a :class:`BuildResult`; :func:`open_build` reads one back from its direc
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,12 +15,14 @@ from types import MappingProxyType
 
 from amaranth.back import verilog
 
-from .build_info import FILENAME as ACCELERATOR_JSON, write_build_info
+from ._children import activity
+from .build_info import FILENAME as ACCELERATOR_JSON, begin_build, finish_build, read_build_info, write_build_info
 from .dataflow.fold import save_folding
+from .files import copy_file, write_text
 from .ir.errors import ModelError
 from .report import make_report, write_report
 from .rtl.board_top import LINK_COST
-from .synth import parse_fmax, parse_utilisation, run_build
+from .synth import SynthError, parse_fmax, parse_utilisation, run_build
 
 __all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS"]
 
@@ -94,8 +95,11 @@ class BuildResult:
 
 def open_build(build_dir) -> BuildResult:
     """The :class:`BuildResult` of a build directory written by ``onnx2hw synth`` or
-    :meth:`onnx2hw.Design.build` (read from its ``report.json``)."""
+    :meth:`onnx2hw.Design.build` (read from its ``report.json``). ``ModelError`` for a build
+    that is incomplete or whose files do not match its ``accelerator.json`` (see
+    :func:`onnx2hw.build_info.read_build_info`)."""
     path = Path(build_dir) / "report.json"
+    read_build_info(build_dir)
     try:
         report = json.loads(path.read_text())
         return BuildResult.from_report(build_dir, report)
@@ -107,39 +111,57 @@ def open_build(build_dir) -> BuildResult:
 
 
 def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None) -> BuildResult:
-    """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`."""
+    """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`.
+
+    The directory is marked incomplete first (:func:`~onnx2hw.build_info.begin_build`), every file
+    is written atomically, ``accelerator.json`` comes last with the hashes of the bitstream and
+    design files, and only then is the marker removed: an interrupted or failed build leaves a
+    directory that ``onnx2hw run`` and :func:`open_build` refuse, never a half-built design that
+    looks complete.
+    """
     t_start = time.perf_counter()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output {str(out)!r} exists and is not a directory")
     board, p, name = design.board, design.pipeline, design.name
     steps = {"compile": design.compile_seconds, **(times or {})}
-    out.mkdir(parents=True, exist_ok=True)
-    save_folding(p.folding, out / "folding.json")
-    write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,
-                     calib=design.source_calib)
-    if progress:
-        progress("elaborating")
-    t0 = time.perf_counter()
-    accelerator = design.accelerator
-    (out / f"{name}.v").write_text(verilog.convert(accelerator, name=name))
-    top = board.make_top(accelerator, design.link, design.clock_hz, design.baud)
-    # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
-    # private wire names otherwise (seen with synth_ecp5)
-    # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
-    plan = board.platform().build(top, name=name, do_build=False, script_after_read="proc\nopt_clean -purge",
-                                  nextpnr_opts="--timing-allow-fail")
-    steps["elaborate"] = time.perf_counter() - t0
-    work = out / "work"
-    steps.update(run_build(plan, work, name, progress=progress))
-    for ext in BITSTREAM_EXTENSIONS:
-        if (work / f"{name}.{ext}").is_file():
-            shutil.copy2(work / f"{name}.{ext}", out / f"{name}.{ext}")
-    log = (work / f"{name}.tim").read_text(errors="replace")
-    fm = parse_fmax(log)
-    steps["total"] = design.compile_seconds + sum((times or {}).values()) + time.perf_counter() - t_start
-    report = make_report(model=name, board=board, pipeline=p, clock_mhz=design.clock_hz / 1e6,
-                         fmax_mhz=fm[0] if fm else None, util=parse_utilisation(log), times=steps,
-                         baud=design.baud, link_bytes=design.link_bytes, link_cost=LINK_COST[board.family])
-    write_report(report, out)
+    with activity(f"building {out} (left incomplete: run synth again)"):
+        begin_build(out)
+        for ext in BITSTREAM_EXTENSIONS:   # an earlier build's bitstream must not pass for this one's
+            (out / f"{name}.{ext}").unlink(missing_ok=True)
+        save_folding(p.folding, out / "folding.json")
+        if progress:
+            progress("elaborating")
+        t0 = time.perf_counter()
+        with activity("elaborating"):
+            accelerator = design.accelerator
+            write_text(out / f"{name}.v", verilog.convert(accelerator, name=name))
+            top = board.make_top(accelerator, design.link, design.clock_hz, design.baud)
+            # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
+            # private wire names otherwise (seen with synth_ecp5)
+            # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
+            plan = board.platform().build(top, name=name, do_build=False, script_after_read="proc\nopt_clean -purge",
+                                          nextpnr_opts="--timing-allow-fail")
+        steps["elaborate"] = time.perf_counter() - t0
+        work = out / "work"
+        steps.update(run_build(plan, work, name, progress=progress))
+        bitstreams = []
+        for ext in BITSTREAM_EXTENSIONS:
+            if (work / f"{name}.{ext}").is_file():
+                copy_file(work / f"{name}.{ext}", out / f"{name}.{ext}")
+                bitstreams.append(f"{name}.{ext}")
+        if not bitstreams:
+            raise SynthError(f"the flow ended without a bitstream in {str(work)!r}")
+        log = (work / f"{name}.tim").read_text(errors="replace")
+        fm = parse_fmax(log)
+        steps["total"] = design.compile_seconds + sum((times or {}).values()) + time.perf_counter() - t_start
+        report = make_report(model=name, board=board, pipeline=p, clock_mhz=design.clock_hz / 1e6,
+                             fmax_mhz=fm[0] if fm else None, util=parse_utilisation(log), times=steps,
+                             baud=design.baud, link_bytes=design.link_bytes, link_cost=LINK_COST[board.family])
+        write_report(report, out)
+        # last: the description with the hashes of what it describes, then the build is published
+        write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,
+                         calib=design.source_calib, bitstream=bitstreams[0],
+                         files=[*bitstreams, f"{name}.v", "folding.json", "report.json", "report.html"])
+        finish_build(out)
     return BuildResult.from_report(out, report, design=design)

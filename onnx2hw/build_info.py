@@ -6,22 +6,39 @@
      "quant": {"input": {...}, "output": {...}},      # host-side float <-> int
      "link": {"in_bytes", "out_bytes", "max_batch", "buffer_bytes"},   # derived, informative
      "board": name, "clock_hz": ..., "baud": ...,
-     "source": {"model": path, "calib": path | null}}   # to rebuild the design for simulation
+     "source": {"model": path, "calib": path | null},   # to rebuild the design for simulation
+     "build": {"complete": true, "bitstream": "NAME.bit",  # written by a finished synth only:
+               "sha256": {file: hex, ...}}}              # the bitstream and design files
+
+A build directory is published only when complete: :func:`begin_build` puts the marker file
+:data:`INCOMPLETE` into it before anything else is written, the build writes every file
+atomically, ``accelerator.json`` is written last with the SHA-256 of the bitstream and of the
+design files, and :func:`finish_build` removes the marker. :func:`read_build_info` (so ``onnx2hw
+run``, :class:`onnx2hw.driver.Accelerator` and :func:`onnx2hw.open_build`) refuses a directory
+that still has the marker (synth was interrupted, or is running) or whose files do not match
+their recorded hashes (a missing bitstream, or one of another design). A description without the
+``build`` record (written by :func:`write_build_info` alone, for simulation) has no files to check.
 """
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
 
+from .files import fsync_dir, sha256_file, write_json, write_text
 from .flow import link_format_of
 from .ir.errors import ModelError
 from .protocol import link_format
 
-__all__ = ["FILENAME", "build_info", "write_build_info", "read_build_info"]
+__all__ = ["FILENAME", "INCOMPLETE", "build_info", "write_build_info", "read_build_info", "begin_build",
+           "finish_build", "check_build_files"]
 
 FILENAME = "accelerator.json"
+#: marker file of a build directory that synth has not finished
+INCOMPLETE = ".onnx2hw-incomplete"
 VERSION = 1
 
 
@@ -62,17 +79,72 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None) -> di
     }
 
 
-def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None) -> Path:
-    """Write ``BUILD_DIR/accelerator.json``; returns its path.
+def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None,
+                     files=(), bitstream=None) -> Path:
+    """Write ``BUILD_DIR/accelerator.json`` (atomically); returns its path.
 
     ``model``/``calib`` (the files ``pipeline`` was compiled from) let the simulated transport rebuild
-    the same design later; the folding is taken from the pipeline itself.
+    the same design later; the folding is taken from the pipeline itself. ``files`` (names in
+    ``build_dir``, ``bitstream`` among them) are hashed into the ``build`` record that marks a
+    finished build; without them no record is written.
     """
-    path = Path(build_dir) / FILENAME
-    path.parent.mkdir(parents=True, exist_ok=True)
+    d = Path(build_dir)
+    d.mkdir(parents=True, exist_ok=True)
     info = build_info(pipeline, board, clock_hz, baud, model=model, calib=calib)
-    path.write_text(json.dumps(info, indent=1) + "\n")
-    return path
+    if files or bitstream:
+        names = list(dict.fromkeys([*([bitstream] if bitstream else []), *files]))
+        info["build"] = {"complete": True, "bitstream": bitstream,
+                         "sha256": {n: sha256_file(d / n) for n in names}}
+    return write_json(d / FILENAME, info)
+
+
+def begin_build(build_dir) -> Path:
+    """Mark ``build_dir`` (created if needed) as being built; returns the marker's path. Until
+    :func:`finish_build`, :func:`read_build_info` refuses the directory."""
+    d = Path(build_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    return write_text(d / INCOMPLETE, f"onnx2hw synth started at {time.strftime('%Y-%m-%d %H:%M:%S')} "
+                                      f"(process {os.getpid()}); this build is incomplete until it finishes\n")
+
+
+def finish_build(build_dir) -> None:
+    """Publish ``build_dir``: remove the marker :func:`begin_build` put there."""
+    d = Path(build_dir)
+    (d / INCOMPLETE).unlink(missing_ok=True)
+    fsync_dir(d)
+
+
+def _incomplete(build_dir, why: str) -> ModelError:
+    return ModelError(f"{str(build_dir)} is incomplete: {why}; run synth again")
+
+
+def check_build_files(build_dir, info: dict) -> None:
+    """``ModelError`` unless the files of ``info``'s ``build`` record are in ``build_dir`` with
+    the recorded contents (nothing to check without a record)."""
+    record = info.get("build")
+    if record is None:
+        return
+    try:
+        hashes = dict(record["sha256"])
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()):
+            raise TypeError("file names and hashes must be strings")
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelError(f"{str(Path(build_dir) / FILENAME)!r}: bad build record ({e!r})") from None
+    d = Path(build_dir)
+    for name, want in hashes.items():
+        f = d / name
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise ModelError(f"{str(d / FILENAME)!r}: bad file name {name!r} in the build record")
+        try:
+            got = sha256_file(f)
+        except FileNotFoundError:
+            raise _incomplete(build_dir, f"{name} is missing") from None
+        except OSError as e:
+            raise ModelError(f"cannot read {str(f)!r}: {e.strerror or e}") from None
+        if got != want:
+            what = "the bitstream " if name == record.get("bitstream") else ""
+            raise ModelError(f"{str(build_dir)}: {what}{name} does not belong to this build (its SHA-256 differs "
+                             f"from the one in {FILENAME}); run synth again")
 
 
 def read_build_info(build_dir) -> dict:
@@ -80,6 +152,8 @@ def read_build_info(build_dir) -> dict:
     path = Path(build_dir)
     if path.is_dir():
         path = path / FILENAME
+    if (path.parent / INCOMPLETE).exists():
+        raise _incomplete(path.parent, "synth was interrupted (or is still running)")
     try:
         info = json.loads(path.read_text())
     except FileNotFoundError:
@@ -101,4 +175,5 @@ def read_build_info(build_dir) -> dict:
     for key in ("clock_hz", "baud"):
         if not isinstance(info[key], (int, float)) or info[key] <= 0:
             raise ModelError(f"{str(path)!r}: {key} must be a positive number, not {info[key]!r}")
+    check_build_files(path.parent, info)
     return info

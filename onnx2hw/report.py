@@ -3,8 +3,9 @@ reads at a glance: the pipeline as an SVG diagram, resource bars against the dev
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
+
+from .files import write_json, write_text
 
 __all__ = ["make_report", "write_report", "render_html", "used_resources"]
 
@@ -51,9 +52,10 @@ def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: floa
 
 
 def write_report(report: dict, build_dir) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.html`` into ``build_dir``, each atomically."""
     d = Path(build_dir)
-    (d / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (d / "report.html").write_text(render_html(report))
+    write_json(d / "report.json", report, indent=2)
+    write_text(d / "report.html", render_html(report))
     return d / "report.json", d / "report.html"
 
 

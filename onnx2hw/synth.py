@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from ._children import activity, run_child
 from .ir.errors import ModelError
 
 __all__ = ["SynthError", "tool_env", "run_build", "parse_fmax", "parse_utilisation"]
@@ -60,7 +61,9 @@ def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 
     """Extract ``plan`` into ``build_dir`` and run its tool steps; returns seconds per step.
 
     ``progress(step_title)`` is called before each step. A failing step raises
-    :class:`SynthError` with the last lines of its log.
+    :class:`SynthError` with the last lines of its log. Each tool runs in a process group of its
+    own that is ended if this call is left by an exception (Ctrl-C, SIGTERM in the CLI, the
+    ``timeout`` of a step): no tool outlives it.
     """
     build_dir = Path(build_dir)
     plan.extract(build_dir)
@@ -74,13 +77,16 @@ def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 
             progress(title)
         t0 = time.perf_counter()
         log = build_dir / f"{var.lower()}.log"
-        with open(log, "w") as out:
-            proc = subprocess.run([env[var], *argv], cwd=build_dir, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout, env={**os.environ, **env})
+        with open(log, "w") as out, activity(title):
+            try:
+                returncode = run_child([env[var], *argv], cwd=build_dir, stdout=out, stderr=subprocess.STDOUT,
+                                       timeout=timeout, env={**os.environ, **env})
+            except subprocess.TimeoutExpired:
+                raise SynthError(f"{title} did not finish within {timeout:g} s; see {log}") from None
         times[title] = time.perf_counter() - t0
-        if proc.returncode != 0:
+        if returncode != 0:
             tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
-            raise SynthError(f"{title} failed (exit {proc.returncode}); see {log}: " + " | ".join(tail))
+            raise SynthError(f"{title} failed (exit {returncode}); see {log}: " + " | ".join(tail))
     return times
 
 

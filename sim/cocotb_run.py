@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -70,12 +71,33 @@ from amaranth.hdl import Elaboratable
 from cocotb_tools.runner import get_runner
 from platformdirs import user_cache_path
 
+from .._children import run_child
+from ..files import copy_file
 from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stream_ports
 
 __all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for", "runtime_ready"]
 
 SIMULATORS = ("verilator", "icarus")
 _TB_MODULE = "onnx2hw.sim._cocotb_stream_tb"
+
+
+def _execute_cmds(runner, cmds, cwd, stdout=None) -> None:
+    """``cocotb_tools.runner.Runner._execute_cmds`` (cocotb 2.1) with every command in a process
+    group of its own, ended with its compilers if the call is interrupted (Ctrl-C, SIGTERM in the
+    CLI): no Verilator build or simulation outlives onnx2hw."""
+    for cmd in cmds:
+        rc = run_child(cmd, cwd=cwd, env=runner.env, stdout=stdout,
+                       stderr=None if stdout is None else subprocess.STDOUT)
+        if rc != 0:
+            raise RuntimeError(f"Command failed with return code: {rc}")
+
+
+def _runner(simulator: str):
+    """cocotb's runner for ``simulator``, running its commands through :func:`_execute_cmds`."""
+    runner = get_runner(simulator)
+    if hasattr(runner, "_execute_cmds"):
+        runner._execute_cmds = functools.partial(_execute_cmds, runner)
+    return runner
 
 
 def cache_root() -> Path:
@@ -307,7 +329,7 @@ def _build_runtime(out: Path, flags: _Flags, waves: bool) -> None:
     with _tool_env("verilator", {"OPT_FAST": flags.opt_fast, "OPT_SLOW": flags.opt_slow,
                                  "OPT_GLOBAL": OPT_RUNTIME}):
         try:
-            get_runner("verilator").build(sources=[design / "top.v"], hdl_toplevel="top", build_dir=design,
+            _runner("verilator").build(sources=[design / "top.v"], hdl_toplevel="top", build_dir=design,
                                           build_args=list(flags.args), timescale=("1ns", "1ps"),
                                           waves=waves, log_file=log)
         except (RuntimeError, SystemExit) as e:
@@ -328,11 +350,12 @@ def _build_runtime(out: Path, flags: _Flags, waves: bool) -> None:
         (out / name).write_text(text)
     # compiled by the trivial design's makefile: exactly the flags a design's files get
     with _tool_env("verilator", {"OPT_FAST": flags.opt_fast, "OPT_SLOW": flags.opt_slow}):
-        r = subprocess.run(["make", "-C", str(design), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}",
+        with open(design / "pch.log", "w") as pch_log:
+            rc = run_child(["make", "-C", str(design), "-f", "Vtop.mk", f"VM_TRACE={int(waves)}",
                             str(out / "vlpch.fast.gch"), str(out / "vlpch.slow.gch")],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode:
-        raise RuntimeError(f"precompiling Verilator's headers failed:\n{r.stdout[-3000:]}")
+                           stdout=pch_log, stderr=subprocess.STDOUT)
+    if rc:
+        raise RuntimeError(f"precompiling Verilator's headers failed:\n{_tail(design / 'pch.log', 60)}")
     for kind in ("fast", "slow"):
         _check_independent(out / f"vlpch.{kind}.d", design)
     # without its stem file the .gch matches no make rule: designs use it and never rebuild it
@@ -409,7 +432,7 @@ def _build(bdir: Path, text: str, simulator: str, flags: _Flags | None, waves: b
             make_vars.update(_runtime_make_vars(rt))
     log = bdir / "build.log"
     with _tool_env(simulator, make_vars):
-        runner = get_runner(simulator)
+        runner = _runner(simulator)
         try:
             runner.build(sources=[bdir / "top.v"], hdl_toplevel="top", build_dir=bdir,
                          build_args=list(flags.args) if flags else [], timescale=("1ns", "1ps"),
@@ -460,7 +483,7 @@ def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
     dest.mkdir(parents=True, exist_ok=True)
     n = len(list(dest.glob("run*" + wave.suffix)))
     target = dest / f"run{n:03d}{wave.suffix}"
-    shutil.copy2(wave, target)
+    copy_file(wave, target)
     return target
 
 
@@ -472,7 +495,7 @@ def _run_once(text, simulator, waves, rundir: Path, spec: dict, arrays: dict):
     np.savez(rundir / "feeds.npz", **arrays)
     log = rundir / "sim.log"
     with _tool_env(simulator):
-        runner = get_runner(simulator)
+        runner = _runner(simulator)
         if simulator == "icarus":   # Icarus' test() reads attributes set by build()
             runner.build(sources=[bdir / "top.v"], hdl_toplevel="top", build_dir=bdir,
                          timescale=("1ns", "1ps"), waves=waves, log_file=rundir / "build.log")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-import onnx
-
+from .._children import activity
+from ..files import check_output_file, write_bytes
 from ..quant import ptq
 from . import UsageError
 
@@ -46,13 +46,15 @@ def run(args) -> int:
         raise UsageError(f"--method must be one of {', '.join(ptq.METHODS)}, not {args.method!r}")
     if not os.path.isfile(args.model):
         raise UsageError(f"model file {args.model!r} does not exist")
+    check_output_file(args.output, "-o")
     if os.path.abspath(args.output) == os.path.abspath(args.model):
         raise UsageError(f"output {args.output!r} would overwrite the input model")
     calib = ptq.load_calibration(args.calib)
-    model = ptq.quantize(args.model, calib, weight_bits=wbits, act_bits=abits,
-                         per_channel=args.per_channel, method=args.method, progress=True)
-
-    onnx.save(model, args.output)
+    with activity(f"quantizing {args.model} ({args.output} not written)"):
+        model = ptq.quantize(args.model, calib, weight_bits=wbits, act_bits=abits,
+                             per_channel=args.per_channel, method=args.method, progress=True)
+        # atomic: a failed write leaves an existing file as it was
+        write_bytes(args.output, model.SerializeToString(), option="-o")
     layers = sum(1 for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul"))
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     n = next(iter(calib.values())).shape[0]

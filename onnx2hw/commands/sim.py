@@ -2,10 +2,11 @@
 (:meth:`onnx2hw.Design.simulate_raw`)."""
 from __future__ import annotations
 
-import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .._children import activity
+from ..files import check_output_file, save_npz
 from ..flow import load_graph, load_npz
 from ..sim.cocotb_run import cache_root
 from . import UsageError
@@ -32,6 +33,8 @@ def run(args) -> int:
     require_simulator(args.simulator, "sim")
     if not args.inputs and args.count < 1:
         raise UsageError(f"--count must be at least 1, not {args.count!r}")
+    if args.output is not None:
+        check_output_file(args.output, "--output")
     target = target_of(args)
     graph = load_graph(args.model)
     feeds = load_npz(args.inputs, graph) if args.inputs else None  # checked before the compile
@@ -45,7 +48,7 @@ def run(args) -> int:
     con.print(f"{len(p.stages)} stages, estimated II {p.ii} cycles, latency {p.latency} cycles, "
               f"{p.multipliers} multipliers; simulating {len(x)} inferences with {args.simulator}")
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=con, transient=True) as bar:
+                  console=con, transient=True) as bar, activity(f"the simulation with {args.simulator}"):
         task = bar.add_task("sim", total=len(x))
         report = design.simulate_raw(x, simulator=args.simulator, seed=args.seed, waves=args.waves or False,
                                      progress=lambda done, total: bar.update(task, completed=done))
@@ -58,7 +61,7 @@ def run(args) -> int:
     if args.waves:
         print(f"waveforms: {args.waves}")
     if args.output:
-        np.savez(args.output, **design.dequantize(report.hw))
+        save_npz(args.output, design.dequantize(report.hw), option="--output")
         print(f"wrote {args.output}")
     if not report.ok:
         i, idx, want, got = report.first_mismatch

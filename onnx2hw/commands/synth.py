@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .._children import activity
 from ..build import BuildResult
 from ..design import Design, MismatchError, design_name
 from . import UsageError
@@ -62,7 +63,8 @@ def _verify(design: Design, count: int, con) -> bool:
     """Simulate ``count`` random inferences of the design to build; False (after an ``error:``
     line) unless they are bit-exact."""
     try:
-        with con.status(f"verifying {count} inferences in Verilator ..."):
+        with con.status(f"verifying {count} inferences in Verilator ..."), \
+                activity("--verify in Verilator (nothing was built)"):
             report = design.verify(count, seed=0)
     except MismatchError as e:
         print(f"error: --verify: {e}; nothing was built", file=sys.stderr)

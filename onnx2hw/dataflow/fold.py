@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+from ..files import write_text
 from ..ir.errors import ModelError
 from ..layers import IntegerGraph
 from ._stages import build_stage
@@ -139,4 +140,5 @@ def _no_constant(name: str):
 
 
 def save_folding(folding: Folding, path) -> None:
-    Path(path).write_text(json.dumps({k: {"pe": p, "simd": s} for k, (p, s) in folding.items()}, indent=2) + "\n")
+    """Write a folding file (atomically: the old file stays whole if the write fails)."""
+    write_text(path, json.dumps({k: {"pe": p, "simd": s} for k, (p, s) in folding.items()}, indent=2) + "\n")
