@@ -254,6 +254,20 @@ def test_cli_run_errors(digits_build, tmp_path, capsys):
     assert "cannot open serial port" in capsys.readouterr().err
 
 
+def test_cli_run_link_error_is_one_line(digits_build, tmp_path, capsys):
+    from onnx2hw.cli import main
+
+    d, _design = digits_build
+    np.savez(tmp_path / "x.npz", input=np.zeros((2, 64), np.float32))
+    args = ["run", str(d), "--port", "sim", "--baud", str(FAST), "--inputs", str(tmp_path / "x.npz")]
+    assert main(args + ["--deadline", "1e-6"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("error: sim: no valid answer within")
+    assert "deadline" in captured.err and "Traceback" not in captured.err and not captured.out
+    assert main(args + ["--deadline", "-1"]) == 2
+    assert "--deadline must be a positive number" in capsys.readouterr().err
+
+
 def test_serial_transport_over_a_pty(mlp):
     """The pyserial transport against the simulated board behind a pseudo-terminal."""
     import os

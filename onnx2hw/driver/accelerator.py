@@ -236,7 +236,7 @@ class Accelerator:
     def default_deadline(self, n: int) -> float:
         """The time allowed for a run of ``n`` inferences when ``deadline`` is None: three times
         its bytes on the link (both directions, framing included) and its compute time, plus
-        ``retries + 4`` frame time-outs (each includes the transport's latency margin)."""
+        ``min(retries, 8) + 4`` frame time-outs (each includes the transport's latency margin)."""
         fmt, t = self.fmt, self.transport
         batch = self.batch or max(1, min(fmt.max_batch, -(-n // 4)))
         frames = -(-n // batch)
@@ -248,7 +248,7 @@ class Accelerator:
             per_frame = self._timeout()
         finally:
             self._batch = saved
-        return 3.0 * (wire * 10.0 / t.baud + compute) + (self.retries + 4) * per_frame
+        return 3.0 * (wire * 10.0 / t.baud + compute) + (min(self.retries, 8) + 4) * per_frame
 
     def _payload_len(self, ftype: int, count: int):
         if ftype == P.T_RESULT:
