@@ -3,6 +3,7 @@ Amaranth's simulator: bit-exact against the golden integer executor, and robust 
 and dropped bytes on the simulated link (retried, never returned as results)."""
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
@@ -216,6 +217,8 @@ def test_bad_arguments(mlp):
             acc.run(np.full((1, 24), 300), raw=True)
     with pytest.raises(ValueError, match="baud rate"):
         Accelerator.open(info, "sim", baud=CLK, pipeline=p)
+    with pytest.raises(ValueError, match="baud must be a positive number"):
+        Accelerator.open(info, "/dev/nonexistent-tty", baud=float("inf"))
     with pytest.raises(LinkError, match="cannot open serial port"):
         Accelerator.open(info, "/dev/nonexistent-tty", baud=3e6)
 
@@ -260,12 +263,16 @@ def test_cli_run_link_error_is_one_line(digits_build, tmp_path, capsys):
     d, _design = digits_build
     np.savez(tmp_path / "x.npz", input=np.zeros((2, 64), np.float32))
     args = ["run", str(d), "--port", "sim", "--baud", str(FAST), "--inputs", str(tmp_path / "x.npz")]
+    gc.collect()                    # warnings about other tests' objects do not belong to this output
+    capsys.readouterr()
     assert main(args + ["--deadline", "1e-6"]) == 2
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and captured.err.startswith("error: sim: no valid answer within")
     assert "deadline" in captured.err and "Traceback" not in captured.err and not captured.out
     assert main(args + ["--deadline", "-1"]) == 2
     assert "--deadline must be a positive number" in capsys.readouterr().err
+    assert main(args + ["--baud", "inf"]) == 2
+    assert "--baud must be a positive number" in capsys.readouterr().err
 
 
 def test_serial_transport_over_a_pty(mlp):

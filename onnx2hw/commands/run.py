@@ -51,6 +51,8 @@ def run(args) -> int:
         raise UsageError(f"--batch must be at least 1, not {args.batch!r}")
     if args.retries < 0:
         raise UsageError(f"--retries must be non-negative, not {args.retries!r}")
+    if args.baud is not None and not 0 < args.baud < float("inf"):
+        raise UsageError(f"--baud must be a positive number, not {args.baud!r}")
     if args.deadline is not None and not 0 < args.deadline < float("inf"):
         raise UsageError(f"--deadline must be a positive number of seconds, not {args.deadline!r}")
     try:

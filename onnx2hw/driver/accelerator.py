@@ -143,6 +143,9 @@ class Accelerator:
             pipeline = build.pipeline if pipeline is None else pipeline
         else:
             info = build if isinstance(build, dict) else read_build_info(build)
+        if baud is not None and not (isinstance(baud, (int, float)) and not isinstance(baud, bool)
+                                     and 0 < baud < float("inf")):
+            raise ValueError(f"baud must be a positive number, not {baud!r}")
         baud = float(info["baud"] if baud is None else baud)
         if port == "sim":
             transport = sim_transport(info, baud, pipeline=pipeline, **sim_options)
