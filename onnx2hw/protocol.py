@@ -5,15 +5,26 @@ A leaf module: it imports nothing from onnx2hw, so every layer may import it.
 
 Frame (both directions)::
 
-    A5 5A | type | seq | count | payload ... | CRC-32 (4 bytes, little-endian)
+    A5 5A | type | session (2 bytes, little-endian) | seq | count | payload ... | CRC-32 (4 bytes, little-endian)
 
-The CRC is CRC-32/Ethernet (``zlib.crc32``) over ``type``, ``seq``, ``count`` and the payload.
+The CRC is CRC-32/Ethernet (``zlib.crc32``) over ``type``, ``session``, ``seq``, ``count`` and the
+payload. A receiver that meets bytes outside a frame (noise, the tail of a frame it did not see
+start, a frame that failed a check) hunts for the next magic ``A5 5A`` and reads on from there.
 
-* host -> board ``DATA`` (0x01): ``count`` inferences (1..255), payload ``count * in_bytes``.
-* board -> host ``RESULT`` (0x81): same ``seq`` and ``count``, payload ``count * out_bytes``.
-* board -> host ``ERROR`` (0xEE): ``seq`` of the offending frame (``0xFF`` if its header was not
-  read), ``count`` = error code (:data:`ERROR_CODES`), no payload. A frame that fails any
-  check is dropped whole by the board and never reaches the accelerator.
+* ``session`` (1..65535) is chosen by the host when it opens the link (at random, and never the
+  same as its previous one) and carried in every frame it sends; the board echoes in each reply
+  the session of the frame it answers. Replies of any other session (an earlier, interrupted
+  run still draining from the board) are recognised and dropped by the host. ``0``
+  (:data:`NO_SESSION`) is never chosen by a host: the board reports it in an ERROR frame whose
+  offending header was not read as far as its session.
+* host -> board ``DATA`` (0x01): ``count`` inferences (1..``max_batch``), payload
+  ``count * in_bytes``.
+* board -> host ``RESULT`` (0x81): same ``session``, ``seq`` and ``count``, payload
+  ``count * out_bytes``.
+* board -> host ``ERROR`` (0xEE): ``session`` and ``seq`` of the offending frame (``0`` /
+  ``0xFF`` if that part of its header was not read), ``count`` = error code
+  (:data:`ERROR_CODES`), no payload. A frame that fails any check is dropped whole by the board
+  and never reaches the accelerator.
 
 Element coding: every element takes ``ceil(bits / 8)`` bytes, little-endian two's complement
 (signed) or plain binary (unsigned); a bipolar input (-1/+1) is coded as 0/1. Tensors are in
@@ -28,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["MAGIC", "T_DATA", "T_RESULT", "T_ERROR", "ERROR_CODES", "E_CRC", "E_TYPE", "E_COUNT",
-           "E_OVERFLOW", "E_TIMEOUT", "HEADER_BYTES", "CRC_BYTES", "NO_SEQ", "LinkFormat",
+           "E_OVERFLOW", "E_TIMEOUT", "HEADER_BYTES", "CRC_BYTES", "NO_SEQ", "NO_SESSION", "LinkFormat",
            "link_format", "encode_frame", "Frame", "FrameParser", "crc32", "TAG_DEPTH"]
 
 MAGIC = b"\xA5\x5A"
@@ -36,8 +47,10 @@ T_DATA, T_RESULT, T_ERROR = 0x01, 0x81, 0xEE
 E_CRC, E_TYPE, E_COUNT, E_OVERFLOW, E_TIMEOUT = 1, 2, 3, 4, 5
 ERROR_CODES = {E_CRC: "CRC mismatch", E_TYPE: "unknown frame type", E_COUNT: "bad inference count",
                E_OVERFLOW: "input buffer full", E_TIMEOUT: "frame truncated (byte time-out)"}
-HEADER_BYTES, CRC_BYTES = 5, 4
+#: magic, type, session (2), seq, count
+HEADER_BYTES, CRC_BYTES = 7, 4
 NO_SEQ = 0xFF
+NO_SESSION = 0
 #: frames the board queues (committed, result not yet sent) at most
 TAG_DEPTH = 16
 
@@ -162,20 +175,23 @@ def link_format(describe: dict) -> LinkFormat:
         raise ValueError(f"not a pipeline description (missing or bad {e!s})") from None
 
 
-def encode_frame(ftype: int, seq: int, count: int, payload: bytes = b"") -> bytes:
+def encode_frame(ftype: int, session: int, seq: int, count: int, payload: bytes = b"") -> bytes:
     """One frame: magic, header, payload, CRC-32 (little-endian)."""
-    for name, v in (("type", ftype), ("seq", seq), ("count", count)):
-        if not (isinstance(v, int) and 0 <= v <= 255):
-            raise ValueError(f"frame {name} must be a byte value, not {v!r}")
-    body = bytes((ftype, seq, count)) + bytes(payload)
+    for name, v, top in (("type", ftype, 0xFF), ("session", session, 0xFFFF), ("seq", seq, 0xFF),
+                         ("count", count, 0xFF)):
+        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top):
+            raise ValueError(f"frame {name} must be an int in 0..{top}, not {v!r}")
+    body = bytes((ftype,)) + struct.pack("<H", session) + bytes((seq, count)) + bytes(payload)
     return MAGIC + body + struct.pack("<I", crc32(body))
 
 
 @dataclass(frozen=True)
 class Frame:
-    """A received frame. ``ok`` is False when its CRC did not match (payload untrusted)."""
+    """A received frame. ``ok`` is False when its CRC did not match (header and payload
+    untrusted)."""
 
     type: int
+    session: int
     seq: int
     count: int
     payload: bytes
@@ -183,12 +199,14 @@ class Frame:
 
 
 class FrameParser:
-    """Incremental parser of the board -> host byte stream.
+    """Incremental parser of a byte stream of frames (either direction).
 
     ``payload_len(type, count)`` gives the payload length of a frame from its header, or
-    ``None`` for an unknown type (the header is then skipped and the parser hunts for the next
-    magic). ``feed(data)`` returns every frame completed by ``data``, including ones with a bad
-    CRC (``ok=False``); bytes outside frames are counted in ``junk``.
+    ``None`` for a header that cannot be a frame (unknown type, implausible count): the parser
+    then skips its magic and hunts for the next one. ``feed(data)`` returns every frame
+    completed by ``data``, including ones with a bad CRC (``ok=False``, after which the parser
+    hunts for a magic from the byte after the bad frame's magic, so a real frame hidden behind
+    a false header is still found); bytes outside frames are counted in ``junk``.
     """
 
     def __init__(self, payload_len):
@@ -197,6 +215,7 @@ class FrameParser:
         self.junk = 0
 
     def reset(self) -> None:
+        """Forget a frame in progress (e.g. after the link went quiet)."""
         self.junk += len(self._buf)
         self._buf.clear()
 
@@ -221,7 +240,9 @@ class FrameParser:
                 del buf[:k]
             if len(buf) < HEADER_BYTES:
                 break
-            ftype, seq, count = buf[2], buf[3], buf[4]
+            ftype, count = buf[2], buf[6]
+            (session,) = struct.unpack("<H", bytes(buf[3:5]))
+            seq = buf[5]
             n = self._payload_len(ftype, count)
             if n is None:
                 self.junk += 2
@@ -232,14 +253,13 @@ class FrameParser:
                 break
             body = bytes(buf[2:HEADER_BYTES + n])
             (crc,) = struct.unpack("<I", bytes(buf[HEADER_BYTES + n:total]))
-            ok = crc == crc32(body)
-            if ok:
-                frames.append(Frame(ftype, seq, count, bytes(body[3:]), True))
+            if crc == crc32(body):
+                frames.append(Frame(ftype, session, seq, count, body[HEADER_BYTES - 2:], True))
                 del buf[:total]
             else:
                 # a corrupted header may have given a wrong length: report it and resync on
                 # the next magic after this one
-                frames.append(Frame(ftype, seq, count, b"", False))
+                frames.append(Frame(ftype, session, seq, count, b"", False))
                 self.junk += 2
                 del buf[:2]
         return frames

@@ -3,6 +3,7 @@ Amaranth's simulator: bit-exact against the golden integer executor, and robust 
 and dropped bytes on the simulated link (retried, never returned as results)."""
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
@@ -105,13 +106,14 @@ def test_signed_outputs_and_wide_elements():
 
 @pytest.mark.parametrize("fault", [
     _Nth("to_board", 0, index=9),              # payload bit flip in frame 1 -> board CRC error
-    _Nth("to_board", 1, index=3),              # header (seq) flip in frame 2 -> board CRC error
+    _Nth("to_board", 1, index=5),              # header (seq) flip in frame 2 -> board CRC error
+    _Nth("to_board", 1, index=3),              # header (session) flip -> CRC error of another session
     _Nth("to_board", 0, index=12, drop=True),  # dropped payload byte -> frame 1 and 2 merge
     _Nth("to_board", 0, index=0, drop=True),   # dropped magic byte -> frame unseen, overtaken
-    _Nth("to_host", 6),                        # corrupted result payload -> host CRC error
+    _Nth("to_host", 8),                        # corrupted result payload -> host CRC error
     _Nth("to_host", 1, drop=True),             # dropped result magic byte -> result lost
     _Nth("to_host", 10, drop=True),            # dropped result byte -> bad CRC / length
-], ids=["b-flip", "b-seq", "b-drop", "b-magic", "h-flip", "h-magic", "h-drop"])
+], ids=["b-flip", "b-seq", "b-session", "b-drop", "b-magic", "h-flip", "h-magic", "h-drop"])
 def test_faults_are_detected_and_retried(mlp, fault):
     g, p, info = mlp
     x = _inputs(g, 6, 11)
@@ -122,7 +124,7 @@ def test_faults_are_detected_and_retried(mlp, fault):
     assert faults == 1
     np.testing.assert_array_equal(y, _golden(g, x))
     assert s.resent >= 1
-    if fault.direction == "to_board" and not fault.drop:
+    if fault.direction == "to_board" and not fault.drop and fault.index != 3:
         assert s.board_errors[P.E_CRC] >= 1
     if fault.direction == "to_host" and not fault.drop:
         assert s.crc_errors == 1
@@ -215,6 +217,8 @@ def test_bad_arguments(mlp):
             acc.run(np.full((1, 24), 300), raw=True)
     with pytest.raises(ValueError, match="baud rate"):
         Accelerator.open(info, "sim", baud=CLK, pipeline=p)
+    with pytest.raises(ValueError, match="baud must be a positive number"):
+        Accelerator.open(info, "/dev/nonexistent-tty", baud=float("inf"))
     with pytest.raises(LinkError, match="cannot open serial port"):
         Accelerator.open(info, "/dev/nonexistent-tty", baud=3e6)
 
@@ -251,6 +255,24 @@ def test_cli_run_errors(digits_build, tmp_path, capsys):
     np.savez(tmp_path / "x.npz", input=np.zeros((1, 64), np.float32))
     assert main(["run", str(d), "--port", "/dev/nonexistent-tty", "--inputs", str(tmp_path / "x.npz")]) == 2
     assert "cannot open serial port" in capsys.readouterr().err
+
+
+def test_cli_run_link_error_is_one_line(digits_build, tmp_path, capsys):
+    from onnx2hw.cli import main
+
+    d, _design = digits_build
+    np.savez(tmp_path / "x.npz", input=np.zeros((2, 64), np.float32))
+    args = ["run", str(d), "--port", "sim", "--baud", str(FAST), "--inputs", str(tmp_path / "x.npz")]
+    gc.collect()                    # warnings about other tests' objects do not belong to this output
+    capsys.readouterr()
+    assert main(args + ["--deadline", "1e-6"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("error: sim: no valid answer within")
+    assert "deadline" in captured.err and "Traceback" not in captured.err and not captured.out
+    assert main(args + ["--deadline", "-1"]) == 2
+    assert "--deadline must be a positive number" in capsys.readouterr().err
+    assert main(args + ["--baud", "inf"]) == 2
+    assert "--baud must be a positive number" in capsys.readouterr().err
 
 
 def test_serial_transport_over_a_pty(mlp):

@@ -66,13 +66,14 @@ def test_only_good_frames_reach_the_accelerator():
     fmt = top.fmt
     rng = np.random.default_rng(0)
     x = rng.integers(-128, 128, (3, 6))
-    good0 = P.encode_frame(P.T_DATA, 1, 2, fmt.encode_inputs(x[:2]))
-    bad = bytearray(P.encode_frame(P.T_DATA, 2, 1, fmt.encode_inputs(x[2:])))
-    bad[7] ^= 0x40
-    good1 = P.encode_frame(P.T_DATA, 3, 1, fmt.encode_inputs(x[2:]))
+    good0 = P.encode_frame(P.T_DATA, 0x4321, 1, 2, fmt.encode_inputs(x[:2]))
+    bad = bytearray(P.encode_frame(P.T_DATA, 0x4321, 2, 1, fmt.encode_inputs(x[2:])))
+    bad[9] ^= 0x40
+    good1 = P.encode_frame(P.T_DATA, 0x4321, 3, 1, fmt.encode_inputs(x[2:]))
     frames = _exchange(t, [good0, bytes(bad), good1], fmt)
-    assert [(f.type, f.seq, f.count, f.ok) for f in frames] == [
-        (P.T_RESULT, 1, 2, True), (P.T_ERROR, 2, P.E_CRC, True), (P.T_RESULT, 3, 1, True)]
+    assert [(f.type, f.session, f.seq, f.count, f.ok) for f in frames] == [
+        (P.T_RESULT, 0x4321, 1, 2, True), (P.T_ERROR, 0x4321, 2, P.E_CRC, True),
+        (P.T_RESULT, 0x4321, 3, 1, True)]
     want = x.reshape(3, 2, 3).sum(axis=2)
     got = np.concatenate([fmt.decode_outputs(f.payload, f.count) for f in frames if f.type == P.T_RESULT])
     np.testing.assert_array_equal(got, want)
@@ -91,7 +92,7 @@ def test_busy_led_while_receiving():
         async for _clk, _rst, busy, idle in ctx.tick().sample(top.led_busy, top.led_idle):
             seen.append((busy, idle))
     t = SimTransport(top, monitors=[watch])
-    t.write(P.encode_frame(P.T_DATA, 0, 1, bytes(6))[:8])      # a frame that stops half-way
+    t.write(P.encode_frame(P.T_DATA, 1, 0, 1, bytes(6))[:10])   # a frame that stops half-way
     t.read(1, 1e-3)
     assert (1, 0) in seen and all(b != i for b, i in seen)
     assert seen[0] == (0, 1)

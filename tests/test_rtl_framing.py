@@ -58,27 +58,35 @@ def _collector(port, out, rng=None, as_int=True):
 
 
 def test_crc_and_frame_encoding_match_zlib():
-    f = P.encode_frame(P.T_DATA, 7, 2, b"\x01\x02\x03\x04")
-    assert f[:2] == P.MAGIC and f[2:5] == bytes((1, 7, 2))
+    f = P.encode_frame(P.T_DATA, 0xBEEF, 7, 2, b"\x01\x02\x03\x04")
+    assert f[:2] == P.MAGIC and f[2:7] == bytes((1, 0xEF, 0xBE, 7, 2)) and len(f) == P.HEADER_BYTES + 4 + 4
     assert struct.unpack("<I", f[-4:])[0] == zlib.crc32(f[2:-4])
+    (frame,) = P.FrameParser(lambda t, c: 2 * c).feed(f)
+    assert (frame.type, frame.session, frame.seq, frame.count, frame.payload, frame.ok) == \
+        (P.T_DATA, 0xBEEF, 7, 2, b"\x01\x02\x03\x04", True)
 
 
 def test_deframer_commits_good_frames_and_drops_bad_ones():
     rng = np.random.default_rng(1)
     in_bytes, timeout = 3, 60
+    ses = 0x1234
     good = [(k, int(c), rng.integers(0, 256, c * in_bytes).astype(np.uint8).tobytes())
-            for k, c in enumerate([1, 2, 1, 3, 1, 1])]
-    frames = [P.encode_frame(P.T_DATA, s, c, p) for s, c, p in good]
-    corrupt = bytearray(P.encode_frame(P.T_DATA, 40, 1, b"\x10\x20\x30"))
-    corrupt[6] ^= 0x04                                         # payload bit flip -> E_CRC
-    bad_type = P.encode_frame(0x33, 41, 1, b"\x00\x00\x00")
-    zero = P.encode_frame(P.T_DATA, 42, 0, b"")
-    truncated = P.encode_frame(P.T_DATA, 43, 1, b"\x01\x02\x03")[:-3]
+            for k, c in enumerate([1, 2, 1, 3, 1, 1, 2])]
+    frames = [P.encode_frame(P.T_DATA, ses + s, s, c, p) for s, c, p in good]
+    corrupt = bytearray(P.encode_frame(P.T_DATA, ses, 40, 1, b"\x10\x20\x30"))
+    corrupt[8] ^= 0x04                                         # payload bit flip -> E_CRC
+    bad_type = P.encode_frame(0x33, ses, 41, 1, b"\x00\x00\x00")
+    zero = P.encode_frame(P.T_DATA, ses, 42, 0, b"")
+    truncated = P.encode_frame(P.T_DATA, ses, 43, 1, b"\x01\x02\x03")[:-3]
+    too_many = P.encode_frame(P.T_DATA, ses, 44, 5, bytes(15))  # more than max_count inferences
     stream = (list(b"\x00\xA5") + list(frames[0]) + list(bytes(corrupt)) + list(frames[1])
               + list(bad_type) + list(frames[2]) + list(zero) + list(frames[3])
               + list(truncated) + [("idle", 3 * timeout)] + list(frames[4]) + list(b"\xA5\xA5")
-              + list(frames[5]))
-    dut = Deframer(in_bytes=in_bytes, buffer_bytes=64, timeout=timeout)
+              + list(frames[5]) + list(too_many[:P.HEADER_BYTES])
+              # noise that looks like a header start right before a frame: the type check fails
+              # on the frame's first magic byte, where the deframer restarts its hunt
+              + list(P.MAGIC) + list(frames[6]))
+    dut = Deframer(in_bytes=in_bytes, buffer_bytes=64, timeout=timeout, max_count=4)
     payload, tags, errs = [], [], []
     s1, m1 = _collector(dut.o, payload, np.random.default_rng(2))
     s2, m2 = _collector(dut.tag, tags)
@@ -86,15 +94,16 @@ def test_deframer_commits_good_frames_and_drops_bad_ones():
     _sim(dut, s1, m1, s2, m2, s3, m3, _byte_source(dut.i, stream, gap=3, rng=rng),
          until=len(stream) * 4 + 3 * timeout + 400)
     assert bytes(payload) == b"".join(p for _s, _c, p in good)
-    assert [(t["seq"], t["count"]) for t in tags] == [(s, c) for s, c, _p in good]
+    assert [(t["session"], t["seq"], t["count"]) for t in tags] == [(ses + s, s, c) for s, c, _p in good]
     # the bad-type frame's header bytes after its type are not magic, so it costs one report
-    got = [(e["code"], e["seq"]) for e in errs]
-    assert got == [(P.E_CRC, 40), (P.E_TYPE, P.NO_SEQ), (P.E_COUNT, 42), (P.E_TIMEOUT, 43)]
+    got = [(e["code"], e["session"], e["seq"]) for e in errs]
+    assert got == [(P.E_CRC, ses, 40), (P.E_TYPE, P.NO_SESSION, P.NO_SEQ), (P.E_COUNT, ses, 42),
+                   (P.E_TIMEOUT, ses, 43), (P.E_COUNT, ses, 44), (P.E_TYPE, P.NO_SESSION, P.NO_SEQ)]
 
 
 def test_deframer_overflow_rolls_back_and_later_frames_pass():
     in_bytes = 4
-    frames = [P.encode_frame(P.T_DATA, s, 2, bytes(range(8 * s, 8 * s + 8))) for s in range(4)]
+    frames = [P.encode_frame(P.T_DATA, 1, s, 2, bytes(range(8 * s, 8 * s + 8))) for s in range(4)]
     stream = [b for f in frames for b in f]
     dut = Deframer(in_bytes=in_bytes, buffer_bytes=16, timeout=200)
     payload, tags, errs = [], [], []
@@ -111,41 +120,46 @@ def test_deframer_overflow_rolls_back_and_later_frames_pass():
     # 15 bytes in the 16-byte buffer plus one in the output register: frames 0 and 1 fit,
     # 2 and 3 overflow and are dropped whole
     assert [t["seq"] for t in tags] == [0, 1]
-    assert [(e["code"], e["seq"]) for e in errs] == [(P.E_OVERFLOW, 2), (P.E_OVERFLOW, 3)]
+    assert [(e["code"], e["session"], e["seq"]) for e in errs] == [(P.E_OVERFLOW, 1, 2), (P.E_OVERFLOW, 1, 3)]
     assert bytes(payload) == bytes(range(16))
 
 
-@pytest.mark.parametrize("out_bytes,counts", [(1, [1, 3]), (5, [2, 1, 1])])
+@pytest.mark.parametrize("out_bytes,counts", [(1, [1, 3, 2]), (5, [2, 1, 1, 2])])
 def test_framer_frames_decode_with_host_parser(out_bytes, counts):
+    """Tags of the live session become RESULT frames (session echoed); the last tag belongs to
+    an earlier session than ``live`` at the time: its payload is taken and dropped, unsent."""
     rng = np.random.default_rng(out_bytes)
     payloads = [rng.integers(0, 256, c * out_bytes).astype(np.uint8).tobytes() for c in counts]
     dut = Framer(out_bytes=out_bytes)
     out = []
+    live, old = 0xA55A, 0x0102
+    sessions = [live] * (len(counts) - 2) + [old, live]
 
     async def tags(ctx):
-        for s, c in enumerate(counts):
-            ctx.set(dut.tag.payload, {"seq": 10 + s, "count": c})
+        ctx.set(dut.live, live)
+        for s, (c, ses) in enumerate(zip(counts, sessions)):
+            ctx.set(dut.tag.payload, {"session": ses, "seq": 10 + s, "count": c})
             ctx.set(dut.tag.valid, 1)
             await ctx.tick().until(dut.tag.ready)
             ctx.set(dut.tag.valid, 0)
             if s == 0:
-                ctx.set(dut.err.payload, {"code": P.E_CRC, "seq": 99})
+                ctx.set(dut.err.payload, {"code": P.E_CRC, "seq": 99, "session": 0x7777})
                 ctx.set(dut.err.valid, 1)
                 await ctx.tick().until(dut.err.ready)
                 ctx.set(dut.err.valid, 0)
 
     sink, mon = _collector(dut.o, out, np.random.default_rng(5))
     _sim(dut, sink, mon, tags, _byte_source(dut.i, list(b"".join(payloads)), gap=3, rng=rng),
-         until=4000)
+         until=6000)
     parser = P.FrameParser(lambda t, c: c * out_bytes if t == P.T_RESULT else 0 if t == P.T_ERROR else None)
     frames = parser.feed(bytes(out))
     assert parser.junk == 0 and parser.pending == 0
     assert all(f.ok for f in frames)
     results = [f for f in frames if f.type == P.T_RESULT]
-    assert [(f.seq, f.count, f.payload) for f in results] == [(10 + s, c, p) for s, (c, p) in
-                                                              enumerate(zip(counts, payloads))]
+    assert [(f.session, f.seq, f.count, f.payload) for f in results] == [
+        (live, 10 + s, c, p) for s, (c, p, ses) in enumerate(zip(counts, payloads, sessions)) if ses == live]
     errors = [f for f in frames if f.type == P.T_ERROR]
-    assert [(f.seq, f.count, f.payload) for f in errors] == [(99, P.E_CRC, b"")]
+    assert [(f.session, f.seq, f.count, f.payload) for f in errors] == [(0x7777, 99, P.E_CRC, b"")]
 
 
 @pytest.mark.parametrize("bits,is_signed,lanes", [(1, False, 4), (4, True, 3), (8, False, 2),
@@ -188,17 +202,23 @@ def test_lane_packing_round_trip_matches_protocol(bits, is_signed, lanes):
 
 def test_host_parser_resyncs_after_corruption():
     plen = lambda t, c: 2 * c if t == P.T_RESULT else (0 if t == P.T_ERROR else None)  # noqa: E731
-    good1 = P.encode_frame(P.T_RESULT, 1, 1, b"\x01\x02")
-    bad = bytearray(P.encode_frame(P.T_RESULT, 2, 1, b"\x03\x04"))
-    bad[5] ^= 1
-    good2 = P.encode_frame(P.T_ERROR, 3, P.E_CRC)
+    good1 = P.encode_frame(P.T_RESULT, 5, 1, 1, b"\x01\x02")
+    bad = bytearray(P.encode_frame(P.T_RESULT, 5, 2, 1, b"\x03\x04"))
+    bad[7] ^= 1
+    good2 = P.encode_frame(P.T_ERROR, 5, 3, P.E_CRC)
+    # a false header (magic, RESULT, a long count) in noise right before a good frame: its CRC
+    # fails once enough bytes arrived, and the hunt resumes inside it, finding the good frame
+    false = P.MAGIC + bytes((P.T_RESULT, 0, 0, 0, 4))
+    good3 = P.encode_frame(P.T_RESULT, 5, 4, 1, b"\x05\x06")
     parser = P.FrameParser(plen)
-    stream = b"\x00\x11" + good1 + bytes(bad) + good2
+    stream = b"\x00\x11" + good1 + bytes(bad) + good2 + false + good3 + b"\x00" * 8
     frames = []
     for k in range(0, len(stream), 3):                     # arbitrary chunking
         frames += parser.feed(stream[k:k + 3])
     assert [(f.type, f.seq, f.ok) for f in frames] == [(P.T_RESULT, 1, True), (P.T_RESULT, 2, False),
-                                                       (P.T_ERROR, 3, True)]
+                                                       (P.T_ERROR, 3, True), (P.T_RESULT, 0, False),
+                                                       (P.T_RESULT, 4, True)]
+    assert frames[-1].payload == b"\x05\x06" and frames[-1].session == 5
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
@@ -209,5 +229,9 @@ def test_bad_parameters():
         Deframer(in_bytes=0, buffer_bytes=64, timeout=10)
     with pytest.raises(ValueError, match="lanes"):
         BytesToLanes(elem_shape=8, lanes=0)
-    with pytest.raises(ValueError, match="byte value"):
-        P.encode_frame(P.T_DATA, 256, 1, b"")
+    with pytest.raises(ValueError, match="max_count"):
+        Deframer(in_bytes=4, buffer_bytes=64, timeout=10, max_count=0)
+    with pytest.raises(ValueError, match="seq must be an int in 0..255"):
+        P.encode_frame(P.T_DATA, 1, 256, 1, b"")
+    with pytest.raises(ValueError, match="session must be an int in 0..65535"):
+        P.encode_frame(P.T_DATA, 1 << 16, 0, 1, b"")

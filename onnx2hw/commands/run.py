@@ -22,6 +22,9 @@ def configure(parser):
                         help="inputs and outputs are the hardware's integer tensors (NHWC)")
     parser.add_argument("--batch", type=int, help="inferences per frame (default: the board's maximum)")
     parser.add_argument("--retries", type=int, default=8, help="resends of a frame before giving up")
+    parser.add_argument("--deadline", type=float, metavar="SECONDS",
+                        help="time allowed for the whole run (default: from the baud rate and the "
+                             "run's bytes, with a margin for retries)")
 
 
 def _load_inputs(path, info, raw):
@@ -48,9 +51,13 @@ def run(args) -> int:
         raise UsageError(f"--batch must be at least 1, not {args.batch!r}")
     if args.retries < 0:
         raise UsageError(f"--retries must be non-negative, not {args.retries!r}")
+    if args.baud is not None and not 0 < args.baud < float("inf"):
+        raise UsageError(f"--baud must be a positive number, not {args.baud!r}")
+    if args.deadline is not None and not 0 < args.deadline < float("inf"):
+        raise UsageError(f"--deadline must be a positive number of seconds, not {args.deadline!r}")
     try:
         with Accelerator.open(info, args.port, baud=args.baud, batch=args.batch,
-                              retries=args.retries) as acc:
+                              retries=args.retries, deadline=args.deadline) as acc:
             y = acc.run(x, raw=args.raw)
             s = acc.stats
     except LinkError as e:
@@ -59,7 +66,8 @@ def run(args) -> int:
     bound = acc.link_bound
     print(f"{s.inferences} inferences in {s.seconds:.4g} s ({s.inferences_per_s:,.1f}/s; link bound "
           f"{bound:,.1f}/s); {s.frames} frames, {s.resent} resent, {s.crc_errors} bad CRCs received, "
-          f"{sum(s.board_errors.values())} errors reported by the board")
+          f"{sum(s.board_errors.values())} errors reported by the board"
+          + (f", {s.stale} stale frames of an earlier session dropped" if s.stale else ""))
     if args.output:
         np.savez(args.output, **{name: y})
         print(f"wrote {args.output}")

@@ -1,6 +1,7 @@
 """Run inferences on a built accelerator over its host link."""
 from __future__ import annotations
 
+import secrets
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -19,7 +20,24 @@ from .serial_transport import SerialTransport
 from .sim_transport import SimTransport
 from .transport import LinkError, Transport
 
-__all__ = ["Accelerator", "RunStats"]
+__all__ = ["Accelerator", "RunStats", "new_session"]
+
+_last_session = P.NO_SESSION
+
+
+def new_session() -> int:
+    """A random session number (1..65535) that differs from the one this process chose last.
+
+    Random, so that a new process is unlikely (1 in 65535) to pick the session of an earlier,
+    interrupted one; a stale reply must in addition carry a sequence number and count the new
+    run is waiting for (whose start is random too) to be mistaken for one of its own.
+    """
+    global _last_session
+    while True:
+        s = secrets.randbelow(0xFFFF) + 1
+        if s != _last_session:
+            _last_session = s
+            return s
 
 
 @dataclass
@@ -31,6 +49,9 @@ class RunStats:
     resent: int = 0
     crc_errors: int = 0                      # frames from the board with a bad CRC
     board_errors: Counter = field(default_factory=Counter)   # error code -> reports
+    stale: int = 0                           # good frames of another session (dropped)
+    duplicates: int = 0                      # results of frames already answered (dropped)
+    noise_bytes: int = 0                     # received bytes outside any frame
     seconds: float = 0.0
     bytes_out: int = 0                       # host -> board
     bytes_in: int = 0                        # board -> host
@@ -41,11 +62,11 @@ class RunStats:
 
 
 class _Pending:
-    __slots__ = ("index", "count", "frame", "attempts", "order", "why")
+    __slots__ = ("index", "count", "frame", "attempts", "order", "why", "sent")
 
     def __init__(self, index, count, frame):
         self.index, self.count, self.frame = index, count, frame
-        self.attempts, self.order, self.why = 0, 0, []
+        self.attempts, self.order, self.why, self.sent = 0, 0, [], 0.0
 
 
 class Accelerator:
@@ -60,10 +81,20 @@ class Accelerator:
     once. A frame whose result is not back in time, arrives corrupted, is
     reported bad by the board or is overtaken by a later frame's result is sent again, at most
     ``retries`` times, after which :class:`LinkError` is raised. Results are only ever taken
-    from frames whose CRC, sequence number and length check out.
+    from frames whose CRC, session, sequence number and length check out.
+
+    Each Accelerator picks a random ``session`` number (:func:`new_session`) carried in every
+    frame; the board echoes it, so replies left on the link by an earlier, interrupted run (of
+    this or another process) are recognised and dropped. A run that ended in an exception
+    (interrupted, or a :class:`LinkError`) makes the next run start a new session.
+
+    ``deadline`` bounds the time of one :meth:`run` (seconds of the transport's clock):
+    ``None`` derives it from the baud rate and the run's bytes (:meth:`default_deadline`). When
+    it passes, :class:`LinkError` names the port and the results still expected; a port that
+    only ever delivers noise ends there, never in a hang.
     """
 
-    def __init__(self, info: dict, transport: Transport, *, batch=None, window=2, retries=8):
+    def __init__(self, info: dict, transport: Transport, *, batch=None, window=2, retries=8, deadline=None):
         self.info = info
         self.transport = transport
         self.fmt = P.link_format(info["pipeline"])
@@ -75,15 +106,20 @@ class Accelerator:
             raise ValueError(f"window must be 1 or 2 frames (the board buffers two), not {window!r}")
         if not (isinstance(retries, int) and retries >= 0):
             raise ValueError(f"retries must be a non-negative int, not {retries!r}")
-        self.batch, self.window, self.retries = batch, window, retries
+        if not (deadline is None or isinstance(deadline, (int, float)) and not isinstance(deadline, bool)
+                and 0 < deadline < float("inf")):
+            raise ValueError(f"deadline must be a positive number of seconds or None, not {deadline!r}")
+        self.batch, self.window, self.retries, self.deadline = batch, window, retries, deadline
         self._batch = batch or self.fmt.max_batch
-        self._seq = 0
+        self.session = new_session()
+        self._seq = secrets.randbelow(P.NO_SEQ)
+        self._interrupted = False
         self.stats = RunStats()
 
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, build, port: str = "/dev/ttyUSB0", baud=None, *, pipeline=None, batch=None,
-             window=2, retries=8, **sim_options) -> "Accelerator":
+             window=2, retries=8, deadline=None, **sim_options) -> "Accelerator":
         """Open a built accelerator.
 
         ``build`` is a build directory (its ``accelerator.json``), the dictionary
@@ -96,7 +132,7 @@ class Accelerator:
         the model recorded in the build description. ``baud`` overrides the build's baud rate
         (for simulation: a fast UART keeps runs short; it must divide the clock within 2.5 %).
         ``sim_options`` go to :class:`~onnx2hw.driver.sim_transport.SimTransport` (fault
-        injection).
+        injection). ``batch``, ``window``, ``retries`` and ``deadline``: see the class.
         """
         if port != "sim" and (sim_options or pipeline is not None):
             raise ValueError("pipeline and fault injection options are for port='sim' only")
@@ -107,12 +143,19 @@ class Accelerator:
             pipeline = build.pipeline if pipeline is None else pipeline
         else:
             info = build if isinstance(build, dict) else read_build_info(build)
+        if baud is not None and not (isinstance(baud, (int, float)) and not isinstance(baud, bool)
+                                     and 0 < baud < float("inf")):
+            raise ValueError(f"baud must be a positive number, not {baud!r}")
         baud = float(info["baud"] if baud is None else baud)
         if port == "sim":
             transport = sim_transport(info, baud, pipeline=pipeline, **sim_options)
         else:
             transport = SerialTransport(port, baud)
-        return cls(info, transport, batch=batch, window=window, retries=retries)
+        try:
+            return cls(info, transport, batch=batch, window=window, retries=retries, deadline=deadline)
+        except BaseException:
+            transport.close()
+            raise
 
     def close(self) -> None:
         self.transport.close()
@@ -126,7 +169,7 @@ class Accelerator:
     @property
     def link_bound(self) -> float:
         """Inferences/s the link allows at best: ``(baud / 10) / max(in_bytes, out_bytes)``
-        (payload bytes only; framing adds 9 bytes per frame)."""
+        (payload bytes only; framing adds ``HEADER_BYTES + CRC_BYTES`` bytes per frame)."""
         return self.transport.baud / 10 / max(self.fmt.in_bytes, self.fmt.out_bytes)
 
     # ------------------------------------------------------------------ quantization
@@ -184,6 +227,7 @@ class Accelerator:
         return self.dequantize(self._run_int(self.quantize(x)))
 
     def _timeout(self) -> float:
+        """Seconds to wait for the result of a frame before sending it again."""
         t = self.transport
         fmt = self.fmt
         frame_bytes = (2 * (P.HEADER_BYTES + P.CRC_BYTES) + self._batch * (fmt.in_bytes + fmt.out_bytes))
@@ -191,6 +235,30 @@ class Accelerator:
         p = self.info["pipeline"]
         compute = (p.get("latency_cycles", 0) + p.get("ii_cycles", 0) * self._batch * self.window) / self.info["clock_hz"]
         return 2.0 * (link + compute) + 64 * 10.0 / t.baud + t.margin_s
+
+    def default_deadline(self, n: int) -> float:
+        """The time allowed for a run of ``n`` inferences when ``deadline`` is None: three times
+        its bytes on the link (both directions, framing included) and its compute time, plus
+        ``min(retries, 8) + 4`` frame time-outs (each includes the transport's latency margin)."""
+        fmt, t = self.fmt, self.transport
+        batch = self.batch or max(1, min(fmt.max_batch, -(-n // 4)))
+        frames = -(-n // batch)
+        wire = n * (fmt.in_bytes + fmt.out_bytes) + 2 * frames * (P.HEADER_BYTES + P.CRC_BYTES)
+        p = self.info["pipeline"]
+        compute = (p.get("latency_cycles", 0) + p.get("ii_cycles", 0) * n) / self.info["clock_hz"]
+        saved, self._batch = self._batch, batch
+        try:
+            per_frame = self._timeout()
+        finally:
+            self._batch = saved
+        return 3.0 * (wire * 10.0 / t.baud + compute) + (min(self.retries, 8) + 4) * per_frame
+
+    def _payload_len(self, ftype: int, count: int):
+        if ftype == P.T_RESULT:
+            return count * self.fmt.out_bytes if 1 <= count <= self.fmt.max_batch else None
+        if ftype == P.T_ERROR:
+            return 0
+        return None
 
     def _run_int(self, xi: np.ndarray) -> np.ndarray:
         fmt, t = self.fmt, self.transport
@@ -209,9 +277,9 @@ class Accelerator:
         todo = list(range(len(frames)))[::-1]
         outstanding: dict[int, _Pending] = {}
         order = 0
-        parser = P.FrameParser(lambda ft, c: c * fmt.out_bytes if ft == P.T_RESULT
-                               else 0 if ft == P.T_ERROR else None)
+        parser = P.FrameParser(self._payload_len)
         timeout = self._timeout()
+        deadline = self.deadline if self.deadline is not None else self.default_deadline(n)
 
         def send(e: _Pending, why=None):
             nonlocal order
@@ -219,52 +287,81 @@ class Accelerator:
                 e.why.append(why)
                 if e.attempts > self.retries:
                     first = frames[e.index][0]
-                    raise LinkError(f"inferences {first}..{first + e.count - 1} failed after {self.retries} "
-                                    f"retries ({', '.join(e.why[-3:])}); check the port, baud rate and "
-                                    f"that the board runs this build")
+                    raise LinkError(f"{t.name}: inferences {first}..{first + e.count - 1} failed after "
+                                    f"{self.retries} retries ({', '.join(e.why[-3:])}); check the port, "
+                                    f"baud rate and that the board runs this build")
                 stats.resent += 1
             e.attempts += 1
             order += 1
             e.order = order
             t.write(e.frame)
+            e.sent = t.now()
             stats.frames += 1
             stats.bytes_out += len(e.frame)
 
-        t0 = t.now()
+        def expired():
+            left = sorted([frames[e.index][0] for e in outstanding.values()] + [frames[k][0] for k in todo])
+            first = left[0]
+            stats.noise_bytes = parser.junk
+            return LinkError(
+                f"{t.name}: no valid answer within the {deadline:.3g} s deadline; expected the results "
+                f"of inferences {first}..{n - 1} ({len(outstanding) + len(todo)} more RESULT frames of "
+                f"session {session:#06x}), received {stats.bytes_in} bytes: {done} good results, "
+                f"{stats.crc_errors} frames with a bad CRC, {stats.stale} of other sessions, "
+                f"{parser.junk} bytes of noise; check the port, baud rate and that the board runs this build")
+
+        if self._interrupted:             # the last run left frames on the link: a new session
+            self.session = new_session()
+        session = self.session
+        self._interrupted = True          # until this run completes
+        t.flush_input()
+        t0 = last_rx = t.now()
+        end = t0 + deadline
         done = 0
         while done < len(frames):
             while todo and len(outstanding) < self.window:
                 k = todo.pop()
                 seq = self._seq
-                self._seq = (self._seq + 1) & 0xFF
-                if seq == P.NO_SEQ:                       # reserved for "header not read"
-                    seq, self._seq = 0, 1
+                self._seq = (self._seq + 1) % P.NO_SEQ        # NO_SEQ is reserved ("not read")
                 start, count, payload = frames[k]
-                e = _Pending(k, count, P.encode_frame(P.T_DATA, seq, count, payload))
+                e = _Pending(k, count, P.encode_frame(P.T_DATA, session, seq, count, payload))
                 stale = outstanding.pop(seq, None)
                 assert stale is None
                 outstanding[seq] = e
                 send(e)
-            chunk = t.read(4096, timeout)
-            if not chunk:
-                parser.reset()
+            now = t.now()
+            if now >= end:
+                raise expired()
+            due = min(e.sent for e in outstanding.values()) + timeout
+            if now >= due:
+                if now - last_rx >= timeout:
+                    parser.reset()                 # the link went quiet: drop a partial frame
                 for e in sorted(outstanding.values(), key=lambda e: e.order):
-                    send(e, "no answer")
+                    if now >= e.sent + timeout:
+                        send(e, "no answer")
                 continue
+            chunk = t.read(4096, min(due, end) - now)
+            if not chunk:
+                continue
+            last_rx = t.now()
             stats.bytes_in += len(chunk)
             for f in parser.feed(chunk):
                 if not f.ok:
                     stats.crc_errors += 1
                     continue
-                if f.type == P.T_ERROR:
+                if f.type == P.T_ERROR and f.session in (session, P.NO_SESSION):
                     stats.board_errors[f.count] += 1
-                    e = outstanding.get(f.seq)
+                if f.session != session:
+                    stats.stale += f.session != P.NO_SESSION
+                    continue
+                e = outstanding.get(f.seq)
+                if f.type == P.T_ERROR:
                     if e is not None:
                         send(e, f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
                     continue
-                e = outstanding.get(f.seq)
                 if e is None or f.count != e.count:
-                    continue                              # a stale duplicate
+                    stats.duplicates += 1                 # an answer already taken
+                    continue
                 results[e.index] = fmt.decode_outputs(f.payload, f.count)
                 del outstanding[f.seq]
                 done += 1
@@ -272,6 +369,8 @@ class Accelerator:
                     if other.order < e.order:             # overtaken: it was lost on the way
                         send(other, "overtaken")
         stats.seconds = t.now() - t0
+        stats.noise_bytes = parser.junk
+        self._interrupted = False
         return np.concatenate(results)
 
 

@@ -17,6 +17,7 @@ class SerialTransport(Transport):
 
     def __init__(self, port: str, baud: float):
         self.baud = float(baud)
+        self.name = str(port)
         try:
             self._ser = serial.Serial(port, baudrate=int(baud), bytesize=8, parity="N", stopbits=1,
                                       timeout=0.1, write_timeout=5.0)
@@ -28,7 +29,7 @@ class SerialTransport(Transport):
         try:
             self._ser.write(data)
         except serial.SerialException as e:
-            raise LinkError(f"serial write failed: {e}") from None
+            raise LinkError(f"{self.name}: serial write failed: {e}") from None
 
     def read(self, max_bytes: int, timeout: float) -> bytes:
         try:
@@ -39,7 +40,7 @@ class SerialTransport(Transport):
             more = min(self._ser.in_waiting, max_bytes - 1)
             return first + (self._ser.read(more) if more > 0 else b"")
         except serial.SerialException as e:
-            raise LinkError(f"serial read failed: {e}") from None
+            raise LinkError(f"{self.name}: serial read failed: {e}") from None
 
     def flush_input(self) -> None:
         self._ser.reset_input_buffer()

@@ -4,9 +4,14 @@ The transport serializes the host's bytes onto ``uart_rx`` bit by bit at the sim
 rate and decodes ``uart_tx`` by mid-bit sampling, exactly as a USB-UART bridge would. Time is
 simulated time: ``read(..., timeout)`` advances the simulation by at most ``timeout`` seconds.
 
-Fault injection (per byte, independently seeded): ``corrupt`` flips one random bit, ``drop``
-loses the byte; ``direction`` selects "to_board", "to_host" or "both". ``inject`` may instead
-be a callable ``(direction, data) -> data`` for deterministic faults.
+Fault injection (per byte, independently seeded; ``direction`` selects "to_board", "to_host" or
+"both"): ``corrupt`` flips one random bit, ``drop`` loses the byte, ``duplicate`` sends it twice,
+``delay`` holds the line for ``delay_s`` seconds before it (the bytes behind it wait too, as in
+a USB-serial bridge that stalls). ``babble`` makes the host side receive noise: on each byte
+time a random byte arrives with that probability, mixed into the board's bytes. ``inject`` may
+instead be a callable ``(direction, data) -> data`` for deterministic faults; it may return
+``bytes`` or a list of ``bytes`` and ``float`` items, a float being a pause of that many
+seconds at that point of the stream.
 """
 from __future__ import annotations
 
@@ -28,12 +33,18 @@ class SimTransport(Transport):
     Parameters
     ----------
     top : BoardTop
-    corrupt, drop : float
-        Per-byte probabilities of a flipped bit / a lost byte.
+    corrupt, drop, duplicate, delay : float
+        Per-byte probabilities of a flipped bit / a lost byte / a byte sent twice / a pause
+        of ``delay_s`` seconds before the byte.
+    delay_s : float
+        Length of an injected pause (default: 100 byte times).
+    babble : float
+        Probability per byte time that a random byte reaches the host (noise on the line).
     direction : {"to_board", "to_host", "both"}
     seed : int
     inject : callable, optional
-        ``inject(direction, data) -> data`` applied to every chunk (instead of the rates).
+        ``inject(direction, data) -> data`` applied to every chunk (instead of the rates); the
+        result is ``bytes`` or a list of ``bytes`` and ``float`` (pause in seconds).
     vcd : str, optional
         Write a waveform.
     monitors : iterable of ``async def f(ctx)``
@@ -43,26 +54,38 @@ class SimTransport(Transport):
         ``(1 + skew)`` times the board's.
     """
 
-    def __init__(self, top, *, corrupt=0.0, drop=0.0, direction="both", seed=0, inject=None, vcd=None,
-                 monitors=(), skew=0.0):
+    name = "sim"
+
+    def __init__(self, top, *, corrupt=0.0, drop=0.0, duplicate=0.0, delay=0.0, delay_s=None, babble=0.0,
+                 direction="both", seed=0, inject=None, vcd=None, monitors=(), skew=0.0):
         if direction not in _DIRECTIONS:
             raise ValueError(f"direction must be one of {_DIRECTIONS!r}, not {direction!r}")
-        for name, p in (("corrupt", corrupt), ("drop", drop)):
+        for name, p in (("corrupt", corrupt), ("drop", drop), ("duplicate", duplicate), ("delay", delay)):
             if not (isinstance(p, (int, float)) and 0 <= p < 1):
                 raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
+        if not (isinstance(babble, (int, float)) and 0 <= babble <= 1):
+            raise ValueError(f"babble must be a probability in [0, 1], not {babble!r}")
+        if not (isinstance(skew, (int, float)) and abs(skew) < 0.1):
+            raise ValueError(f"skew must be a relative baud error below 0.1, not {skew!r}")
         self.top = top
         self.baud = top.clk_hz / top.divisor
         self.margin_s = 0.0
         self._period = 1.0 / top.clk_hz
-        if not (isinstance(skew, (int, float)) and abs(skew) < 0.1):
-            raise ValueError(f"skew must be a relative baud error below 0.1, not {skew!r}")
         self._bit = top.divisor * self._period * (1 + skew)
-        self._rates = (corrupt, drop)
+        if delay_s is None:
+            delay_s = 100 * 10 * self._bit
+        if not (isinstance(delay_s, (int, float)) and delay_s >= 0):
+            raise ValueError(f"delay_s must be a non-negative number of seconds, not {delay_s!r}")
+        self._rates = (corrupt, drop, duplicate, delay)
+        self._delay_s = float(delay_s)
+        self._babble = float(babble)
         self._direction = direction
         self._inject = inject
         self._rng = np.random.default_rng(seed)
-        self._to_board: deque[int] = deque()
-        self._to_host = bytearray()
+        self._noise = np.random.default_rng([seed, 1])
+        self._to_board: deque = deque()          # byte values and pauses (float seconds)
+        self._to_host: deque = deque()           # byte values and pauses (float seconds)
+        self._hold_until = None                  # end of the to-host pause in progress (cycles)
         self.bytes_to_board = 0
         self.bytes_to_host = 0
         self.faults = 0
@@ -70,6 +93,8 @@ class SimTransport(Transport):
         self._sim.add_clock(self._period)
         self._sim.add_testbench(self._drive_rx, background=True)
         self._sim.add_testbench(self._sample_tx, background=True)
+        if self._babble:
+            self._sim.add_testbench(self._make_noise, background=True)
         for mon in monitors:
             self._sim.add_process(mon)
         self._vcd = None
@@ -79,27 +104,37 @@ class SimTransport(Transport):
         self._cycles = 0
 
     # --- fault injection
-    def _mangle(self, which: str, data: bytes) -> bytes:
+    def _mangle(self, which: str, data: bytes) -> list:
+        """The bytes (ints) and pauses (floats) that ``data`` becomes on its way."""
         if self._direction not in (which, "both"):
-            return data
+            return list(data)
         if self._inject is not None:
-            out = bytes(self._inject(which, bytes(data)))
-            self.faults += out != data
-            return out
-        corrupt, drop = self._rates
-        if not corrupt and not drop:
-            return data
-        out = bytearray()
+            out = self._inject(which, bytes(data))
+            items = list(out) if isinstance(out, (bytes, bytearray)) else \
+                [x for seg in out for x in ((seg,) if isinstance(seg, float) else bytes(seg))]
+            self.faults += items != list(data)
+            return items
+        corrupt, drop, duplicate, delay = self._rates
+        if not any(self._rates):
+            return list(data)
+        out = []
         for b in data:
             r = self._rng.random()
             if r < drop:
                 self.faults += 1
                 continue
-            if r < drop + corrupt:
+            r -= drop
+            if r < corrupt:
                 b ^= 1 << int(self._rng.integers(0, 8))
                 self.faults += 1
+            elif r - corrupt < duplicate:
+                out.append(b)
+                self.faults += 1
+            elif r - corrupt - duplicate < delay:
+                out.append(self._delay_s)
+                self.faults += 1
             out.append(b)
-        return bytes(out)
+        return out
 
     # --- simulation processes
     async def _drive_rx(self, ctx):
@@ -111,6 +146,10 @@ class SimTransport(Transport):
                 await ctx.delay(bit)
                 continue
             byte = self._to_board.popleft()
+            if isinstance(byte, float):
+                if byte > 0:
+                    await ctx.delay(byte)
+                continue
             for level in [0] + [(byte >> k) & 1 for k in range(8)] + [1]:
                 ctx.set(top.uart_rx, level)
                 await ctx.delay(bit)
@@ -127,32 +166,57 @@ class SimTransport(Transport):
                 byte |= ctx.get(top.uart_tx) << k
                 await ctx.delay(bit)
             if ctx.get(top.uart_tx):                 # stop bit
-                self._to_host += self._mangle("to_host", bytes((byte,)))
+                self._to_host.extend(self._mangle("to_host", bytes((byte,))))
                 self.bytes_to_host += 1
             # else: framing error, byte lost (as a UART bridge would)
             if not ctx.get(top.uart_tx):
                 await ctx.changed(top.uart_tx)
+
+    async def _make_noise(self, ctx):
+        while True:
+            await ctx.delay(10 * self._bit)
+            if self._noise.random() < self._babble:
+                self._to_host.append(int(self._noise.integers(0, 256)))
+                self.faults += 1
 
     # --- Transport
     def write(self, data: bytes) -> None:
         self.bytes_to_board += len(data)
         self._to_board.extend(self._mangle("to_board", bytes(data)))
 
+    def _take(self, max_bytes: int) -> bytes:
+        """The bytes that have reached the host by now, up to a pause still running."""
+        out = bytearray()
+        q = self._to_host
+        while q and len(out) < max_bytes:
+            item = q[0]
+            if isinstance(item, float):
+                if self._hold_until is None:
+                    self._hold_until = self._cycles + int(item / self._period)
+                if self._cycles < self._hold_until:
+                    break
+                self._hold_until = None
+                q.popleft()
+                continue
+            out.append(q.popleft())
+        return bytes(out)
+
     def read(self, max_bytes: int, timeout: float) -> bytes:
         deadline = self._cycles + max(1, int(timeout / self._period))
         step = 10 * self.top.divisor
-        while not self._to_host and self._cycles < deadline:
+        out = self._take(max_bytes)
+        while not out and self._cycles < deadline:
             self._cycles = min(self._cycles + step, deadline)
             try:
                 self._sim.run_until(self._cycles * self._period)
             except AssertionError:
                 pass    # the simulator already stepped past this time (it stops on event times)
-        out = bytes(self._to_host[:max_bytes])
-        del self._to_host[:max_bytes]
+            out = self._take(max_bytes)
         return out
 
     def flush_input(self) -> None:
         self._to_host.clear()
+        self._hold_until = None
 
     def now(self) -> float:
         return self._cycles * self._period

@@ -5,7 +5,8 @@ __all__ = ["Transport", "LinkError"]
 
 
 class LinkError(RuntimeError):
-    """The host link failed: no answer, or frames kept failing after all retries."""
+    """The host link failed: the port could not be opened, there was no valid answer before the
+    deadline, or frames kept failing after all retries. The message names the port."""
 
 
 class Transport:
@@ -14,9 +15,11 @@ class Transport:
     ``read(max_bytes, timeout)`` returns as soon as at least one byte is there (at most
     ``max_bytes``), or ``b""`` after ``timeout`` seconds of the transport's own time (wall time
     for a serial port, simulated time for a simulation). ``margin_s`` is the transport's own
-    latency to add to time-outs computed from the baud rate.
+    latency to add to time-outs computed from the baud rate. ``name`` names the port in error
+    messages.
     """
 
+    name: str = "link"
     baud: float = 0.0
     margin_s: float = 0.0
 

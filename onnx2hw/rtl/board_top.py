@@ -3,7 +3,11 @@
 Data path::
 
     uart_rx -> UARTRx -> Deframer -> BytesToLanes -> accelerator -> LanesToBytes -> Framer -> UARTTx -> uart_tx
-                            \\-- tags (seq, count), error reports ---------------------/
+                            \\-- tags (session, seq, count), error reports, live session --/
+
+Every reply carries the session of the request it answers; results of an earlier session still
+queued when a new session's first frame is committed are dropped by the framer (see
+:mod:`onnx2hw.protocol`).
 """
 from __future__ import annotations
 
@@ -111,7 +115,8 @@ class BoardTop(wiring.Component):
         m.submodules.rx = rx = UARTRx(div)
         m.submodules.tx = tx = UARTTx(div)
         m.submodules.deframer = dfr = Deframer(in_bytes=fmt.in_bytes, buffer_bytes=fmt.buffer_bytes,
-                                               timeout=frame_timeout_cycles(self.clk_hz, div))
+                                               timeout=frame_timeout_cycles(self.clk_hz, div),
+                                               max_count=fmt.max_batch)
         il, ol = self.accelerator.i.payload.shape(), self.accelerator.o.payload.shape()
         m.submodules.unpack = b2l = BytesToLanes(elem_shape=il.elem_shape, lanes=il.length)
         m.submodules.accelerator = acc = self.accelerator
@@ -127,6 +132,7 @@ class BoardTop(wiring.Component):
         _join(m, dfr.tag, frm.tag)
         _join(m, dfr.err, frm.err)
         _join(m, frm.o, tx.i)
+        m.d.comb += frm.live.eq(dfr.session)
 
         busy = dfr.in_frame | dfr.tag.valid | frm.busy | dfr.o.valid
         m.d.comb += [self.led_busy.eq(busy), self.led_idle.eq(~busy)]

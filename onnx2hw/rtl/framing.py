@@ -3,7 +3,7 @@
 The frame format and element coding are defined once in :mod:`onnx2hw.protocol`.
 :class:`Deframer` checks and buffers whole DATA frames and releases only committed payloads,
 :class:`BytesToLanes` / :class:`LanesToBytes` convert between bytes and lanes of elements, and
-:class:`Framer` sends RESULT and ERROR frames.
+:class:`Framer` sends RESULT and ERROR frames (and drops the results of an earlier session).
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from .. import protocol as P
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
 
-#: one committed frame: its sequence number and inference count
-TAG_LAYOUT = data.StructLayout({"seq": 8, "count": 8})
-#: one error report: protocol error code and the offending frame's sequence number
-ERR_LAYOUT = data.StructLayout({"code": 8, "seq": 8})
+#: one committed frame: its session, sequence number and inference count
+TAG_LAYOUT = data.StructLayout({"session": 16, "seq": 8, "count": 8})
+#: one error report: protocol error code and the offending frame's sequence number and session
+ERR_LAYOUT = data.StructLayout({"code": 8, "seq": 8, "session": 16})
 
 
 def _crc32():
@@ -45,7 +45,11 @@ class Deframer(wiring.Component):
         Clock cycles without a byte after which a frame in progress is abandoned (``E_TIMEOUT``),
         rounded up to a power of two (the counter stops on its top bit: no wide comparator).
     tag_depth : int
-        Committed frames whose (seq, count) can be queued on ``tag``.
+        Committed frames whose (session, seq, count) can be queued on ``tag``.
+    max_count : int
+        Most inferences a frame may carry (1..255); a header with a larger count is not a
+        frame of this link (``E_COUNT``), so noise cannot make the deframer swallow a long
+        stretch of bytes as one frame.
 
     Ports
     -----
@@ -58,27 +62,37 @@ class Deframer(wiring.Component):
     err : Out(stream.Signature(ERR_LAYOUT))
         One entry per dropped frame. A report that is not taken before the next error is lost
         (``err_lost`` pulses) — error reports never stall reception.
+    session : Out(16)
+        Session of the latest committed frame (0 before the first).
     in_frame : Out(1)
         A frame is being received.
     err_lost : Out(1)
         Pulse: an error report was dropped because the previous one was still pending.
 
-    Checks: type must be DATA (``E_TYPE``), count non-zero (``E_COUNT``), the buffer and the
-    tag queue must have room (``E_OVERFLOW``), the CRC must match (``E_CRC``), and bytes must
-    keep coming (``E_TIMEOUT``). After a failed frame the deframer hunts for the next magic.
+    Checks: type must be DATA (``E_TYPE``), count in 1..``max_count`` (``E_COUNT``), the buffer
+    and the tag queue must have room (``E_OVERFLOW``), the CRC must match (``E_CRC``), and bytes
+    must keep coming (``E_TIMEOUT``). After a failed frame the deframer hunts for the next magic,
+    starting with the byte that failed (it may be the first magic byte of a real frame that
+    follows noise). An error report carries the offending frame's session and seq, or
+    :data:`~onnx2hw.protocol.NO_SESSION` / :data:`~onnx2hw.protocol.NO_SEQ` where that part of
+    the header was not read.
     """
 
-    def __init__(self, *, in_bytes: int, buffer_bytes: int, timeout: int, tag_depth: int = P.TAG_DEPTH):
+    def __init__(self, *, in_bytes: int, buffer_bytes: int, timeout: int, tag_depth: int = P.TAG_DEPTH,
+                 max_count: int = 255):
         _check_pos("in_bytes", in_bytes)
         _check_pos("timeout", timeout)
         _check_pos("tag_depth", tag_depth)
         if not isinstance(buffer_bytes, int) or buffer_bytes < 2 or buffer_bytes & (buffer_bytes - 1):
             raise ValueError(f"buffer_bytes must be a power of two of at least 2, not {buffer_bytes!r}")
+        if not isinstance(max_count, int) or not 1 <= max_count <= 255:
+            raise ValueError(f"max_count must be an int in 1..255, not {max_count!r}")
         self.in_bytes, self.buffer_bytes, self.timeout, self.tag_depth = in_bytes, buffer_bytes, timeout, tag_depth
+        self.max_count = max_count
         super().__init__({
             "i": In(stream.Signature(8)), "o": Out(stream.Signature(8)),
             "tag": Out(stream.Signature(TAG_LAYOUT)), "err": Out(stream.Signature(ERR_LAYOUT)),
-            "in_frame": Out(1), "err_lost": Out(1),
+            "session": Out(16), "in_frame": Out(1), "err_lost": Out(1),
         })
 
     def elaborate(self, platform):
@@ -88,9 +102,9 @@ class Deframer(wiring.Component):
         wr = mem.write_port()
         rd = mem.read_port()
         m.submodules.crc = chk = _crc32()
-        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=16, depth=self.tag_depth)
+        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=TAG_LAYOUT.size, depth=self.tag_depth)
         wp, cp, rp = Signal(abits), Signal(abits), Signal(abits)
-        seq, count = Signal(8), Signal(8)
+        session, seq, count = Signal(16), Signal(8), Signal(8)
         inf_left = Signal(8)
         byte_left = Signal(range(self.in_bytes))
         crc_left = Signal(2)
@@ -110,22 +124,31 @@ class Deframer(wiring.Component):
                      tags.r_en.eq(self.tag.ready)]
 
         # --- error reports (a register; a new error while one is pending is lost)
-        err_code, err_seq = Signal(8), Signal(8)
-        raise_err = Signal()
-        m.d.comb += [self.err.payload.code.eq(err_code), self.err.payload.seq.eq(err_seq)]
+        err_code, err_seq, err_session = Signal(8), Signal(8), Signal(16)
+        m.d.comb += [self.err.payload.code.eq(err_code), self.err.payload.seq.eq(err_seq),
+                     self.err.payload.session.eq(err_session)]
         m.d.sync += self.err_lost.eq(0)
         with m.If(self.err.valid & self.err.ready):
             m.d.sync += self.err.valid.eq(0)
 
-        def fail(code, s):
+        byte = self.i.payload
+
+        def fail(code, ses, s, on_byte=True):
+            """Drop the frame, report it, and hunt for the next magic (from this byte on, if
+            ``on_byte``: it may start a real frame)."""
             with m.If(self.err.valid & ~self.err.ready):
                 m.d.sync += self.err_lost.eq(1)
             with m.Else():
-                m.d.sync += [self.err.valid.eq(1), err_code.eq(code), err_seq.eq(s)]
+                m.d.sync += [self.err.valid.eq(1), err_code.eq(code), err_seq.eq(s), err_session.eq(ses)]
             m.d.sync += wp.eq(cp)
-            m.next = "MAGIC0"
+            if on_byte:
+                with m.If(byte == P.MAGIC[0]):
+                    m.next = "MAGIC1"
+                with m.Else():
+                    m.next = "MAGIC0"
+            else:
+                m.next = "MAGIC0"
 
-        byte = self.i.payload
         got = Signal()
         m.d.comb += got.eq(self.i.valid & self.i.ready)
         m.d.comb += [chk.data.eq(byte), wr.data.eq(byte), wr.addr.eq(wp)]
@@ -147,33 +170,47 @@ class Deframer(wiring.Component):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
                     with m.If(byte == P.T_DATA):
-                        m.next = "SEQ"
+                        m.next = "SESSION0"
                     with m.Else():
-                        fail(P.E_TYPE, P.NO_SEQ)
+                        fail(P.E_TYPE, P.NO_SESSION, P.NO_SEQ)
                 with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, P.NO_SEQ)
+                    fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
+            with m.State("SESSION0"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += session[:8].eq(byte)
+                    m.next = "SESSION1"
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
+            with m.State("SESSION1"):
+                with m.If(got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += session[8:].eq(byte)
+                    m.next = "SEQ"
+                with m.Elif(timed_out):
+                    fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
             with m.State("SEQ"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
                     m.d.sync += seq.eq(byte)
                     m.next = "COUNT"
                 with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, P.NO_SEQ)
+                    fail(P.E_TIMEOUT, session, P.NO_SEQ, on_byte=False)
             with m.State("COUNT"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
                     m.d.sync += [count.eq(byte), inf_left.eq(byte - 1), byte_left.eq(self.in_bytes - 1)]
-                    with m.If(byte == 0):
-                        fail(P.E_COUNT, seq)
+                    with m.If((byte == 0) | (byte > self.max_count)):
+                        fail(P.E_COUNT, session, seq)
                     with m.Else():
                         m.next = "PAYLOAD"
                 with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, seq)
+                    fail(P.E_TIMEOUT, session, seq, on_byte=False)
             with m.State("PAYLOAD"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
                     with m.If((wp + 1)[:abits] == rp):
-                        fail(P.E_OVERFLOW, seq)
+                        fail(P.E_OVERFLOW, session, seq)
                     with m.Else():
                         m.d.comb += wr.en.eq(1)
                         m.d.sync += [wp.eq(wp + 1), byte_left.eq(byte_left - 1)]
@@ -183,7 +220,7 @@ class Deframer(wiring.Component):
                                 m.d.sync += crc_left.eq(3)
                                 m.next = "CRC"
                 with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, seq)
+                    fail(P.E_TIMEOUT, session, seq, on_byte=False)
             with m.State("CRC"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
@@ -191,15 +228,15 @@ class Deframer(wiring.Component):
                     with m.If(crc_left == 0):
                         m.next = "CHECK"
                 with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, seq)
+                    fail(P.E_TIMEOUT, session, seq, on_byte=False)
             with m.State("CHECK"):
                 with m.If(~chk.match_detected):
-                    fail(P.E_CRC, seq)
+                    fail(P.E_CRC, session, seq, on_byte=False)
                 with m.Elif(~tags.w_rdy):
-                    fail(P.E_OVERFLOW, seq)
+                    fail(P.E_OVERFLOW, session, seq, on_byte=False)
                 with m.Else():
-                    m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(seq, count))]
-                    m.d.sync += cp.eq(wp)
+                    m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(session, seq, count))]
+                    m.d.sync += [cp.eq(wp), self.session.eq(session)]
                     m.next = "MAGIC0"
         m.d.comb += [self.i.ready.eq(~fsm.ongoing("CHECK")),
                      self.in_frame.eq(~fsm.ongoing("MAGIC0") & ~fsm.ongoing("MAGIC1"))]
@@ -280,7 +317,13 @@ class LanesToBytes(wiring.Component):
 
 class Framer(wiring.Component):
     """Send one RESULT frame per tag (``count * out_bytes`` payload bytes from ``i``) and one
-    ERROR frame per error report; error reports go first when both are waiting.
+    ERROR frame per error report; error reports go first when both are waiting. Every frame
+    carries the session and seq of the frame it answers.
+
+    The results of a tag whose session is not ``live`` (the session of the latest frame the
+    deframer committed: a new host run has started) are stale: their payload bytes are taken
+    from ``i`` and dropped instead of sent, so a new run does not wait behind the backlog of an
+    interrupted one.
 
     A RESULT frame starts only when its first payload byte is already valid, so the header is
     never followed by a gap longer than the accelerator's inter-byte stalls.
@@ -290,48 +333,54 @@ class Framer(wiring.Component):
     i : In(stream.Signature(8))     result payload bytes
     tag : In(stream.Signature(TAG_LAYOUT))
     err : In(stream.Signature(ERR_LAYOUT))
+    live : In(16)                   the current session
     o : Out(stream.Signature(8))    frame bytes
-    busy : Out(1)                   a frame is being sent
+    busy : Out(1)                   a frame is being sent (or a stale one dropped)
     """
 
     def __init__(self, *, out_bytes: int):
         _check_pos("out_bytes", out_bytes)
         self.out_bytes = out_bytes
         super().__init__({"i": In(stream.Signature(8)), "tag": In(stream.Signature(TAG_LAYOUT)),
-                          "err": In(stream.Signature(ERR_LAYOUT)), "o": Out(stream.Signature(8)),
-                          "busy": Out(1)})
+                          "err": In(stream.Signature(ERR_LAYOUT)), "live": In(16),
+                          "o": Out(stream.Signature(8)), "busy": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.crc = gen = _crc32()
-        ftype, seq, count = Signal(8), Signal(8), Signal(8)
-        idx = Signal(range(5))
+        ftype, session, seq, count = Signal(8), Signal(16), Signal(8), Signal(8)
+        last = P.HEADER_BYTES - 1
+        idx = Signal(range(P.HEADER_BYTES))
         inf_left = Signal(8)
         byte_left = Signal(range(self.out_bytes))
         k = Signal(2)
         sent = self.o.valid & self.o.ready
-        header = Cat(Const(P.MAGIC[0], 8), Const(P.MAGIC[1], 8), ftype, seq, count)
+        header = Cat(Const(P.MAGIC[0], 8), Const(P.MAGIC[1], 8), ftype, session, seq, count)
+        assert len(header) == 8 * P.HEADER_BYTES
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.err.valid):
                     m.d.comb += self.err.ready.eq(1)
-                    m.d.sync += [ftype.eq(P.T_ERROR), seq.eq(self.err.payload.seq),
-                                 count.eq(self.err.payload.code), idx.eq(0)]
+                    m.d.sync += [ftype.eq(P.T_ERROR), session.eq(self.err.payload.session),
+                                 seq.eq(self.err.payload.seq), count.eq(self.err.payload.code), idx.eq(0)]
                     m.next = "HEADER"
                 with m.Elif(self.tag.valid & self.i.valid):
                     m.d.comb += self.tag.ready.eq(1)
-                    m.d.sync += [ftype.eq(P.T_RESULT), seq.eq(self.tag.payload.seq),
-                                 count.eq(self.tag.payload.count), idx.eq(0),
+                    m.d.sync += [ftype.eq(P.T_RESULT), session.eq(self.tag.payload.session),
+                                 seq.eq(self.tag.payload.seq), count.eq(self.tag.payload.count), idx.eq(0),
                                  inf_left.eq(self.tag.payload.count - 1),
                                  byte_left.eq(self.out_bytes - 1)]
-                    m.next = "HEADER"
+                    with m.If(self.tag.payload.session == self.live):
+                        m.next = "HEADER"
+                    with m.Else():
+                        m.next = "DROP"
             with m.State("HEADER"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(header.word_select(idx, 8)),
                              gen.data.eq(self.o.payload), gen.start.eq(idx == 0),
                              gen.valid.eq(sent & (idx >= 2))]
                 with m.If(sent):
                     m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == 4):
+                    with m.If(idx == last):
                         with m.If(ftype == P.T_ERROR):
                             m.d.sync += k.eq(0)
                             m.next = "CRC"
@@ -348,6 +397,14 @@ class Framer(wiring.Component):
                         with m.If(inf_left == 0):
                             m.d.sync += k.eq(0)
                             m.next = "CRC"
+            with m.State("DROP"):
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid):
+                    m.d.sync += byte_left.eq(byte_left - 1)
+                    with m.If(byte_left == 0):
+                        m.d.sync += [byte_left.eq(self.out_bytes - 1), inf_left.eq(inf_left - 1)]
+                        with m.If(inf_left == 0):
+                            m.next = "IDLE"
             with m.State("CRC"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(gen.crc.word_select(k, 8))]
                 with m.If(sent):
