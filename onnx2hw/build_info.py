@@ -168,8 +168,7 @@ def read_build_info(build_dir) -> dict:
             raise ModelError(f"{str(path)!r}: missing {key!r}")
     try:
         link_format(info["pipeline"])
-        for side in ("input", "output"):
-            info["quant"][side]["scale"]
+        _check_quant(info["quant"])
     except (ValueError, KeyError, TypeError) as e:
         raise ModelError(f"{str(path)!r}: bad build description ({e})") from None
     for key in ("clock_hz", "baud"):
@@ -177,3 +176,20 @@ def read_build_info(build_dir) -> dict:
             raise ModelError(f"{str(path)!r}: {key} must be a positive number, not {info[key]!r}")
     check_build_files(path.parent, info)
     return info
+
+
+def _check_quant(quant) -> None:
+    """The host converters' parameters: positive finite scales, integer zero points and widths."""
+    qi, qo = quant["input"], quant["output"]
+    for side, q in (("input", qi), ("output", qo)):
+        scale = np.asarray(q["scale"], dtype=np.float64)
+        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise ValueError(f"{side} scale {q['scale']!r} is not positive and finite")
+        zp = np.asarray(q["zero_point"])
+        if zp.dtype.kind not in "iu":
+            raise ValueError(f"{side} zero point {q['zero_point']!r} is not an integer")
+    if not (isinstance(qi["bits"], int) and 1 <= qi["bits"] <= 16):
+        raise ValueError(f"input bits {qi['bits']!r} is not 1..16")
+    shape = qi.get("shape")
+    if not (isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 1 for d in shape)):
+        raise ValueError(f"input shape {shape!r} is not a list of positive integers")

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import lru_cache
 
 import numpy as np
 import pytest
 
 from _paths import EXAMPLES
+import onnx2hw
+from onnx2hw.build_info import write_build_info
 from onnx2hw.cli import main
 
 MLP = str(EXAMPLES / "digits_mlp_int8.onnx")
@@ -34,6 +37,28 @@ def _folding(tmp_path, doc) -> str:
 
 
 GOOD = np.zeros((2, 64), np.float32)
+
+
+@lru_cache(maxsize=1)
+def _mlp_design():
+    return onnx2hw.compile(MLP)
+
+
+def _build(tmp_path, name="build", **quant_edit) -> str:
+    """A build description of the digits MLP (no bitstream: `run --port sim` rebuilds the design)."""
+    d = _mlp_design()
+    out = tmp_path / name
+    path = write_build_info(out, d.pipeline, "ulx3s", d.clock_hz, d.baud, model=MLP)
+    if quant_edit:
+        info = json.loads(path.read_text())
+        info["quant"]["input"].update(quant_edit)
+        path.write_text(json.dumps(info))
+    return str(out)
+
+
+def _run(tmp_path, x, *extra, **quant_edit):
+    return ["run", _build(tmp_path, **quant_edit), "--port", "sim", "--inputs", _arrays(tmp_path, "x.npz", input=x),
+            *extra]
 
 #: case id -> builder(tmp_path) -> (argv, what the error line must mention)
 CASES = {
@@ -107,6 +132,14 @@ CASES = {
                                      _arrays(t, "x.npz", input=GOOD)], "nobuild"),
     "run-build-without-description": lambda t: (["run", str(t), "--port", "sim", "--inputs",
                                                  _arrays(t, "x.npz", input=GOOD)], "accelerator.json"),
+    "run-inputs-wrong-rank": lambda t: (_run(t, GOOD.reshape(2, 8, 8)), "(N, 64)"),
+    "run-inputs-nan": lambda t: (_run(t, np.full((2, 64), np.nan, np.float32)), "NaN"),
+    "run-inputs-complex": lambda t: (_run(t, GOOD.astype(np.complex64)), "complex64"),
+    "run-inputs-int": lambda t: (_run(t, GOOD.astype(np.int16)), "--raw"),
+    "run-inputs-empty": lambda t: (_run(t, GOOD[:0]), "no inferences"),
+    "run-scale-zero": lambda t: (_run(t, GOOD, scale=0.0), "scale"),
+    "run-baud-inf": lambda t: (_run(t, GOOD, "--baud", "inf"), "--baud"),
+    "run-output-is-a-directory": lambda t: (_run(t, GOOD, "-o", str(t)), str(t)),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..driver import Accelerator, LinkError, read_build_info
+from ..files import save_npz
 from . import UsageError
 
 HELP = "run inferences on a built accelerator through its serial link (or --port sim)"
@@ -69,7 +70,7 @@ def run(args) -> int:
           f"{sum(s.board_errors.values())} errors reported by the board"
           + (f", {s.stale} stale frames of an earlier session dropped" if s.stale else ""))
     if args.output:
-        np.savez(args.output, **{name: y})
+        save_npz(args.output, {name: y})
         print(f"wrote {args.output}")
     else:
         np.set_printoptions(precision=4, suppress=True, threshold=200)

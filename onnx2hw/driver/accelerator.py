@@ -178,10 +178,31 @@ class Accelerator:
         """Integer (NHWC) input shape of one inference."""
         return tuple(self.fmt.in_shape)
 
+    @property
+    def model_input_shape(self) -> tuple:
+        """The ONNX model's input shape of one inference (NCHW when the model's input is an image)."""
+        s = self.input_shape
+        return (s[2], s[0], s[1]) if self._qin["nchw_to_nhwc"] else s
+
     def quantize(self, x) -> np.ndarray:
-        """Float model inputs (batch first, ONNX layout) -> integer NHWC tensors."""
+        """Float model inputs (batch first, ONNX layout) -> integer NHWC tensors.
+
+        ``x`` must be a real floating array (float64/float16 are converted to float32, as the
+        model computes) of shape ``(N, *model_input_shape)`` with finite values; anything else
+        raises ``ValueError`` saying what was expected and what was given."""
         q = self._qin
-        x = np.asarray(x, dtype=np.float32)
+        x = np.asarray(x)
+        want = self.model_input_shape
+        if x.dtype.kind != "f":
+            raise ValueError(f"inputs must be a float array (the model's input is float32), not {x.dtype}"
+                             + ("; integer tensors for the hardware need --raw" if x.dtype.kind in "iu" else ""))
+        if x.ndim < 1 or x.shape[0] < 1:
+            raise ValueError(f"inputs of shape {x.shape!r} hold no inferences (batch first)")
+        if x.shape[1:] != want:
+            raise ValueError(f"inputs have shape {x.shape!r}; the model takes (N, {', '.join(map(str, want))})")
+        if not np.all(np.isfinite(x)):
+            raise ValueError("inputs contain NaN or infinite values")
+        x = x.astype(np.float32)
         if q["nchw_to_nhwc"]:
             if x.ndim < 3:
                 raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")

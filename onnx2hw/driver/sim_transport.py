@@ -222,6 +222,9 @@ class SimTransport(Transport):
         return self._cycles * self._period
 
     def close(self) -> None:
+        if self._cycles == 0:  # never run: start its processes once, so none is left un-awaited
+            self._cycles = 1
+            self._sim.run_until(self._period)
         if self._vcd is not None:
             self._vcd.__exit__(None, None, None)
             self._vcd = None
