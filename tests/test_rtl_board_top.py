@@ -10,7 +10,8 @@ from amaranth.lib.wiring import In, Out
 
 from onnx2hw import protocol as P
 from onnx2hw.driver.sim_transport import SimTransport
-from onnx2hw.rtl.board_top import BoardTop
+from onnx2hw.rtl.board_top import LINK_COST, BoardTop
+from onnx2hw.rtl.synth_check import yosys_stat
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 
@@ -108,3 +109,16 @@ def test_rejects_mismatched_description():
         BoardTop(object(), LINK, 1e6, 250e3)
     with pytest.raises(ValueError, match="baud rate"):
         BoardTop(PairSum(), LINK, 1e6, 400e3)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("family, clk, baud", [("ecp5", 75e6, 3e6), ("ice40", 12e6, 1e6)])
+def test_link_cost_is_what_yosys_measures(family, clk, baud):
+    """LINK_COST (reserved from the board's budget before folding) against Yosys: the board top
+    minus the accelerator inside it."""
+    top = yosys_stat(BoardTop(PairSum(), LINK, clk, baud), family)
+    acc = yosys_stat(PairSum(), family)
+    est = LINK_COST[family]
+    lut = top["lut"] - acc["lut"]
+    assert abs(est.lut - lut) <= 0.1 * lut, (est, lut)
+    assert est.ff >= top["ff"] - acc["ff"] and est.ebr >= top["ebr"] - acc["ebr"], (est, top, acc)
