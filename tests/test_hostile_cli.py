@@ -56,6 +56,23 @@ def _build(tmp_path, name="build", **quant_edit) -> str:
     return str(out)
 
 
+def _broken_description(tmp_path, edit) -> list:
+    """`run` on a build whose accelerator.json was damaged by ``edit(info) -> info or text``."""
+    build = _build(tmp_path)
+    path = tmp_path / "build" / "accelerator.json"
+    new = edit(json.loads(path.read_text()))
+    path.write_text(new if isinstance(new, str) else json.dumps(new))
+    return ["run", build, "--port", "sim", "--inputs", _arrays(tmp_path, "x.npz", input=GOOD)]
+
+
+def _drop(info, *keys):
+    d = info
+    for k in keys[:-1]:
+        d = d[k]
+    del d[keys[-1]]
+    return info
+
+
 def _run(tmp_path, x, *extra, **quant_edit):
     return ["run", _build(tmp_path, **quant_edit), "--port", "sim", "--inputs", _arrays(tmp_path, "x.npz", input=x),
             *extra]
@@ -140,6 +157,14 @@ CASES = {
     "run-scale-zero": lambda t: (_run(t, GOOD, scale=0.0), "scale"),
     "run-baud-inf": lambda t: (_run(t, GOOD, "--baud", "inf"), "--baud"),
     "run-output-is-a-directory": lambda t: (_run(t, GOOD, "-o", str(t)), str(t)),
+    "run-description-not-json": lambda t: (_broken_description(t, lambda i: "{not json"), "accelerator.json"),
+    "run-description-no-output-quant": lambda t: (_broken_description(t, lambda i: _drop(i, "quant", "output")),
+                                                  "accelerator.json"),
+    "run-description-no-pipeline": lambda t: (_broken_description(t, lambda i: _drop(i, "pipeline")), "pipeline"),
+    "run-description-bad-lanes": lambda t: (_broken_description(
+        t, lambda i: {**i, "pipeline": {**i["pipeline"], "input": {**i["pipeline"]["input"], "lanes": "x"}}}),
+        "accelerator.json"),
+    "run-description-a-list": lambda t: (_broken_description(t, lambda i: [1, 2]), "accelerator.json"),
 }
 
 
