@@ -36,10 +36,12 @@ TEMP_SUFFIX = ".tmp"
 
 def check_output_file(path, option: str = "output") -> Path:
     """``path`` as a :class:`~pathlib.Path` if a file may be written there; ``ValueError`` if it
-    names a directory (``option``: how the error names it, e.g. ``-o``)."""
+    names a directory or a folder that does not exist (``option``: how the error names it, e.g. ``-o``)."""
     p = Path(path)
     if str(path) == "" or p.is_dir():
         raise ValueError(f"{option} {str(path)!r} is a directory; give the name of a file to write")
+    if not p.parent.is_dir():
+        raise ValueError(f"{option} {str(path)!r}: its folder {str(p.parent)!r} does not exist")
     return p
 
 
@@ -81,7 +83,11 @@ def atomic_write(path, mode: str = "wb", *, encoding: str | None = None, option:
             yield f
         return
     directory = dest.parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TEMP_SUFFIX, dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=TEMP_SUFFIX, dir=directory)
+    except OSError as exc:   # no such folder, not writable: name the destination
+        why = "its folder does not exist" if not directory.exists() else (exc.strerror or str(exc))
+        raise OSError(exc.errno, f"cannot write here: {why}", str(dest)) from None
     try:
         with os.fdopen(fd, mode, **text) as f:
             yield f

@@ -107,6 +107,10 @@ CASES = {
     "quantize-calib-pickle": lambda t: (["quantize", FLOAT_MLP, "--calib",
                                          _arrays(t, "c.npz", input=np.array([None], dtype=object)), "-o",
                                          str(t / "q.onnx")], "c.npz"),
+    "quantize-output-folder-missing": lambda t: (["quantize", FLOAT_MLP, "--calib", CALIB, "-o",
+                                                  str(t / "no" / "q.onnx")], "does not exist"),
+    "sim-seed-negative": lambda t: (["sim", MLP, "--seed", "-5"], "--seed"),
+    "sim-waves-is-a-file": lambda t: (["sim", MLP, "--count", "1", "--waves", _file(t, "w", "x")], "--waves"),
     "quantize-already-quantized": lambda t: (["quantize", MLP, "--calib", CALIB, "-o", str(t / "q.onnx")],
                                              "already quantized"),
     # ---- sim / synth: option values (all refused before any simulator or tool runs)

@@ -2,6 +2,8 @@
 (:meth:`onnx2hw.Design.simulate_raw`)."""
 from __future__ import annotations
 
+import os
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -35,6 +37,10 @@ def run(args) -> int:
         raise UsageError(f"--count must be at least 1, not {args.count!r}")
     if args.output is not None:
         check_output_file(args.output, "--output")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, not {args.seed!r}")
+    if args.waves and os.path.exists(args.waves) and not os.path.isdir(args.waves):
+        raise UsageError(f"--waves {args.waves!r} exists and is not a directory")
     target = target_of(args)
     graph = load_graph(args.model)
     feeds = load_npz(args.inputs, graph) if args.inputs else None  # checked before the compile
