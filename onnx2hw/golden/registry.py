@@ -13,6 +13,7 @@ from typing import Callable
 __all__ = ["OPS", "lookup", "is_registered"]
 
 QONNX = "qonnx.custom_op.general"
+FINN = "finn.custom_op.general"  # FINN's older name of the QONNX domain
 MS = "com.microsoft"
 
 #: (domain, op_type) -> module name in onnx2hw.golden.ops
@@ -40,6 +41,7 @@ OPS: dict[tuple[str, str], str] = {
     ("", "QuantizeLinear"): "quantize_linear", ("", "DequantizeLinear"): "dequantize_linear",
     (QONNX, "Quant"): "qonnx_quant", (QONNX, "BipolarQuant"): "qonnx_bipolar_quant",
     (QONNX, "Trunc"): "qonnx_trunc",
+    (FINN, "Quant"): "qonnx_quant", (FINN, "BipolarQuant"): "qonnx_bipolar_quant", (FINN, "Trunc"): "qonnx_trunc",
     # com.microsoft ops of onnxruntime's QOperator quantizer
     (MS, "QGemm"): "ms_qgemm", (MS, "QLinearAdd"): "ms_qlinear_add",
     (MS, "QLinearAveragePool"): "ms_qlinear_average_pool",

@@ -17,7 +17,7 @@ from collections import Counter
 from typing import Any, Mapping
 
 import onnx
-from onnx import AttributeProto, TensorProto
+from onnx import AttributeProto, TensorProto, helper
 
 from .checks import ModelChecker, check_header, check_strings, op_schema
 from .dtypes import check_tensor, sparse_to_dense, tensor_to_array
@@ -118,10 +118,11 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto, *, sort: bool = Fal
 
 def _load(proto: onnx.ModelProto, origin: str, folder: str | None, sort: bool) -> Graph:
     check_strings(proto)
-    opsets = check_header(proto, origin)
     warnings: list[str] = []
     work = onnx.ModelProto()
     work.CopyFrom(proto)
+    _accept_qonnx_domains(work, warnings)
+    opsets = check_header(work, origin)
     if len(work.training_info):
         warnings.append(f"training_info ({len(work.training_info)} entries) is ignored")
         work.ClearField("training_info")
@@ -149,6 +150,34 @@ def _load(proto: onnx.ModelProto, origin: str, folder: str | None, sort: bool) -
         graph, metadata=metadata, warnings=tuple(warnings), ir_version=proto.ir_version,
         producer_name=proto.producer_name, producer_version=proto.producer_version,
         doc_string=proto.doc_string or graph.doc_string)
+
+
+#: the domain of the QONNX ops (Quant, BipolarQuant, Trunc, ...); FINN's older name for it; and
+#: the name older Brevitas exports used
+QONNX_DOMAIN, FINN_DOMAIN, BREVITAS_DOMAIN = "qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"
+
+
+def _accept_qonnx_domains(model: onnx.ModelProto, warnings: list[str]) -> None:
+    """Accept QONNX models as exporters have written them, with one warning each: nodes in the
+    older ``onnx.brevitas`` domain are read in the QONNX domain, and a QONNX/FINN domain that
+    nodes use but ``opset_import`` lacks is imported (version 1)."""
+    old = [n for n in model.graph.node if n.domain == BREVITAS_DOMAIN]
+    for n in old:
+        n.domain = QONNX_DOMAIN
+    if old:
+        keep = [imp for imp in model.opset_import if imp.domain != BREVITAS_DOMAIN]
+        if not any(imp.domain == QONNX_DOMAIN for imp in keep):
+            keep.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+        del model.opset_import[:]
+        model.opset_import.extend(keep)
+        warnings.append(f"{len(old)} node(s) in the older domain {BREVITAS_DOMAIN!r} are read in {QONNX_DOMAIN!r}")
+    imported = {imp.domain for imp in model.opset_import}
+    for dom in (QONNX_DOMAIN, FINN_DOMAIN):
+        users = sum(n.domain == dom for n in model.graph.node)
+        if users and dom not in imported:
+            model.opset_import.append(helper.make_opsetid(dom, 1))
+            warnings.append(f"domain {dom!r} is used by {users} node(s) but missing from opset_import "
+                            f"(as some QONNX exports write it); imported as version 1")
 
 
 def _normalize_domains(model: onnx.ModelProto) -> None:

@@ -29,6 +29,7 @@ from .. import arith
 from ..arith import qonnx_round
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Node
+from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
 from . import conv
 from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, node_error
 from .base import Pattern
@@ -36,7 +37,7 @@ from .types import IntType, Thresholds, accumulator_bounds, int_type_for
 
 __all__ = ["PATTERNS", "DOMAINS", "threshold_table"]
 
-DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general")
+DOMAINS = (QONNX_DOMAIN, FINN_DOMAIN)
 _NEAREST = ("ROUND", "HALF_EVEN", "HALF_UP")
 
 
