@@ -12,7 +12,7 @@ from ..golden import execute
 from ..ir.errors import ModelError
 from ..ir.graph import Graph
 
-__all__ = ["load_npz", "check_feeds", "collect_ranges", "METHODS", "PERCENTILE"]
+__all__ = ["load_npz", "check_feeds", "collect_ranges", "fixed_batch", "METHODS", "PERCENTILE"]
 
 METHODS = ("minmax", "percentile")
 #: percentile of |x| (or of x for non-negative tensors) used by ``method="percentile"``
@@ -88,6 +88,15 @@ def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "cali
     return out
 
 
+def fixed_batch(graph: Graph) -> int | None:
+    """The batch size the model's inputs fix (their first dim, when a number), else ``None``;
+    a model whose inputs fix different batch sizes is refused."""
+    sizes = {vi.shape[0] for vi in graph.inputs if vi.shape and isinstance(vi.shape[0], int) and vi.shape[0] > 0}
+    if len(sizes) > 1:
+        raise ModelError(f"the model's inputs fix different batch sizes {sorted(sizes)!r}")
+    return sizes.pop() if sizes else None
+
+
 def _fmt(shape) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
@@ -125,7 +134,8 @@ def collect_ranges(graph: Graph, feeds: Mapping[str, np.ndarray], tensors, metho
 
     ``minmax`` takes the observed extremes. ``percentile`` takes the :data:`PERCENTILE`-th
     percentile of ``x`` for tensors that never go negative, else of ``|x|`` (symmetric).
-    Runs :func:`onnx2hw.golden.execute` in chunks of :data:`CHUNK` samples.
+    Runs :func:`onnx2hw.golden.execute` in chunks of :data:`CHUNK` samples, or one batch at a
+    time for a model that fixes its batch size (see :func:`fixed_batch`).
 
     ``stats`` (optional) maps tensor names to ``"gram"`` (2-D tensors: ``X.T @ X / n``) or
     ``"mean"`` (mean over every axis but axis 1); the results replace the keys' values in place.
@@ -142,10 +152,18 @@ def collect_ranges(graph: Graph, feeds: Mapping[str, np.ndarray], tensors, metho
     bar = _Progress(n, progress)
     stats = {} if stats is None else stats
     acc = {t: [0.0, 0] for t in stats}
+    fixed = fixed_batch(graph)
+    step = fixed or CHUNK
     try:
-        for start in range(0, n, CHUNK):
-            chunk = {k: v[start:start + CHUNK] for k, v in feeds.items()}
+        for start in range(0, n, step):
+            chunk = {k: v[start:start + step] for k, v in feeds.items()}
+            real = next(iter(chunk.values())).shape[0]
+            if fixed and real < fixed:  # the last batch of a fixed-batch model: fill it, use only the real part
+                chunk = {k: np.concatenate([v, np.repeat(v[-1:], fixed - real, axis=0)]) for k, v in chunk.items()}
             env = execute(graph, chunk, keep_intermediates=True)
+            if fixed and real < fixed:
+                env = {k: (np.asarray(v)[:real] if np.ndim(v) and np.shape(v)[0] == fixed else v)
+                       for k, v in env.items()}
             for t in tensors:
                 v = np.asarray(env[t], dtype=np.float64)
                 if not np.all(np.isfinite(v)):
@@ -168,7 +186,7 @@ def collect_ranges(graph: Graph, feeds: Mapping[str, np.ndarray], tensors, metho
                     axes = tuple(i for i in range(v.ndim) if i != 1)
                     acc[t][0] = acc[t][0] + v.sum(axis=axes)
                     acc[t][1] += v.size // v.shape[1]
-            bar.update(min(start + CHUNK, n))
+            bar.update(min(start + step, n))
     finally:
         bar.close()
     for t in list(stats):
