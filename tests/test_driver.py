@@ -11,6 +11,7 @@ import pytest
 
 from _paths import EXAMPLES
 import _int_models as models
+from _link_helpers import golden as _golden, random_inputs as _inputs
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.driver import Accelerator, LinkError, read_build_info, write_build_info
@@ -35,15 +36,6 @@ def mlp():
     g = models.mlp(seed=1)
     p = compile_pipeline(g, budget=SMALL)
     return g, p, build_info(p, "ulx3s-85f", CLK, 3e6)
-
-
-def _golden(g, x):
-    return execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
-
-
-def _inputs(g, n, seed):
-    spec = g.input_specs[0]
-    return np.random.default_rng(seed).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
 
 
 class _Nth:

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import _int_models as models
+from _link_helpers import golden as _golden, random_inputs as _inputs
 from onnx2hw import protocol as P
 from onnx2hw.build_info import build_info
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.driver import Accelerator, LinkError
 from onnx2hw.driver.accelerator import new_session
-from onnx2hw.golden.integer import execute_integer
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 
@@ -30,15 +30,6 @@ def mlp():
     g = models.mlp(seed=3, sizes=(6, 5), w_type=models.IntType(2, True), act=None)
     p = compile_pipeline(g, budget=SMALL)
     return g, p, build_info(p, "ulx3s-85f", CLK, 3e6)
-
-
-def _golden(g, x):
-    return execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
-
-
-def _inputs(g, n, seed):
-    spec = g.input_specs[0]
-    return np.random.default_rng(seed).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
 
 
 class _Nth:
