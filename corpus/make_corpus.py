@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import importlib.metadata
 import io
 import json
@@ -238,6 +239,7 @@ def record(fname: str, family: str, kind: str, exporter: str, version: str, opti
         "data": data,
         "notes": notes,
         "bytes": path.stat().st_size,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
     })
     print(f"  {fname:42s} {path.stat().st_size:8d} B  {', '.join(ENTRIES[-1]['patterns'])}")
 
