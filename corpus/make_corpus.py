@@ -1,0 +1,694 @@
+"""Build the corpus of exporter-written ONNX models (issue #12) with the real exporters.
+
+Run in a separate virtual environment that has the exporters, never the project's .venv:
+
+    python3 -m venv /work/exporters-venv
+    /work/exporters-venv/bin/pip install torch==2.13.0
+    /work/exporters-venv/bin/pip install onnx onnxscript brevitas qonnx onnxoptimizer onnxruntime
+    /work/exporters-venv/bin/pip install tensorflow-cpu tf2onnx
+    /work/exporters-venv/bin/python corpus/make_corpus.py
+
+It rewrites every generated file in corpus/ (``*.onnx``, ``*.npz``), ``manifest.json`` and the
+table in ``README.md`` between the ``corpus-table`` markers. Seeds are fixed: a second run gives
+the same models. ``make test`` reads the committed files only; it never needs these exporters.
+Families whose exporter is not importable are skipped with the reason printed and recorded in
+the manifest's ``skipped`` list.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import importlib.metadata
+import io
+import json
+import logging
+import os
+import random
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = Path(__file__).resolve().parent
+SEED = 12
+ENTRIES: list[dict] = []
+SKIPPED: list[dict] = []
+QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas", "finn")
+
+
+def seed_all(seed: int = SEED) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    with contextlib.suppress(ImportError):
+        import torch
+        torch.manual_seed(seed)
+    with contextlib.suppress(ImportError):
+        if "tensorflow" in sys.modules:
+            sys.modules["tensorflow"].random.set_seed(seed)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Exporters print progress and warnings on every call: keep the script's own output readable."""
+    out, err = io.StringIO(), io.StringIO()
+    for name in ("torch", "torch.onnx", "tf2onnx", "absl", "tensorflow"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                yield
+            except BaseException:
+                sys.__stderr__.write(out.getvalue()[-3000:] + err.getvalue()[-3000:])
+                raise
+
+
+# --------------------------------------------------------------------------------------------
+# description of a written file: manifest entry and the patterns today's flow chokes on
+
+
+def _dims(vi) -> list:
+    dims = []
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dims
+
+
+def _io(model, which):
+    inits = {t.name for t in model.graph.initializer}
+    vis = model.graph.input if which == "input" else model.graph.output
+    return [{"name": v.name, "dtype": onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type).lower(),
+             "shape": _dims(v)} for v in vis if v.name not in inits]
+
+
+def _const_values(model) -> dict:
+    vals = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    vals[n.output[0]] = numpy_helper.to_array(a.t)
+    return vals
+
+
+def patterns(model) -> list[str]:
+    """What in this graph the flow of today (before #12) rejects or mishandles, found by rule."""
+    g = model.graph
+    ops = [n.op_type for n in g.node]
+    producers = {o: n for n in g.node for o in n.output}
+    consumers = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            consumers[i].append(n)
+    consts = _const_values(model)
+    found = []
+    ins, outs = _io(model, "input"), _io(model, "output")
+    # batch dimension
+    for vi in ins:
+        b = vi["shape"][0] if vi["shape"] else None
+        if b == 1:
+            found.append("fixed batch 1")
+        elif isinstance(b, int):
+            found.append(f"fixed batch {b}" + (" (odd)" if b % 2 else ""))
+    for vi in ins + outs:
+        if vi["dtype"] != "float":
+            found.append(f"{vi['dtype']} graph {'input' if vi in ins else 'output'}")
+        if not vi["name"].replace("_", "a").isalnum():
+            found.append(f"tensor name {vi['name']!r}")
+    ms = sorted({n.op_type for n in g.node if n.domain == "com.microsoft"})
+    if ms:
+        found.append("com.microsoft ops " + ", ".join(ms))
+    # tails
+    tail_ops = []
+    for vi in outs:
+        n = producers.get(vi["name"])
+        while n is not None and n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.input:
+            n = producers.get(n.input[0])
+        if n is not None:
+            tail_ops.append(n.op_type)
+    for op, what in (("Softmax", "trailing Softmax"), ("QLinearSoftmax", "trailing QLinearSoftmax"), ("LogSoftmax", "trailing LogSoftmax"),
+                     ("Sigmoid", "Sigmoid head"), ("LeakyRelu", "LeakyRelu head")):
+        if op in tail_ops:
+            found.append(what)
+    if ops.count("LeakyRelu") > tail_ops.count("LeakyRelu"):
+        found.append("LeakyRelu activations")
+    if "Transpose" in ops:
+        found.append(f"Transpose x{ops.count('Transpose')} (NHWC layout)" if any(
+            d == 3 and vi["shape"][-1] in (1, 3) for vi in ins for d in [len(vi["shape"]) - 1]) else
+            f"Transpose x{ops.count('Transpose')}")
+    for op in ("Squeeze", "Unsqueeze", "Flatten", "Shape", "Gather", "Concat", "Expand", "Identity",
+               "BatchNormalization", "MatMul", "Cast", "Div", "Pad"):
+        if op in ops:
+            found.append(op)
+    for n in g.node:
+        if n.op_type == "Reshape" and len(n.input) > 1 and n.input[1] in consts:
+            shape = consts[n.input[1]].tolist()
+            fixed = bool(shape) and shape[0] > 0 and len(shape) == 2
+            found.append(f"Reshape {shape}" + (" (flatten with a fixed batch)" if fixed else ""))
+        elif n.op_type == "Reshape":
+            found.append("Reshape to a computed shape")
+    # input preprocessing 2x-1: a Mul then Sub (or Add) right after the graph input
+    for vi in ins:
+        chain = [vi["name"]]
+        for c in consumers.get(vi["name"], []):
+            if c.op_type == "Reshape":
+                found.append("Reshape of the float input")
+                chain = list(c.output)
+        for c in consumers.get(chain[0], []):
+            if c.op_type == "Mul" and any(s.op_type in ("Sub", "Add") for s in consumers.get(c.output[0], [])):
+                found.append("input scaling 2x-1 (Mul, Sub)")
+    # TensorNorm tail: Sub, Div, Mul, Add (or folded Mul, Add) after the last MatMul/Gemm
+    if len(ops) >= 4 and ops[-4:] == ["Sub", "Div", "Mul", "Add"]:
+        found.append("TensorNorm tail (Sub, Div, Mul, Add)")
+    elif len(ops) >= 2 and ops[-2:] == ["Mul", "Add"] and any(o in ("Quant", "BipolarQuant") for o in ops):
+        found.append("affine tail (Mul, Add)")
+    # QONNX specifics
+    declared = {o.domain for o in model.opset_import}
+    used = {n.domain for n in g.node if n.domain}
+    for d in sorted(used - declared):
+        found.append(f"domain {d!r} missing from opset_import")
+    if "onnx.brevitas" in used:
+        found.append("onnx.brevitas domain")
+    if "BipolarQuant" in ops:
+        found.append("BipolarQuant (bipolar activations/weights)")
+    # the first quantizer reached from the graph input (through Reshape, Mul, Sub, ...)
+    frontier, seen_n = [vi["name"] for vi in ins], set()
+    while frontier:
+        v = frontier.pop(0)
+        for c in consumers.get(v, []):
+            if id(c) in seen_n:
+                continue
+            seen_n.add(id(c))
+            if c.op_type in ("Quant", "QuantizeLinear"):
+                attrs = {a.name: onnx.helper.get_attribute_value(a) for a in c.attribute}
+                if attrs.get("narrow") == 1:
+                    found.append("narrow-range input quantizer")
+            elif c.op_type == "BipolarQuant":
+                found.append("bipolar input quantizer")
+            elif c.op_type in ("Reshape", "Mul", "Sub", "Add", "Div", "Flatten", "Transpose"):
+                frontier.extend(c.output)
+    # a quantized graph whose output is float after the last weighted layer
+    q_ops = {"Quant", "BipolarQuant", "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
+             "QGemm", "MatMulInteger", "ConvInteger"}
+    if q_ops & set(ops):
+        for vi in outs:
+            n = producers.get(vi["name"])
+            seen = 0
+            while n is not None and seen < 12 and n.op_type not in q_ops | {"MatMul", "Gemm", "Conv"}:
+                n = producers.get(n.input[0]) if n.input else None
+                seen += 1
+            if n is not None and n.op_type in ("MatMul", "Gemm", "Conv"):
+                found.append("float last layer (output not quantized)")
+    out = []
+    for f in found:
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def record(fname: str, family: str, kind: str, exporter: str, version: str, options: str,
+           notes: str = "", data: str | None = None, check: bool = True) -> None:
+    path = HERE / fname
+    model = onnx.load(path)
+    if check:  # what the exporter wrote is well formed (the damaged-on-purpose files are not)
+        onnx.checker.check_model(model)
+    ops = collections.Counter((f"{n.domain}:" if n.domain and n.domain != "ai.onnx" else "") + n.op_type
+                              for n in model.graph.node)
+    ENTRIES.append({
+        "file": fname,
+        "family": family,
+        "kind": kind,
+        "exporter": exporter,
+        "exporter_version": version,
+        "options": options,
+        "opset_import": {o.domain or "ai.onnx": o.version for o in model.opset_import},
+        "inputs": _io(model, "input"),
+        "outputs": _io(model, "output"),
+        "ops": dict(sorted(ops.items())),
+        "patterns": patterns(model),
+        "data": data,
+        "notes": notes,
+        "bytes": path.stat().st_size,
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    })
+    print(f"  {fname:42s} {path.stat().st_size:8d} B  {', '.join(ENTRIES[-1]['patterns'])}")
+
+
+def save_npz(name: str, **arrays) -> str:
+    np.savez_compressed(HERE / name, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    return name
+
+
+def _strip_doc(model):
+    """Exporters put the Python source lines and stack traces in doc_string/metadata: drop them."""
+    model.graph.doc_string = ""
+    for n in model.graph.node:
+        n.doc_string = ""
+        for p in list(n.metadata_props):
+            if p.key.startswith("pkg.torch") or p.key in ("namespace", "stack_trace"):
+                n.metadata_props.remove(p)
+    return model
+
+
+def tidy(path: Path) -> None:
+    """Keep the exported graph as written, made repeatable: drop source text and stray external
+    data files, give tf2onnx's run-dependent initializer names (``const_fold_opt__N``,
+    ``scale__N``) a name from their consumer, sort the initializers by name, serialize deterministically."""
+    import re
+    model = _strip_doc(onnx.load(path))
+    g = model.graph
+    renames, inits = {}, {t.name for t in g.initializer}
+    for n in g.node:
+        for k, i in enumerate(n.input):
+            m = re.fullmatch(r"([A-Za-z_]+?)_*__\d+", i)
+            if m and i in inits and i not in renames:
+                renames[i] = f"{n.name}/{m.group(1)}{k}"
+    if renames:
+        for t in g.initializer:
+            t.name = renames.get(t.name, t.name)
+        for n in g.node:
+            for k, i in enumerate(n.input):
+                n.input[k] = renames.get(i, i)
+    inits = sorted(g.initializer, key=lambda t: t.name)
+    del g.initializer[:]
+    g.initializer.extend(inits)
+    path.write_bytes(model.SerializeToString(deterministic=True))
+    for extra in (path.with_suffix(".onnx.data"), Path(str(path) + ".data")):
+        if extra.exists():
+            extra.unlink()
+
+
+# --------------------------------------------------------------------------------------------
+# 1. PyTorch float models
+
+
+def torch_models():
+    import torch
+    from torch import nn
+
+    class MLPSoftmax(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(),
+                                     nn.Linear(32, 10), nn.Softmax(dim=1))
+
+        def forward(self, x):
+            return self.net(x)
+
+    class CNNSoftmax(nn.Module):
+        """Conv-BN-ReLU-MaxPool x2, Flatten, Linear, Softmax on 1x8x8."""
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+            self.head = nn.Sequential(nn.Flatten(), nn.Linear(64, 10), nn.Softmax(dim=1))
+
+        def forward(self, x):
+            return self.head(self.features(x))
+
+    class ViewSqueeze(nn.Module):
+        """Conv, x.view(x.size(0), -1), Linear, unsqueeze(1), Linear on 3-D (MatMul+Add), squeeze(1)."""
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(1, 4, 3, padding=1)
+            self.fc1 = nn.Linear(256, 16)
+            self.fc2 = nn.Linear(16, 10)
+
+        def forward(self, x):
+            h = torch.relu(self.conv(x))
+            h = h.view(h.size(0), -1)
+            h = torch.relu(self.fc1(h)).unsqueeze(1)
+            return self.fc2(h).squeeze(1)
+
+    class MLPSigmoid(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1), nn.Sigmoid())
+
+        def forward(self, x):
+            return self.net(x)
+
+    class CNNLeaky(nn.Module):
+        """3x16x16 CNN with LeakyReLU activations and a LeakyReLU head."""
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1), nn.LeakyReLU(0.1), nn.MaxPool2d(2),
+                nn.Conv2d(8, 16, 3, padding=1), nn.LeakyReLU(0.1), nn.MaxPool2d(2))
+            self.fc = nn.Linear(256, 10)
+            self.act = nn.LeakyReLU(0.1)
+
+        def forward(self, x):
+            return self.act(self.fc(torch.flatten(self.features(x), 1)))
+
+    def randomize_bn(model):
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
+        return model
+
+    return {
+        "mlp_softmax": (MLPSoftmax, (64,)),
+        "cnn_softmax": (CNNSoftmax, (1, 8, 8)),
+        "view_squeeze": (ViewSqueeze, (1, 8, 8)),
+        "mlp_sigmoid": (MLPSigmoid, (16,)),
+        "cnn3_leaky": (CNNLeaky, (3, 16, 16)),
+    }, randomize_bn
+
+
+def build_torch():
+    import torch
+    models, randomize_bn = torch_models()
+    ver = torch.__version__
+    print(f"PyTorch {ver}")
+    built = {}
+    plan = {"mlp_softmax": ("dynamic", 1, 3), "cnn_softmax": ("dynamic", 1, 3),
+            "view_squeeze": ("dynamic", 1, 3), "mlp_sigmoid": ("dynamic",), "cnn3_leaky": ("dynamic",)}
+    for name, (cls, shape) in models.items():
+        seed_all(SEED + len(built))
+        model = randomize_bn(cls()).eval()
+        x = torch.rand(32, *shape)
+        with torch.no_grad():
+            y = model(x)
+        data = save_npz(f"torch_{name}.npz", input=x.numpy(), output=y.numpy())
+        built[name] = data
+        for dynamo in (False, True):
+            for batch in plan[name]:
+                tag = "ts" if not dynamo else "dynamo"
+                btag = "dyn" if batch == "dynamic" else f"b{batch}"
+                fname = f"torch_{name}_{tag}_{btag}.onnx"
+                example = torch.rand(2 if batch == "dynamic" else batch, *shape)
+                kwargs = dict(input_names=["input"], output_names=["output"], dynamo=dynamo)
+                if dynamo:
+                    kwargs["external_data"] = False
+                    if batch == "dynamic":
+                        kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch")},)
+                elif batch == "dynamic":
+                    kwargs["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
+                with quiet():
+                    torch.onnx.export(model, (example,), str(HERE / fname), **kwargs)
+                tidy(HERE / fname)
+                opts = f"dynamo={dynamo}, " + ("batch dynamic" if batch == "dynamic" else f"batch fixed {batch}")
+                if not dynamo:
+                    opts += ", dynamic_axes" if batch == "dynamic" else ""
+                else:
+                    opts += ", dynamic_shapes Dim('batch')" if batch == "dynamic" else ""
+                record(fname, "pytorch", "float", "torch.onnx.export", ver, opts, data=data,
+                       notes=models[name][0].__doc__ or "")
+    return built
+
+
+# --------------------------------------------------------------------------------------------
+# 2. onnxruntime quantize_static (QDQ and QOperator) of two PyTorch float models
+
+
+def build_ort():
+    import onnxruntime as ort
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    print(f"onnxruntime {ort.__version__}")
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, x):
+            self.it = iter([{"input": x[i:i + 1]} for i in range(len(x))])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    jobs = [("mlp_softmax", QuantFormat.QDQ, False), ("mlp_softmax", QuantFormat.QOperator, False),
+            ("cnn_softmax", QuantFormat.QDQ, False), ("cnn_softmax", QuantFormat.QOperator, False),
+            ("cnn_softmax", QuantFormat.QDQ, True)]
+    for name, fmt, per_channel in jobs:
+        src = HERE / f"torch_{name}_ts_dyn.onnx"
+        calib = np.load(HERE / f"torch_{name}.npz")["input"]
+        ftag = "qdq" if fmt == QuantFormat.QDQ else "qop"
+        fname = f"ort_{name}_{ftag}{'_perchannel' if per_channel else ''}.onnx"
+        with tempfile.TemporaryDirectory() as tmp, quiet():
+            pre = Path(tmp) / "pre.onnx"
+            quant_pre_process(str(src), str(pre))
+            quantize_static(str(pre), str(HERE / fname), Reader(calib), quant_format=fmt,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            per_channel=per_channel)
+        tidy(HERE / fname)
+        opts = (f"quantize_static(quant_format={'QDQ' if fmt == QuantFormat.QDQ else 'QOperator'}, "
+                f"activation QUInt8, weight QInt8, per_channel={per_channel}, MinMax, "
+                f"32 random samples) after quant_pre_process, from torch_{name}_ts_dyn.onnx")
+        record(fname, "onnxruntime", "quantized", "onnxruntime.quantization", ort.__version__, opts,
+               data=f"torch_{name}.npz")
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Brevitas 0.13 QONNX: FINN's TFC and a small CNV
+
+
+def build_brevitas():
+    import torch
+    import brevitas
+    from brevitas.export import export_qonnx
+    from brevitas_examples.bnn_pynq.models import CNV as cnv_mod
+    from brevitas_examples.bnn_pynq.models.FC import FC
+    from qonnx.util.cleanup import cleanup
+    ver = brevitas.__version__
+    qver = importlib.metadata.version("qonnx")
+    print(f"Brevitas {ver}, qonnx {qver}")
+
+    # FINN's CNV topology at corpus size: conv 16,16(pool),32,32(pool) on 3x16x16, FC 64, 64, 10
+    cnv_mod.CNV_OUT_CH_POOL = [(16, False), (16, True), (32, False), (32, True)]
+    cnv_mod.INTERMEDIATE_FC_FEATURES = [(32, 64), (64, 64)]
+    cnv_mod.LAST_FC_IN_FEATURES = 64
+
+    def randomize(model):
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.data.uniform_(0.5, 1.5)
+                m.bias.data.uniform_(-0.2, 0.2)
+            if type(m).__name__ == "TensorNorm":
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+        return model.eval()
+
+    widths = [(1, 1), (1, 2), (2, 2), (4, 4)]
+    for topo in ("tfc", "cnv"):
+        for wb, ab in widths:
+            seed_all(SEED + 100 + wb * 10 + ab + (0 if topo == "tfc" else 50))
+            if topo == "tfc":
+                # FINN's TFC: in 1x8x8 (MNIST-sized down), 64-64-64-10, IN_BIT_WIDTH as in tfc_*.ini
+                model = FC(num_classes=10, weight_bit_width=wb, act_bit_width=ab, in_bit_width=1 if ab == 1 else ab,
+                           in_channels=1, out_features=[64, 64, 64], in_features=(8, 8))
+                shape = (1, 1, 8, 8)
+            else:
+                model = cnv_mod.CNV(num_classes=10, weight_bit_width=wb, act_bit_width=ab, in_bit_width=8, in_ch=3)
+                shape = (1, 3, 16, 16)
+            randomize(model)
+            x = torch.rand(16, *shape[1:])
+            with torch.no_grad():
+                y = model(x)
+            data = save_npz(f"brevitas_{topo}_w{wb}a{ab}.npz", input=x.numpy(), output=y.numpy())
+            raw = f"brevitas_{topo}_w{wb}a{ab}_raw.onnx"
+            with quiet():
+                export_qonnx(model, torch.rand(*shape), export_path=str(HERE / raw))
+            tidy(HERE / raw)
+            record(raw, "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
+                   "export_qonnx default (dynamo exporter under torch 2.13), batch fixed 1", data=data,
+                   notes=f"brevitas_examples.bnn_pynq {'FC (TFC)' if topo == 'tfc' else 'CNV (shrunk)'}")
+            clean = f"brevitas_{topo}_w{wb}a{ab}_clean.onnx"
+            with quiet():
+                cleanup(str(HERE / raw), out_file=str(HERE / clean))
+            tidy(HERE / clean)
+            record(clean, "brevitas", "quantized", "brevitas export_qonnx + qonnx.util.cleanup",
+                   f"brevitas {ver}, qonnx {qver}", f"qonnx cleanup of {raw}", data=data)
+            if topo == "tfc" and (wb, ab) == (2, 2):
+                ts = f"brevitas_{topo}_w{wb}a{ab}_ts.onnx"
+                with quiet():
+                    export_qonnx(model, torch.rand(*shape), export_path=str(HERE / ts), dynamo=False)
+                tidy(HERE / ts)
+                record(ts, "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
+                       "export_qonnx(dynamo=False): TorchScript exporter, batch fixed 1", data=data)
+
+    # older exports: domain onnx.brevitas, and the custom domain missing from opset_import
+    m = onnx.load(HERE / "brevitas_tfc_w1a1_raw.onnx")
+    for n in m.graph.node:
+        if n.domain in QONNX_DOMAINS:
+            n.domain = "onnx.brevitas"
+    for o in m.opset_import:
+        if o.domain in QONNX_DOMAINS:
+            o.domain = "onnx.brevitas"
+    onnx.save(m, HERE / "brevitas_tfc_w1a1_onnxbrevitas.onnx")
+    tidy(HERE / "brevitas_tfc_w1a1_onnxbrevitas.onnx")
+    record("brevitas_tfc_w1a1_onnxbrevitas.onnx", "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
+           "brevitas_tfc_w1a1_raw.onnx with the custom domain renamed onnx.brevitas (as Brevitas < 0.8 wrote)",
+           data="brevitas_tfc_w1a1.npz")
+    for src, dst in (("brevitas_tfc_w2a2_clean.onnx", "brevitas_tfc_w2a2_noopset.onnx"),
+                     ("brevitas_cnv_w1a1_clean.onnx", "brevitas_cnv_w1a1_noopset.onnx")):
+        m = onnx.load(HERE / src)
+        keep = [o for o in m.opset_import if o.domain not in QONNX_DOMAINS]
+        del m.opset_import[:]
+        m.opset_import.extend(keep)
+        onnx.save(m, HERE / dst)
+        tidy(HERE / dst)
+        record(dst, "brevitas", "quantized", "brevitas export_qonnx + qonnx.util.cleanup", f"brevitas {ver}",
+               f"{src} with the QONNX domain removed from opset_import (as older exports have)",
+               data=src.replace("_clean.onnx", ".npz"), check=False)
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Keras / TFLite through tf2onnx
+
+
+def build_keras():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+    import tf2onnx
+    import keras
+    tf.keras.utils.set_random_seed(SEED)
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, tf2onnx {tf2onnx.__version__}")
+    tv = f"tf2onnx {tf2onnx.__version__} (TensorFlow {tf.__version__}, Keras {keras.__version__})"
+
+    def cnn():
+        return keras.Sequential([
+            keras.Input((16, 16, 3), name="input"),
+            keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10, activation="softmax"),
+        ])
+
+    def mlp():
+        return keras.Sequential([
+            keras.Input((64,), name="input"),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
+        ])
+
+    rng = np.random.default_rng(SEED)
+    for name, build, shape in (("cnn_softmax", cnn, (16, 16, 3)), ("mlp_softmax", mlp, (64,))):
+        tf.keras.utils.set_random_seed(SEED)
+        model = build()
+        x = rng.random((32, *shape), dtype=np.float32)
+        # a brief fit on random labels so the weights are not the initializer's
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        model.fit(x, rng.integers(0, 10, 32), epochs=2, verbose=0)
+        y = model.predict(x, verbose=0)
+        data = save_npz(f"keras_{name}.npz", input=x, output=y)
+        spec = (tf.TensorSpec((None, *shape), tf.float32, name="input"),)
+
+        # Keras -> tf2onnx: Keras 3 models go through tf.function (from_keras needs tf_keras)
+        fname = f"keras_{name}_tf2onnx.onnx"
+
+        @tf.function(input_signature=spec)
+        def fn(inp):
+            return {"output": model(inp)}
+        with quiet():
+            tf2onnx.convert.from_function(fn, input_signature=spec, opset=13, output_path=str(HERE / fname))
+        tidy(HERE / fname)
+        record(fname, "keras", "float", "tf2onnx.convert.from_function", tv,
+               "Keras 3 model called in a tf.function, opset=13, batch dynamic", data=data)
+
+        # Keras -> TFLite float -> tf2onnx --tflite
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        with quiet():
+            tfl = conv.convert()
+        fname = f"tflite_{name}_float.onnx"
+        with tempfile.TemporaryDirectory() as tmp, quiet():
+            p = Path(tmp) / "m.tflite"
+            p.write_bytes(tfl)
+            tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
+        tidy(HERE / fname)
+        record(fname, "tflite", "float", "tf2onnx.convert.from_tflite", tv,
+               "TFLiteConverter.from_keras_model (float), opset=13", data=data)
+
+        # Keras -> TFLite full-integer int8 -> tf2onnx (QDQ around float ops by default)
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: ([x[i:i + 1]] for i in range(len(x)))
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = tf.int8
+        conv.inference_output_type = tf.int8
+        with quiet():
+            tfl = conv.convert()
+        fname = f"tflite_{name}_int8.onnx"
+        with tempfile.TemporaryDirectory() as tmp, quiet():
+            p = Path(tmp) / "m.tflite"
+            p.write_bytes(tfl)
+            tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
+        tidy(HERE / fname)
+        record(fname, "tflite", "quantized", "tf2onnx.convert.from_tflite", tv,
+               "TFLiteConverter int8 (Optimize.DEFAULT, representative_dataset of 32 random samples, "
+               "TFLITE_BUILTINS_INT8, int8 input and output), opset=13", data=data)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+TABLE_BEGIN = "<!-- corpus-table:begin (written by make_corpus.py) -->"
+TABLE_END = "<!-- corpus-table:end -->"
+
+
+def write_readme():
+    lines = [TABLE_BEGIN, "", "| file | family | kind | exporter, version, options | input → output | what today's flow chokes on |",
+             "|---|---|---|---|---|---|"]
+    for e in ENTRIES:
+        io_ = "; ".join(f"`{i['name']}` {i['shape']}" for i in e["inputs"]) + " → " + \
+            "; ".join(f"`{o['name']}` {o['shape']}" for o in e["outputs"])
+        lines.append(f"| `{e['file']}` | {e['family']} | {e['kind']} | {e['exporter']} {e['exporter_version']}: "
+                     f"{e['options']} | {io_} | {'; '.join(e['patterns']) or '–'} |")
+    if SKIPPED:
+        lines += ["", "Skipped families:", ""] + [f"- {s['family']}: {s['reason']}" for s in SKIPPED]
+    lines += ["", TABLE_END]
+    readme = HERE / "README.md"
+    text = readme.read_text() if readme.exists() else f"# Corpus\n\n{TABLE_BEGIN}\n{TABLE_END}\n"
+    a, b = text.index(TABLE_BEGIN), text.index(TABLE_END) + len(TABLE_END)
+    readme.write_text(text[:a] + "\n".join(lines) + text[b:])
+
+
+def main():
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # tf2onnx names constant-folded tensors in set order: fix hashing so the names repeat
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    only = sys.argv[1:]  # a family name or several: a trial run that writes no manifest
+    if not only:
+        for p in list(HERE.glob("*.onnx")) + list(HERE.glob("*.npz")) + list(HERE.glob("*.data")):
+            p.unlink()
+    families = [("pytorch", build_torch), ("onnxruntime", build_ort), ("brevitas", build_brevitas),
+                ("keras/tflite", build_keras)]
+    for family, fn in families:
+        if only and family not in only:
+            continue
+        try:
+            fn()
+        except ImportError as exc:
+            SKIPPED.append({"family": family, "reason": f"exporter not importable: {exc}"})
+            print(f"skipped {family}: {exc}")
+    for p in HERE.glob("*.data"):
+        p.unlink()
+    if only:
+        return
+    manifest = {"generator": "corpus/make_corpus.py", "seed": SEED, "files": ENTRIES, "skipped": SKIPPED}
+    (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_readme()
+    total = sum(e["bytes"] for e in ENTRIES) + sum(p.stat().st_size for p in HERE.glob("*.npz"))
+    print(f"{len(ENTRIES)} models, {total / 1e6:.2f} MB with data")
+
+
+if __name__ == "__main__":
+    main()
