@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild, corpus; default all)
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ BENCHES = {
     "dataflow": ("bench.dataflow", "bench_dataflow"),
     "boards": ("bench.boards", "bench_boards"),
     "simbuild": ("bench.simbuild", "bench_simbuild"),
+    "corpus": ("bench.corpus", "bench_corpus"),
 }
 
 
