@@ -55,6 +55,7 @@ import hashlib
 import json
 import os
 import re
+import time
 import shutil
 import subprocess
 import tempfile
@@ -317,6 +318,7 @@ def _load_runtime(folder: Path) -> dict | None:
     pch = [folder / f"vlpch.{k}{e}" for k in ("fast", "slow") for e in ("", ".gch")]
     if not objects or not all(f.is_file() for f in objects + pch):
         return None
+    _touch(folder / ".used")
     return {"objects": objects, "pch": folder / "vlpch"}
 
 
@@ -442,6 +444,72 @@ def _build(bdir: Path, text: str, simulator: str, flags: _Flags | None, waves: b
                                f"{_tail(log)}") from None
 
 
+#: a design build or shared runtime not used for this many days is removed (each use renews it)
+STALE_DAYS = 14
+#: failed runs (kept for their waveforms) beyond the newest this many, and over an hour old, are removed
+KEEP_FAILED_RUNS = 10
+_PRUNED: set = set()
+
+
+def _touch(path: Path) -> None:
+    """Record a use (the mark the pruning reads)."""
+    with contextlib.suppress(OSError):
+        path.touch()
+
+
+def _remove_unlocked(entry: Path, lock: Path) -> bool:
+    """Remove ``entry`` unless another process holds ``lock`` (then it is in use: keep it)."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    try:
+        shutil.rmtree(entry, ignore_errors=True)
+        return True
+    finally:
+        os.close(fd)
+
+
+def prune_cache(root: Path | None = None, *, now: float | None = None) -> list[Path]:
+    """Remove what the simulator cache no longer needs; returns what was removed.
+
+    Design builds and shared runtimes not used for :data:`STALE_DAYS` days (the newer of their
+    completion mark and ``.used``, touched at each reuse: builds of removed environments, of old
+    versions of a design), each under its lock and only when no process
+    holds it; failed-run folders beyond the newest :data:`KEEP_FAILED_RUNS` once an hour old.
+    Runs once per process, before its first build."""
+    root = cache_root() if root is None else Path(root)
+    now = time.time() if now is None else now
+    removed = []
+    if not root.is_dir():
+        return removed
+    stale = now - STALE_DAYS * 86400
+    candidates = [(d / ".built", d, root / f"{d.name}.lock") for d in root.iterdir()
+                  if d.is_dir() and re.fullmatch(r"[0-9a-f]{20}", d.name)]
+    runtime = root / "_runtime"
+    if runtime.is_dir():
+        candidates += [(d / "runtime.json", d, runtime / f"{d.name}.lock") for d in runtime.iterdir()
+                       if d.is_dir() and re.fullmatch(r"[0-9a-f]{20}", d.name)]
+    for stamp, entry, lock in candidates:
+        marks = [p.stat().st_mtime for p in (stamp, entry / ".used") if p.exists()]
+        used = max(marks) if marks else entry.stat().st_mtime   # never completed: as old as the folder
+        if used < stale and _remove_unlocked(entry, lock):
+            removed.append(entry)
+    runs = root / "runs"
+    if runs.is_dir():
+        old = sorted((d for d in runs.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
+        for d in old[KEEP_FAILED_RUNS:]:
+            if d.stat().st_mtime < now - 3600:
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+    return removed
+
+
 def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
     """Build (or reuse) the simulator binary for ``text``; returns the build directory."""
     stripped = _SRC_ATTR.sub("", text)
@@ -449,10 +517,14 @@ def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
     key = _build_key(stripped, simulator, "top", waves, flags)
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
+    if root not in _PRUNED:
+        _PRUNED.add(root)
+        prune_cache(root)
     bdir = root / key
     with open(root / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (bdir / ".built").is_file():
+            _touch(bdir / ".used")
             return bdir
         rt = _ensure_runtime(flags, waves) if flags is not None else None
         try:

@@ -1,4 +1,5 @@
 """The stream harnesses themselves: correct blocks pass, each kind of broken block is caught."""
+import fcntl
 import os
 import time
 
@@ -275,3 +276,29 @@ def test_build_key_names_the_cocotb_install(monkeypatch):
     key = cocotb_run._build_key("module top; endmodule", "verilator", "top", False, None)
     monkeypatch.setattr(cocotb_run.cocotb_config, "libs_dir", "/elsewhere/cocotb/libs")
     assert cocotb_run._build_key("module top; endmodule", "verilator", "top", False, None) != key
+
+
+def test_cache_prune_removes_only_stale_and_unlocked_entries(tmp_path):
+    """Builds and runtimes unused for STALE_DAYS days go (unless in use); recent ones and the
+    newest failed runs stay."""
+    now = time.time()
+    old = now - (cocotb_run.STALE_DAYS + 1) * 86400
+
+    def entry(folder, stamp, when):
+        folder.mkdir(parents=True)
+        (folder / stamp).write_text("x")
+        os.utime(folder / stamp, (when, when))
+        os.utime(folder, (when, when))
+        return folder
+
+    stale = entry(tmp_path / ("a" * 20), ".built", old)
+    fresh = entry(tmp_path / ("b" * 20), ".built", now)
+    busy = entry(tmp_path / ("c" * 20), ".built", old)
+    runtime = entry(tmp_path / "_runtime" / ("d" * 20), "runtime.json", old)
+    other = entry(tmp_path / "not-a-build", "x", old)
+    runs = [entry(tmp_path / "runs" / f"Top-{i:02d}", "sim.log", old + i) for i in range(cocotb_run.KEEP_FAILED_RUNS + 3)]
+    with open(tmp_path / f"{busy.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        removed = set(cocotb_run.prune_cache(tmp_path, now=now))
+    assert removed == {stale, runtime, *runs[:3]}
+    assert fresh.exists() and busy.exists() and other.exists() and all(r.exists() for r in runs[3:])
