@@ -31,6 +31,7 @@ import numpy as np
 from .files import fsync_dir, sha256_file, write_json, write_text
 from .flow import link_format_of
 from .ir.errors import ModelError
+from .layers import PRE_OPS
 from .protocol import link_format
 
 __all__ = ["FILENAME", "INCOMPLETE", "build_info", "write_build_info", "read_build_info", "begin_build",
@@ -62,7 +63,9 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None) -> di
             "input": {"name": q.name, "tensor": spec.name, "scale": float(q.scale),
                       "zero_point": int(q.zero_point), "bits": spec.dtype.bits,
                       "signed": bool(spec.dtype.signed), "bipolar": bool(spec.dtype.bipolar),
-                      "nchw_to_nhwc": bool(q.nchw_to_nhwc), "shape": list(spec.shape)},
+                      "nchw_to_nhwc": bool(q.nchw_to_nhwc), "shape": list(spec.shape),
+                      "pre": [[op, c] for op, c in q.pre],
+                      "model_shape": None if q.model_shape is None else list(q.model_shape)},
             "output": {"name": d.name, "tensor": ospec.name, "scale": _list(d.scale),
                        "zero_point": _list(d.zero_point), "nhwc_to_nchw": bool(d.nhwc_to_nchw),
                        "onnx_dtype": int(d.onnx_dtype), "integer_output": bool(d.integer_output),
@@ -190,6 +193,10 @@ def _check_quant(quant) -> None:
             raise ValueError(f"{side} zero point {q['zero_point']!r} is not an integer")
     if not (isinstance(qi["bits"], int) and 1 <= qi["bits"] <= 16):
         raise ValueError(f"input bits {qi['bits']!r} is not 1..16")
+    for step in qi.get("pre", []):
+        if not (isinstance(step, list) and len(step) == 2 and step[0] in PRE_OPS
+                and isinstance(step[1], (int, float)) and np.isfinite(step[1]) and (step[0] != "div" or step[1])):
+            raise ValueError(f"input scaling step {step!r} is not [op, finite number]")
     shape = qi.get("shape")
     if not (isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 1 for d in shape)):
         raise ValueError(f"input shape {shape!r} is not a list of positive integers")

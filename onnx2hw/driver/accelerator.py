@@ -14,6 +14,7 @@ from ..design import Design
 from ..dataflow import compile_pipeline
 from ..flow import integer_graph_of, link_format_of, load_graph
 from ..ir.errors import ModelError
+from ..layers import apply_pre
 from ..rtl.accelerator import AcceleratorCore
 from ..rtl.board_top import BoardTop
 from .serial_transport import SerialTransport
@@ -181,6 +182,8 @@ class Accelerator:
     @property
     def model_input_shape(self) -> tuple:
         """The ONNX model's input shape of one inference (NCHW when the model's input is an image)."""
+        if self._qin.get("model_shape"):
+            return tuple(self._qin["model_shape"])
         s = self.input_shape
         return (s[2], s[0], s[1]) if self._qin["nchw_to_nhwc"] else s
 
@@ -202,7 +205,7 @@ class Accelerator:
             raise ValueError(f"inputs have shape {x.shape!r}; the model takes (N, {', '.join(map(str, want))})")
         if not np.all(np.isfinite(x)):
             raise ValueError("inputs contain NaN or infinite values")
-        x = x.astype(np.float32)
+        x = apply_pre(x, [tuple(step) for step in q.get("pre", [])])
         if q["nchw_to_nhwc"]:
             if x.ndim < 3:
                 raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")

@@ -24,14 +24,14 @@ from .avg_pool import AvgPool
 from .base import FLAVOURS, LayerKind, Lowered, Pattern
 from .conv import Conv
 from .dense import Dense
-from .graph import InputQuant, IntegerGraph, OutputDequant, dequantize_outputs, quantize_inputs
+from .graph import PRE_OPS, InputQuant, IntegerGraph, OutputDequant, apply_pre, dequantize_outputs, quantize_inputs
 from .max_pool import MaxPool
 from .types import (Act, IntType, Requant, TensorSpec, Thresholds, accumulator_bounds, apply_act,
                     elem_shape, int_type_for)
 
 __all__ = ["KINDS", "PATTERNS", "handlers", "support", "ptq_ops", "support_table",
            "LayerKind", "Lowered", "Pattern", "Dense", "Conv", "MaxPool", "AvgPool", "Add",
-           "IntegerGraph", "InputQuant", "OutputDequant", "quantize_inputs", "dequantize_outputs",
+           "IntegerGraph", "InputQuant", "OutputDequant", "quantize_inputs", "dequantize_outputs", "apply_pre", "PRE_OPS",
            "IntType", "TensorSpec", "Requant", "Thresholds", "Act", "apply_act", "accumulator_bounds",
            "int_type_for", "elem_shape"]
 

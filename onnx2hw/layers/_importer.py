@@ -34,7 +34,8 @@ from ._layout import nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
 
 __all__ = ["QT", "QConst", "Const", "Acc", "FloatIn", "Target", "Builder", "qtype_of", "node_error",
-           "opt", "need", "real_view", "qconst", "zp_type", "scalar", "zp_input", "int_view", "pads_of"]
+           "opt", "need", "real_view", "qconst", "zp_type", "scalar", "zp_input", "int_view", "pads_of",
+           "scale_input"]
 
 _ELEM_TYPES = {
     TensorProto.INT4: it.IntType(4, True), TensorProto.UINT4: it.IntType(4, False),
@@ -94,6 +95,7 @@ class Const:
 class FloatIn:
     name: str
     onnx_shape: tuple[int, ...]
+    pre: tuple[tuple[str, float], ...] = ()   # float scaling steps applied on the host before quantizing
 
 
 @dataclass(frozen=True)
@@ -149,6 +151,9 @@ class Builder:
         self.layers: list = []
         self.specs: dict[str, it.TensorSpec] = {}
         self.inputs: dict[str, tuple[ig.InputQuant, it.TensorSpec]] = {}
+        #: the batch size the model fixes (its first input's first dim, when a number), else None
+        first = graph.inputs[0].shape if graph.inputs else None
+        self.batch = first[0] if first and isinstance(first[0], int) and first[0] > 0 else None
         for vi in graph.inputs:
             shape = vi.shape
             if vi.kind != "tensor" or shape is None or len(shape) < 1 or \
@@ -201,12 +206,14 @@ class Builder:
                              UnsupportedError)
         if fin.name in self.inputs:
             q, spec = self.inputs[fin.name]
-            if (q.scale, q.zero_point, q.dtype) != (float(scale), int(zp), dtype):
+            if (q.scale, q.zero_point, q.dtype, q.pre) != (float(scale), int(zp), dtype, fin.pre):
                 raise node_error(node, f"model input {fin.name!r} is quantized twice with different parameters",
                                  UnsupportedError)
         else:
             spec = self.new_tensor(fin.name, nhwc(shape), dtype)
-            q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw)
+            model = next(tuple(vi.shape[1:]) for vi in self.graph.inputs if vi.name == fin.name)
+            q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw, fin.pre,
+                              model if model != tuple(shape) else None)
             self.inputs[fin.name] = (q, spec)
         return QT(spec.name, float(scale), int(zp), dtype, False, shape)
 
@@ -477,3 +484,22 @@ def quantize_output(b: Builder, node: Node, acc, i_s: int, i_zp: int, x: QT) -> 
     when the zero point is omitted)."""
     zp, t = zp_type(b, node, i_zp, default=x.dtype)
     b.set(node, b.quantize(node, acc, scalar(b, node, i_s, "output scale"), zp, t))
+
+
+def scale_input(b: Builder, node: Node, op: str) -> bool:
+    """Fold ``node`` -- ``op`` (mul, add, sub, div) of a model input and a scalar constant, such as
+    the ``2x - 1`` Brevitas puts in front -- into that input's host-side scaling steps. Returns
+    ``False`` when the node is not of that form."""
+    a, c = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
+    if isinstance(a, FloatIn) and isinstance(c, (Const, QConst)):
+        fin, const, step = a, c, op
+    elif isinstance(c, FloatIn) and isinstance(a, (Const, QConst)) and op in ("mul", "add", "sub"):
+        fin, const, step = c, a, "rsub" if op == "sub" else op
+    else:
+        return False
+    v = np.asarray(const.value if isinstance(const, Const) else const.real(), np.float64)
+    if v.size != 1 or not np.all(np.isfinite(v)) or (step == "div" and float(v.reshape(-1)[0]) == 0):
+        raise node_error(node, f"scaling of model input {fin.name!r} by {v.reshape(-1)[:4].tolist()!r}: only a "
+                         f"finite scalar (non-zero for Div) is supported", UnsupportedError)
+    b.set(node, replace(fin, pre=fin.pre + ((step, float(v.reshape(-1)[0])),)))
+    return True

@@ -1,5 +1,7 @@
 """Ops folded into the layer before them: Relu and Clip narrow its output clamp, a constant
-positive Mul and a BatchNormalization (QONNX) rescale its accumulator's real value.
+positive Mul and a BatchNormalization (QONNX) rescale its accumulator's real value. A constant
+Mul, Add, Sub or Div applied to a model input (Brevitas' ``2x - 1``) is folded into the host-side
+input quantizer instead (:attr:`onnx2hw.layers.InputQuant.pre`, computed in float32 as the model does).
 """
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import Acc, Builder, Const, node_error
+from ._importer import Acc, Builder, Const, node_error, scale_input
 from .base import Pattern
 
 __all__ = ["PATTERNS"]
@@ -37,6 +39,8 @@ def _clip(b: Builder, node: Node):
 
 
 def _mul(b: Builder, node: Node):
+    if scale_input(b, node, "mul"):
+        return
     x, y = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
     if isinstance(y, Acc):
         x, y = y, x
@@ -65,10 +69,23 @@ def _batchnorm(b: Builder, node: Node):
     b.set(node, replace(x, scale=x.scale * k, bias_real=x.bias_real * k + beta - mean * k))
 
 
+def _input_only(op: str):
+    """Sub / Div: only as scaling of a model input (folded into its host-side quantizer)."""
+    def handler(b: Builder, node: Node):
+        if not scale_input(b, node, op):
+            raise node_error(node, f"{node.op_type} is only supported as scaling of a model input by a constant "
+                             f"(folded into the host-side input quantizer)", UnsupportedError)
+    return handler
+
+
 _CLAMP = "folded into the output clamp"
+_INPUT = "folded into the host input quantizer (scaling of the model input)"
 PATTERNS = (
     Pattern("", "Relu", _CLAMP, _relu, ptq="layer"),
     Pattern("", "Clip", _CLAMP, _clip, ptq="layer"),
-    Pattern("", "Mul", "folded into the requantizer (positive rescale of a layer)", _mul),
+    Pattern("", "Mul", "folded into the requantizer (positive rescale of a layer) or the host input quantizer",
+            _mul),
+    Pattern("", "Sub", _INPUT, _input_only("sub")),
+    Pattern("", "Div", _INPUT, _input_only("div")),
     Pattern("", "BatchNormalization", "folded into the preceding layer", _batchnorm, {"qonnx"}, ptq="fold"),
 )

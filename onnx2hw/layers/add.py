@@ -20,8 +20,8 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.add import AddUnit
 from ..rtl.stage import Block
-from ._importer import (Acc, Builder, Const, QConst, QT, Target, need, node_error, quantize_output,
-                        real_view)
+from ._importer import (Acc, Builder, Const, QConst, QT, Target, need, node_error, quantize_output, real_view,
+                        scale_input)
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern
@@ -109,6 +109,8 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
 
 
 def _add(b: Builder, node: Node):
+    if scale_input(b, node, "add"):
+        return
     x, y = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
     if isinstance(x, QT) and isinstance(y, QT):
         need(node, x, QT, "input A"), need(node, y, QT, "input B")
@@ -141,7 +143,8 @@ def _qlinear_add(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "Add", "Fork + FIFO + AddUnit (residual), or a constant bias folded into its layer", _add, ptq="layer"),
+    Pattern("", "Add", "Fork + FIFO + AddUnit (residual), or a constant bias folded into its layer (or into the host "
+            "input quantizer)", _add, ptq="layer"),
     Pattern(MS, "QLinearAdd", "Fork + FIFO + AddUnit (residual)", _qlinear_add, {"qoperator"}),
 )
 

@@ -49,18 +49,45 @@ from ..ir.errors import ModelError
 from .base import LayerKind
 from .types import IntType, TensorSpec
 
-__all__ = ["InputQuant", "OutputDequant", "IntegerGraph", "quantize_inputs", "dequantize_outputs"]
+__all__ = ["InputQuant", "OutputDequant", "IntegerGraph", "quantize_inputs", "dequantize_outputs", "apply_pre",
+           "PRE_OPS"]
+
+
+#: elementwise float32 steps a model may apply to an input before quantizing it (``pre``)
+PRE_OPS = {"mul": np.multiply, "add": np.add, "sub": np.subtract, "div": np.divide,
+           "rsub": lambda x, c: np.subtract(c, x)}
+
+
+def apply_pre(x, pre) -> np.ndarray:
+    """``x`` in float32 through an input's scaling steps ``(op, constant)``, each computed in
+    float32 in the model's order (so the result is the model's own, bit for bit)."""
+    x = np.asarray(x, dtype=np.float32)
+    for op, c in pre:
+        x = PRE_OPS[op](x, np.float32(c)).astype(np.float32, copy=False)
+    return x
 
 
 @dataclass(frozen=True)
 class InputQuant:
-    """Host-side float -> int for one model input (``name`` is the ONNX input name)."""
+    """Host-side float -> int for one model input (``name`` is the ONNX input name): the model's
+    scaling steps ``pre`` (e.g. ``2x - 1``: ``(("mul", 2.0), ("sub", 1.0))``), then
+    ``clamp(round_half_to_even(x / scale) + zero_point)``."""
 
     name: str
     scale: float
     zero_point: int
     dtype: IntType
     nchw_to_nhwc: bool
+    pre: tuple[tuple[str, float], ...] = ()
+    #: the model input's shape (without batch) when the model flattens it before quantizing
+    model_shape: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        pre = tuple((str(op), float(c)) for op, c in self.pre)
+        for op, c in pre:
+            if op not in PRE_OPS or not np.isfinite(c) or (op == "div" and c == 0):
+                raise ValueError(f"input {self.name!r}: bad scaling step {op!r} {c!r}")
+        object.__setattr__(self, "pre", pre)
 
 
 @dataclass(frozen=True)
@@ -154,7 +181,7 @@ def quantize_inputs(graph: IntegerGraph, feeds: Mapping[str, np.ndarray]) -> dic
     for q, spec in zip(graph.inputs, graph.input_specs):
         if q.name not in feeds:
             raise ModelError(f"no value fed for model input {q.name!r}")
-        x = np.asarray(feeds[q.name], dtype=np.float32)
+        x = apply_pre(feeds[q.name], q.pre)
         if q.nchw_to_nhwc:
             x = np.moveaxis(x, 1, -1)
         v = np.rint(x / np.float32(q.scale)).astype(np.int64) + q.zero_point

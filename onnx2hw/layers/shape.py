@@ -1,4 +1,5 @@
-"""Ops that only change how a quantized tensor is viewed: folded at import, no hardware.
+"""Ops that only change how a quantized tensor is viewed: folded at import, no hardware. A model
+input flattened before its quantizer is quantized on the host as the flat vector.
 
 Flatten / Reshape / Squeeze to a vector become a permutation of the NHWC feature order read by
 the next dense layer; Identity and Dropout disappear; Constant feeds constants; Cast of a
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import QT, Acc, Builder, Const, node_error
+from ._importer import QT, Acc, Builder, Const, FloatIn, node_error
 from ._layout import flatten_perm
 from .base import Pattern
 
@@ -30,8 +31,21 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     return replace(x, onnx_shape=(n,), perm=perm)
 
 
+def _flatten_input(node: Node, x: FloatIn, shape) -> FloatIn:
+    """A model input flattened before its quantizer: the host quantizes it as a vector (C order,
+    as ONNX flattens); only flattening to (N, features) is supported."""
+    n = int(np.prod(x.onnx_shape))
+    if tuple(shape) != (n,):
+        raise node_error(node, f"reshape of model input {x.name!r} from {x.onnx_shape!r} to {tuple(shape)!r} "
+                         f"(only flattening to (N, {n}) is supported before its quantizer)", UnsupportedError)
+    return replace(x, onnx_shape=(n,))
+
+
 def _flatten(b: Builder, node: Node):
     x = b.get(node.inputs[0], node)
+    if isinstance(x, FloatIn) and int(node.attr("axis", 1)) == 1:
+        b.set(node, _flatten_input(node, x, (int(np.prod(x.onnx_shape)),)))
+        return
     if not isinstance(x, QT):
         raise node_error(node, "flattens a value that is not a quantized tensor", UnsupportedError)
     axis = int(node.attr("axis", 1))
@@ -43,23 +57,23 @@ def _flatten(b: Builder, node: Node):
 def _reshape(b: Builder, node: Node):
     """Reshape that keeps the batch (target ``[0 or -1, ...]``) to the same shape or a vector."""
     x = b.get(node.inputs[0], node)
-    if not isinstance(x, QT):
+    if not isinstance(x, (QT, FloatIn)):
         raise node_error(node, "reshapes a value that is not a quantized tensor", UnsupportedError)
     shape = [int(v) for v in b.const(node.inputs[1], node, "shape")]
     size = int(np.prod(x.onnx_shape))
     if not node.attr("allowzero", 0):  # 0 copies the input dim at that index
         shape = [(x.onnx_shape[i - 1] if i else 0) if d == 0 and i <= len(x.onnx_shape) else d
                  for i, d in enumerate(shape)]
-    if not shape or shape[0] not in (0, -1):
+    if not shape or (shape[0] not in (0, -1) and shape[0] != b.batch):  # b.batch: a batch the model fixes
         raise node_error(node, f"Reshape to {shape!r} does not keep the batch as its first dim", UnsupportedError)
     rest = shape[1:]
-    if shape[0] == 0 and rest.count(-1) == 1:
+    if shape[0] != -1 and rest.count(-1) == 1:
         known = int(np.prod([d for d in rest if d != -1]))
         rest = [size // known if d == -1 else d for d in rest]
     if any(d < 1 for d in rest) or int(np.prod(rest)) != size:
         raise node_error(node, f"Reshape of {x.onnx_shape!r} to {shape!r} changes the batch dimension",
                          UnsupportedError)
-    b.set(node, _view(b, node, x, tuple(rest)))
+    b.set(node, _flatten_input(node, x, rest) if isinstance(x, FloatIn) else _view(b, node, x, tuple(rest)))
 
 
 def _squeeze(b: Builder, node: Node):
