@@ -14,6 +14,9 @@ from onnx2hw.ir import ModelError, load
 from onnx2hw import layers as ig
 from onnx2hw.quant.convert import to_integer_graph
 from onnx2hw.quant.import_qonnx import import_qonnx
+from onnx2hw.build_info import build_info
+from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.driver import Accelerator
 
 QONNX = "qonnx.custom_op.general"
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
@@ -228,3 +231,23 @@ def test_trunc_avgpool_equals_float_semantics(version, summary):
     summary(f"qonnx-trunc{version}", f"quant QONNX TruncAvgPool (Trunc v{version}): {frac:.2%} identical, "
             f"max {lsb:.0f} LSB (500 inputs)")
     assert frac == 1.0
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_narrow_range_input_quantizer_on_the_host(signed):
+    """Brevitas' TFC quantizes its input with a narrow range: the host quantizer never produces
+    the excluded code; codes from the QONNX formula written here, and the driver agrees."""
+    q = _Q(11)
+    x = q.quant("x", 1 / 8, 4, signed=signed, narrow=True)
+    y = q.op("Gemm", [x, q.wquant((5, 16), 4), q.const(q.rng.normal(0, 0.3, 5))], transB=1)
+    g = to_integer_graph(load(q.model(q.quant(y, 0.05, 8, signed=True), [16], [5])))
+    assert g.inputs[0].narrow
+    feed = np.random.default_rng(4).uniform(-3, 3, (200, 16)).astype(np.float32)
+    lo, hi = (-7, 7) if signed else (0, 14)           # 4 bits, narrow: one code fewer
+    want = np.clip(np.round(feed / np.float32(1 / 8)), lo, hi).astype(np.int64)   # np.round: half to even
+    got = ig.quantize_inputs(g, {"x": feed})["x"]
+    np.testing.assert_array_equal(got, want)
+    assert got.min() == lo and got.max() == hi
+    p = compile_pipeline(g)
+    with Accelerator.open(build_info(p, "ulx3s", 75e6, 3e6), "sim", pipeline=p) as acc:
+        np.testing.assert_array_equal(acc.quantize(feed), want)

@@ -13,6 +13,7 @@ from ..build_info import read_build_info
 from ..design import Design
 from ..dataflow import compile_pipeline
 from ..flow import integer_graph_of, link_format_of, load_graph
+from ..arith import int_range
 from ..ir.errors import ModelError
 from ..layers import apply_pre
 from ..rtl.accelerator import AcceleratorCore
@@ -214,11 +215,7 @@ class Accelerator:
             raise ValueError(f"input of shape {x.shape!r} does not hold {self.fmt.in_elems} elements "
                              f"per inference (batch first)")
         v = np.rint(x / np.float32(q["scale"])).astype(np.int64) + int(q["zero_point"])
-        if q["bipolar"]:
-            lo, hi = -1, 1
-        else:
-            lo, hi = ((-(1 << (q["bits"] - 1)), (1 << (q["bits"] - 1)) - 1) if q["signed"]
-                      else (0, (1 << q["bits"]) - 1))
+        lo, hi = (-1, 1) if q["bipolar"] else int_range(q["bits"], q["signed"], bool(q.get("narrow", False)))
         v = np.clip(v, lo, hi)
         if q["bipolar"]:
             v = np.where(v >= 0, 1, -1)

@@ -197,7 +197,8 @@ class Builder:
         self.specs[name] = spec
         return spec
 
-    def input_tensor(self, fin: FloatIn, scale: float, zp: int, dtype: it.IntType, node: Node) -> QT:
+    def input_tensor(self, fin: FloatIn, scale: float, zp: int, dtype: it.IntType, node: Node, *,
+                     narrow: bool = False) -> QT:
         check_scale(scale, f"node {node.name!r} input scale")
         shape = fin.onnx_shape
         nchw = len(shape) == 3
@@ -206,14 +207,14 @@ class Builder:
                              UnsupportedError)
         if fin.name in self.inputs:
             q, spec = self.inputs[fin.name]
-            if (q.scale, q.zero_point, q.dtype, q.pre) != (float(scale), int(zp), dtype, fin.pre):
+            if (q.scale, q.zero_point, q.dtype, q.pre, q.narrow) != (float(scale), int(zp), dtype, fin.pre, narrow):
                 raise node_error(node, f"model input {fin.name!r} is quantized twice with different parameters",
                                  UnsupportedError)
         else:
             spec = self.new_tensor(fin.name, nhwc(shape), dtype)
             model = next(tuple(vi.shape[1:]) for vi in self.graph.inputs if vi.name == fin.name)
             q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw, fin.pre,
-                              model if model != tuple(shape) else None)
+                              model if model != tuple(shape) else None, bool(narrow))
             self.inputs[fin.name] = (q, spec)
         return QT(spec.name, float(scale), int(zp), dtype, False, shape)
 

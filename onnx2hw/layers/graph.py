@@ -13,7 +13,9 @@ Integer semantics
 * **Types.** :class:`IntType` is 1..16 bits, signed or unsigned; ``bipolar`` is the 1-bit
   type whose two codes mean -1 and +1 (stored as the integers -1 and +1).
 * **Host quantizer** (:class:`InputQuant`, ONNX QuantizeLinear semantics, done by the driver):
-  ``q = clamp(round_half_to_even(x / scale) + zero_point, lo, hi)``.
+  ``q = clamp(round_half_to_even(pre(x) / scale) + zero_point, lo, hi)`` (``[lo, hi]`` the type's
+  range, narrowed by one code for a narrow-range QONNX quantizer; ``pre`` the model's own float
+  scaling of the input, if any).
 * **Host dequantizer** (:class:`OutputDequant`): ``x = (q - zero_point) * scale``.
 * **Dense / Conv.** The hardware computes ``acc = sum(w * x) + bias`` over the raw input
   integers ``x`` (zero points of the input and of the weights were folded into ``weights``
@@ -45,6 +47,7 @@ from typing import Mapping, Union
 
 import numpy as np
 
+from .. import arith
 from ..ir.errors import ModelError
 from .base import LayerKind
 from .types import IntType, TensorSpec
@@ -81,6 +84,15 @@ class InputQuant:
     pre: tuple[tuple[str, float], ...] = ()
     #: the model input's shape (without batch) when the model flattens it before quantizing
     model_shape: tuple[int, ...] | None = None
+    #: narrow range: the most negative (signed) or the largest (unsigned) code is never produced
+    narrow: bool = False
+
+    @property
+    def clamp(self) -> tuple[int, int]:
+        """The codes the quantizer produces."""
+        if self.dtype.bipolar:
+            return -1, 1
+        return arith.int_range(self.dtype.bits, self.dtype.signed, self.narrow)
 
     def __post_init__(self):
         pre = tuple((str(op), float(c)) for op, c in self.pre)
@@ -185,7 +197,7 @@ def quantize_inputs(graph: IntegerGraph, feeds: Mapping[str, np.ndarray]) -> dic
         if q.nchw_to_nhwc:
             x = np.moveaxis(x, 1, -1)
         v = np.rint(x / np.float32(q.scale)).astype(np.int64) + q.zero_point
-        out[spec.name] = np.clip(v, spec.dtype.lo, spec.dtype.hi).reshape((x.shape[0],) + spec.shape)
+        out[spec.name] = np.clip(v, *q.clamp).reshape((x.shape[0],) + spec.shape)
     return out
 
 

@@ -183,10 +183,10 @@ def _quant(b: Builder, node: Node):
     s, z = float(scale.reshape(())), int(zp.reshape(()))
     t = IntType(bits, signed)
     if isinstance(x, FloatIn):
-        if mode not in ("ROUND", "HALF_EVEN") or narrow:
-            raise node_error(node, "the input quantizer must use ROUND without narrow range (host quantizer)",
+        if mode not in ("ROUND", "HALF_EVEN"):
+            raise node_error(node, f"the input quantizer must round half to even (ROUND), not {mode}",
                              UnsupportedError)
-        b.set(node, replace(b.input_tensor(x, s, z, t, node), real=True))
+        b.set(node, replace(b.input_tensor(x, s, z, t, node, narrow=narrow), real=True))
         return
     if isinstance(x, QT) and x.real and np.isclose(x.scale, s, rtol=1e-6) and x.zp == z:
         lo, hi = arith.int_range(bits, signed, narrow)
