@@ -18,7 +18,10 @@ from onnx2hw.dataflow.fold import load_folding
 from onnx2hw.ir import ModelError, load
 from onnx2hw.quant._calib import check_feeds, load_npz
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomized: the same examples in every run and on every machine (a seed that changes between
+# runs would make the suite pass on one and fail on the next)
+SETTINGS = settings(max_examples=150, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,

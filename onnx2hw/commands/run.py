@@ -33,7 +33,7 @@ def _load_inputs(path, info, raw):
     try:
         with np.load(path) as f:
             arrays = {k: f[k] for k in f.files}
-    except (OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - a damaged archive may raise anything zipfile/zlib raise
         raise UsageError(f"cannot read {path!r} as .npz: {e}") from None
     for key in (q["name"], q["tensor"]):
         if key in arrays:
