@@ -31,7 +31,7 @@ import numpy as np
 from .files import fsync_dir, sha256_file, write_json, write_text
 from .flow import link_format_of
 from .ir.errors import ModelError
-from .layers import PRE_OPS
+from .layers import PRE_OPS, InputQuant, IntType, OutputDequant
 from .protocol import link_format
 
 __all__ = ["FILENAME", "INCOMPLETE", "build_info", "write_build_info", "read_build_info", "begin_build",
@@ -173,6 +173,7 @@ def read_build_info(build_dir) -> dict:
     try:
         link_format(info["pipeline"])
         _check_quant(info["quant"])
+        host_converters(info["quant"])
     except (ValueError, KeyError, TypeError) as e:
         raise ModelError(f"{str(path)!r}: bad build description ({e})") from None
     for key in ("clock_hz", "baud"):
@@ -201,3 +202,16 @@ def _check_quant(quant) -> None:
     shape = qi.get("shape")
     if not (isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 1 for d in shape)):
         raise ValueError(f"input shape {shape!r} is not a list of positive integers")
+
+
+def host_converters(quant: dict) -> tuple[InputQuant, OutputDequant]:
+    """The host's input quantizer and output dequantizer of a build description's ``quant`` record
+    (the same converters the golden flow uses)."""
+    qi, qo = quant["input"], quant["output"]
+    dtype = IntType(1, False, bipolar=True) if qi["bipolar"] else IntType(qi["bits"], qi["signed"])
+    iq = InputQuant(qi["name"], qi["scale"], qi["zero_point"], dtype, qi["nchw_to_nhwc"],
+                    tuple(tuple(step) for step in qi.get("pre", [])),
+                    None if not qi.get("model_shape") else tuple(qi["model_shape"]), bool(qi.get("narrow", False)))
+    od = OutputDequant(qo["name"], np.asarray(qo["scale"]), np.asarray(qo["zero_point"]), qo["nhwc_to_nchw"],
+                       qo["onnx_dtype"], qo["integer_output"], None if qo["shape"] is None else tuple(qo["shape"]))
+    return iq, od

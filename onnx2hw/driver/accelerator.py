@@ -9,13 +9,11 @@ import numpy as np
 
 from .. import protocol as P
 from ..build import BuildResult
-from ..build_info import read_build_info
+from ..build_info import host_converters, read_build_info
 from ..design import Design
 from ..dataflow import compile_pipeline
 from ..flow import integer_graph_of, link_format_of, load_graph
-from ..arith import int_range
 from ..ir.errors import ModelError
-from ..layers import apply_pre
 from ..rtl.accelerator import AcceleratorCore
 from ..rtl.board_top import BoardTop
 from .serial_transport import SerialTransport
@@ -102,6 +100,7 @@ class Accelerator:
         self.fmt = P.link_format(info["pipeline"])
         q = info["quant"]
         self._qin, self._qout = q["input"], q["output"]
+        self._quantizer, self._dequantizer = host_converters(q)
         if not (batch is None or isinstance(batch, int) and 1 <= batch <= self.fmt.max_batch):
             raise ValueError(f"batch must be 1..{self.fmt.max_batch} inferences per frame, not {batch!r}")
         if not (isinstance(window, int) and 1 <= window <= 2):
@@ -206,34 +205,16 @@ class Accelerator:
             raise ValueError(f"inputs have shape {x.shape!r}; the model takes (N, {', '.join(map(str, want))})")
         if not np.all(np.isfinite(x)):
             raise ValueError("inputs contain NaN or infinite values")
-        x = apply_pre(x, [tuple(step) for step in q.get("pre", [])])
-        if q["nchw_to_nhwc"]:
-            if x.ndim < 3:
-                raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")
-            x = np.moveaxis(x, 1, -1)
+        if q["nchw_to_nhwc"] and x.ndim < 3:
+            raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")
         if int(np.prod(x.shape[1:])) != self.fmt.in_elems:
             raise ValueError(f"input of shape {x.shape!r} does not hold {self.fmt.in_elems} elements "
                              f"per inference (batch first)")
-        v = np.rint(x / np.float32(q["scale"])).astype(np.int64) + int(q["zero_point"])
-        lo, hi = (-1, 1) if q["bipolar"] else int_range(q["bits"], q["signed"], bool(q.get("narrow", False)))
-        v = np.clip(v, lo, hi)
-        if q["bipolar"]:
-            v = np.where(v >= 0, 1, -1)
-        return v.reshape((x.shape[0],) + self.input_shape)
+        return self._quantizer.quantize(x, self.input_shape)
 
     def dequantize(self, y: np.ndarray) -> np.ndarray:
         """Integer NHWC outputs -> float model outputs (ONNX layout)."""
-        d = self._qout
-        if d["integer_output"]:
-            out = y
-        else:
-            zp = np.asarray(d["zero_point"], np.int64)
-            out = ((y - zp) * np.asarray(d["scale"], np.float32)).astype(np.float32)
-        if d["nhwc_to_nchw"]:
-            out = np.moveaxis(out, -1, 1)
-        if d["shape"] is not None:
-            out = out.reshape((out.shape[0],) + tuple(d["shape"]))
-        return out
+        return self._dequantizer.dequantize(y)
 
     # ------------------------------------------------------------------ running
     def run(self, x, *, raw: bool = False) -> np.ndarray:

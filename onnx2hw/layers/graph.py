@@ -94,6 +94,18 @@ class InputQuant:
             return -1, 1
         return arith.int_range(self.dtype.bits, self.dtype.signed, self.narrow)
 
+    def quantize(self, x, shape) -> np.ndarray:
+        """Float input (batch first, ONNX layout) -> int64 codes shaped ``(N, *shape)`` (NHWC);
+        a bipolar input maps ``>= 0`` to +1, the rest to -1. The one host quantizer: the golden
+        flow and the driver both call it."""
+        x = apply_pre(x, self.pre)
+        if self.nchw_to_nhwc:
+            x = np.moveaxis(x, 1, -1)
+        v = np.clip(np.rint(x / np.float32(self.scale)).astype(np.int64) + self.zero_point, *self.clamp)
+        if self.dtype.bipolar:
+            v = np.where(v >= 0, 1, -1)
+        return v.reshape((x.shape[0],) + tuple(shape))
+
     def __post_init__(self):
         pre = tuple((str(op), float(c)) for op, c in self.pre)
         for op, c in pre:
@@ -119,6 +131,19 @@ class OutputDequant:
     onnx_dtype: int
     integer_output: bool = False
     shape: tuple[int, ...] | None = None
+
+    def dequantize(self, q) -> np.ndarray:
+        """Integer NHWC results (batch first) -> the model's output (ONNX layout and shape)."""
+        q = np.asarray(q)
+        if self.integer_output:
+            y = q
+        else:
+            y = ((q - np.asarray(self.zero_point, np.int64)) * np.asarray(self.scale, np.float32)).astype(np.float32)
+        if self.nhwc_to_nchw:
+            y = np.moveaxis(y, -1, 1)
+        if self.shape is not None:
+            y = y.reshape((y.shape[0],) + tuple(self.shape))
+        return y
 
 
 @dataclass(frozen=True)
@@ -193,26 +218,10 @@ def quantize_inputs(graph: IntegerGraph, feeds: Mapping[str, np.ndarray]) -> dic
     for q, spec in zip(graph.inputs, graph.input_specs):
         if q.name not in feeds:
             raise ModelError(f"no value fed for model input {q.name!r}")
-        x = apply_pre(feeds[q.name], q.pre)
-        if q.nchw_to_nhwc:
-            x = np.moveaxis(x, 1, -1)
-        v = np.rint(x / np.float32(q.scale)).astype(np.int64) + q.zero_point
-        out[spec.name] = np.clip(v, *q.clamp).reshape((x.shape[0],) + spec.shape)
+        out[spec.name] = q.quantize(feeds[q.name], spec.shape)
     return out
 
 
 def dequantize_outputs(graph: IntegerGraph, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Host-side output dequantization: integer results (by spec name) -> ONNX outputs (by ONNX name)."""
-    out = {}
-    for d, spec in zip(graph.outputs, graph.output_specs):
-        q = np.asarray(results[spec.name])
-        if d.integer_output:
-            y = q
-        else:
-            y = ((q - np.asarray(d.zero_point, np.int64)) * np.asarray(d.scale, np.float32)).astype(np.float32)
-        if d.nhwc_to_nchw:
-            y = np.moveaxis(y, -1, 1)
-        if d.shape is not None:
-            y = y.reshape((y.shape[0],) + tuple(d.shape))
-        out[d.name] = y
-    return out
+    return {d.name: d.dequantize(results[spec.name]) for d, spec in zip(graph.outputs, graph.output_specs)}

@@ -5,6 +5,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..arith import int_range
 from . import _blockparams as _p
 from ._arith_pipe import register_stage, rom
 from .cost import Cost
@@ -77,6 +78,4 @@ class LookupUnit(wiring.Component):
 
 
 def _range(shape) -> tuple[int, int]:
-    if shape.signed:
-        return -(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1
-    return 0, (1 << shape.width) - 1
+    return int_range(shape.width, shape.signed)
