@@ -608,11 +608,7 @@ def build_keras():
         with quiet():
             tfl = conv.convert()
         fname = f"tflite_{name}_float.onnx"
-        with tempfile.TemporaryDirectory() as tmp, quiet():
-            p = Path(tmp) / "m.tflite"
-            p.write_bytes(tfl)
-            tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
-        tidy(HERE / fname)
+        _tflite_to_onnx(tf2onnx, tfl, fname)
         record(fname, "tflite", "float", "tf2onnx.convert.from_tflite", tv,
                "TFLiteConverter.from_keras_model (float), opset=13", data=data)
 
@@ -626,14 +622,19 @@ def build_keras():
         with quiet():
             tfl = conv.convert()
         fname = f"tflite_{name}_int8.onnx"
-        with tempfile.TemporaryDirectory() as tmp, quiet():
-            p = Path(tmp) / "m.tflite"
-            p.write_bytes(tfl)
-            tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
-        tidy(HERE / fname)
+        _tflite_to_onnx(tf2onnx, tfl, fname)
         record(fname, "tflite", "quantized", "tf2onnx.convert.from_tflite", tv,
                "TFLiteConverter int8 (Optimize.DEFAULT, representative_dataset of 32 random samples, "
                "TFLITE_BUILTINS_INT8, int8 input and output), opset=13", data=data)
+
+
+def _tflite_to_onnx(tf2onnx, tflite: bytes, fname: str) -> None:
+    """A TFLite flatbuffer through tf2onnx (opset 13) into corpus/``fname``, tidied."""
+    with tempfile.TemporaryDirectory() as tmp, quiet():
+        p = Path(tmp) / "m.tflite"
+        p.write_bytes(tflite)
+        tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
+    tidy(HERE / fname)
 
 
 # --------------------------------------------------------------------------------------------

@@ -175,27 +175,18 @@ class Deframer(wiring.Component):
                         fail(P.E_TYPE, P.NO_SESSION, P.NO_SEQ)
                 with m.Elif(timed_out):
                     fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
-            with m.State("SESSION0"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    m.d.sync += session[:8].eq(byte)
-                    m.next = "SESSION1"
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
-            with m.State("SESSION1"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    m.d.sync += session[8:].eq(byte)
-                    m.next = "SEQ"
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
-            with m.State("SEQ"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    m.d.sync += seq.eq(byte)
-                    m.next = "COUNT"
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, session, P.NO_SEQ, on_byte=False)
+            # the header bytes stored as they come: (state, where the byte goes, next state, the
+            # session an error frame names when the frame times out here)
+            for state, dest, after, known in (("SESSION0", session[:8], "SESSION1", P.NO_SESSION),
+                                              ("SESSION1", session[8:], "SEQ", P.NO_SESSION),
+                                              ("SEQ", seq, "COUNT", session)):
+                with m.State(state):
+                    with m.If(got):
+                        m.d.comb += chk.valid.eq(1)
+                        m.d.sync += dest.eq(byte)
+                        m.next = after
+                    with m.Elif(timed_out):
+                        fail(P.E_TIMEOUT, known, P.NO_SEQ, on_byte=False)
             with m.State("COUNT"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
