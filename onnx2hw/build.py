@@ -161,7 +161,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
         write_report(report, out)
         # last: the description with the hashes of what it describes, then the build is published
         write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,
-                         calib=design.source_calib, bitstream=bitstreams[0],
+                         calib=design.source_calib, host=design.host, bitstream=bitstreams[0],
                          files=[*bitstreams, f"{name}.v", "folding.json", "report.json", "report.html"])
         finish_build(out)
     return BuildResult.from_report(out, report, design=design)

@@ -3,10 +3,12 @@
 ::
 
     {"pipeline": Pipeline.describe(),
-     "quant": {"input": {...}, "output": {...}},      # host-side float <-> int
+     "quant": {"input": {...}, "output": {...},       # host-side float <-> int
+               "tail": null | {"onnx": base64 ModelProto, "outputs": [names]}},  # the host tail
      "link": {"in_bytes", "out_bytes", "max_batch", "buffer_bytes"},   # derived, informative
      "board": name, "clock_hz": ..., "baud": ...,
-     "source": {"model": path, "calib": path | null},   # to rebuild the design for simulation
+     "source": {"model": path, "calib": path | null,    # to rebuild the design for simulation
+                "host": [nodes moved to the host]},
      "build": {"complete": true, "bitstream": "NAME.bit",  # written by a finished synth only:
                "sha256": {file: hex, ...}}}              # the bitstream and design files
 
@@ -21,6 +23,8 @@ their recorded hashes (a missing bitstream, or one of another design). A descrip
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import time
@@ -30,12 +34,14 @@ import numpy as np
 
 from .files import fsync_dir, sha256_file, write_json, write_text
 from .flow import link_format_of
+from .ir import Graph, load
 from .ir.errors import ModelError
+from .ir.save import to_model
 from .layers import PRE_OPS, InputQuant, IntType, OutputDequant
 from .protocol import link_format
 
 __all__ = ["FILENAME", "INCOMPLETE", "build_info", "write_build_info", "read_build_info", "begin_build",
-           "finish_build", "check_build_files"]
+           "finish_build", "check_build_files", "host_converters", "host_tail"]
 
 FILENAME = "accelerator.json"
 #: marker file of a build directory that synth has not finished
@@ -48,7 +54,7 @@ def _list(v):
     return a.tolist() if a.ndim else a.item()
 
 
-def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None) -> dict:
+def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=()) -> dict:
     """The JSON-ready build description of a compiled :class:`~onnx2hw.dataflow.Pipeline` (its
     integer graph included); ``board``: a name or a :class:`boards.Board`."""
     g, p = pipeline.graph, pipeline
@@ -71,7 +77,10 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None) -> di
                        "zero_point": _list(d.zero_point), "nhwc_to_nchw": bool(d.nhwc_to_nchw),
                        "onnx_dtype": int(d.onnx_dtype), "integer_output": bool(d.integer_output),
                        "shape": None if d.shape is None else [int(s) for s in d.shape],
-                       "spec_shape": list(ospec.shape)},
+                       "spec_shape": list(ospec.shape), "bias": _list(d.bias)},
+            "tail": None if g.tail is None else {
+                "onnx": base64.b64encode(to_model(g.tail).SerializeToString()).decode("ascii"),
+                "outputs": list(g.tail.output_names)},
         },
         "link": {"in_bytes": fmt.in_bytes, "out_bytes": fmt.out_bytes, "max_batch": fmt.max_batch,
                  "buffer_bytes": fmt.buffer_bytes},
@@ -79,11 +88,12 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None) -> di
         "clock_hz": float(clock_hz),
         "baud": float(baud),
         "source": {"model": None if model is None else str(Path(model).resolve()),
-                   "calib": None if calib is None else str(Path(calib).resolve())},
+                   "calib": None if calib is None else str(Path(calib).resolve()),
+                   "host": list(host)},
     }
 
 
-def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None,
+def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None, host=(),
                      files=(), bitstream=None) -> Path:
     """Write ``BUILD_DIR/accelerator.json`` (atomically); returns its path.
 
@@ -94,7 +104,7 @@ def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, 
     """
     d = Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
-    info = build_info(pipeline, board, clock_hz, baud, model=model, calib=calib)
+    info = build_info(pipeline, board, clock_hz, baud, model=model, calib=calib, host=host)
     if files or bitstream:
         names = list(dict.fromkeys([*([bitstream] if bitstream else []), *files]))
         info["build"] = {"complete": True, "bitstream": bitstream,
@@ -174,7 +184,8 @@ def read_build_info(build_dir) -> dict:
         link_format(info["pipeline"])
         _check_quant(info["quant"])
         host_converters(info["quant"])
-    except (ValueError, KeyError, TypeError) as e:
+        host_tail(info["quant"])
+    except (ValueError, KeyError, TypeError, binascii.Error) as e:
         raise ModelError(f"{str(path)!r}: bad build description ({e})") from None
     for key in ("clock_hz", "baud"):
         if not isinstance(info[key], (int, float)) or info[key] <= 0:
@@ -213,5 +224,22 @@ def host_converters(quant: dict) -> tuple[InputQuant, OutputDequant]:
                     tuple(tuple(step) for step in qi.get("pre", [])),
                     None if not qi.get("model_shape") else tuple(qi["model_shape"]), bool(qi.get("narrow", False)))
     od = OutputDequant(qo["name"], np.asarray(qo["scale"]), np.asarray(qo["zero_point"]), qo["nhwc_to_nchw"],
-                       qo["onnx_dtype"], qo["integer_output"], None if qo["shape"] is None else tuple(qo["shape"]))
+                       qo["onnx_dtype"], qo["integer_output"], None if qo["shape"] is None else tuple(qo["shape"]),
+                       np.asarray(qo.get("bias", 0.0), np.float64))
     return iq, od
+
+
+def host_tail(quant: dict) -> Graph | None:
+    """The host tail of a build description's ``quant`` record (``None`` when the hardware
+    computes the model's outputs); ``ValueError`` when it is not a graph reading the output."""
+    t = quant.get("tail")
+    if t is None:
+        return None
+    try:
+        graph = load(base64.b64decode(t["onnx"], validate=True))
+    except ModelError as e:
+        raise ValueError(f"host tail: {e}") from None
+    if graph.input_names != (quant["output"]["name"],):
+        raise ValueError(f"host tail reads {list(graph.input_names)!r}, not the hardware's output "
+                         f"{quant['output']['name']!r}")
+    return graph

@@ -23,11 +23,12 @@ from .boards import Board
 from .build import BuildResult, build_design
 from .build_info import build_info
 from .dataflow.pipeline import Pipeline
-from .flow import check_ops, fold_for_board, integer_graph_of, link_format_of, link_rate, load_graph
+from .flow import fold_for_board, integer_graph_of, link_format_of, link_rate, load_graph
 from .ir import Graph
 from .protocol import LinkFormat
 from .quant._calib import check_feeds
-from .layers import IntegerGraph, dequantize_outputs, quantize_inputs
+from .golden.host import model_outputs
+from .layers import IntegerGraph, quantize_inputs
 from .rtl.accelerator import AcceleratorCore
 from .sim.cocotb_run import simulator_available
 from .sim.model_sim import SimReport, random_inputs, simulate
@@ -84,6 +85,8 @@ class Design:
     source_model, source_calib : str or None
         The files the design came from (recorded in ``accelerator.json`` so that ``onnx2hw run
         --port sim`` can rebuild it); ``None`` for in-memory models or calibration arrays.
+    host : tuple of str
+        Nodes the user moved to the host (``--host``), recorded for rebuilding the design.
     compile_seconds : float
         Wall time of :func:`compile` (reported in ``report.json``).
     """
@@ -99,6 +102,7 @@ class Design:
     folding_source: str | None = None
     source_model: str | None = None
     source_calib: str | None = None
+    host: tuple[str, ...] = ()
     compile_seconds: float = field(default=0.0, compare=False)
 
     # ------------------------------------------------------------------ derived values
@@ -136,7 +140,7 @@ class Design:
         """The build description ``accelerator.json`` holds (JSON-ready; see
         :mod:`onnx2hw.build_info`)."""
         return build_info(self.pipeline, self.board, self.clock_hz, self.baud, model=self.source_model,
-                          calib=self.source_calib)
+                          calib=self.source_calib, host=self.host)
 
     # ------------------------------------------------------------------ host-side tensors
     def quantize(self, inputs) -> np.ndarray:
@@ -152,8 +156,8 @@ class Design:
 
     def dequantize(self, y: np.ndarray) -> dict[str, np.ndarray]:
         """The hardware's integer outputs ((N, *shape)) -> the model's outputs by name, as the
-        ONNX model returns them."""
-        return dequantize_outputs(self.integer, {self.integer.output_specs[0].name: y})
+        ONNX model returns them (dequantized, then through the host tail)."""
+        return model_outputs(self.integer, {self.integer.output_specs[0].name: y})
 
     def random_inputs(self, count: int, seed: int = 0) -> np.ndarray:
         """``count`` random integer inputs over the input's whole range (for :meth:`simulate_raw`)."""
@@ -205,7 +209,7 @@ class Design:
 
 
 def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding=None,  # noqa: A001
-            target_cycles=None, *, target_fps=None) -> Design:
+            target_cycles=None, *, target_fps=None, host=()) -> Design:
     """Compile an ONNX model for a board.
 
     Parameters
@@ -224,6 +228,9 @@ def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding
         Fold for the fewest resources reaching this initiation interval (cycles) or rate
         (inferences/s at the clock). Without any of these the pipeline is folded for the rate
         the host link carries.
+    host : sequence of str, optional
+        Names of nodes to run on the host (with everything computed from them), besides the
+        float tail the partition puts there itself (Softmax heads, a float last affine, ...).
 
     Raises
     ------
@@ -234,16 +241,15 @@ def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding
     t0 = time.perf_counter()
     target = resolve_target(board, clock_mhz=clock_mhz, baud=baud, folding=folding, target_cycles=target_cycles,
                             target_fps=target_fps, labels=API_LABELS)
-    return compile_for_target(model, target, calib=calib, started=t0)
+    return compile_for_target(model, target, calib=calib, host=host, started=t0)
 
 
-def compile_for_target(model, target: Target, *, calib=None, started: float | None = None) -> Design:
+def compile_for_target(model, target: Target, *, calib=None, host=(), started: float | None = None) -> Design:
     """:func:`compile` for a checked :class:`~onnx2hw.target.Target` (the CLI resolves its
     options into one first, so that errors name them as it spells them)."""
     t0 = time.perf_counter() if started is None else started
     graph = load_graph(model)
-    check_ops(graph)
-    ig = integer_graph_of(graph, calib)
+    ig = integer_graph_of(graph, calib, host)
     pipeline, rate = fold_for_board(ig, family=target.board.family, budget=target.budget,
                                     clock_hz=target.clock_hz, baud=target.baud, folding=target.folding,
                                     target_cycles=target.target_cycles)
@@ -251,5 +257,5 @@ def compile_for_target(model, target: Target, *, calib=None, started: float | No
     return Design(graph=graph, integer=ig, pipeline=pipeline, board=target.board, clock_hz=target.clock_hz,
                   baud=target.baud, link_fold_rate=rate, name=design_name(model, graph),
                   folding_source=target.folding_source, source_model=str(model) if path else None,
-                  source_calib=str(calib) if isinstance(calib, (str, Path)) else None,
+                  source_calib=str(calib) if isinstance(calib, (str, Path)) else None, host=tuple(host),
                   compile_seconds=time.perf_counter() - t0)

@@ -6,6 +6,7 @@ are its steps, also used by the simulated transport of the driver and by the ben
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .protocol import LinkFormat
 from .quant import _calib
 from .quant._calib import check_feeds
 from .quant.convert import flavour, to_integer_graph
+from .quant.partition import split
 from .quant.ptq import quantize
 
 __all__ = ["fold_for_board", "link_rate", "link_format_of", "check_ops", "integer_graph_of", "load_npz",
@@ -45,16 +47,19 @@ def check_ops(graph: Graph) -> None:
         raise UnsupportedError(f"{len(bad)} node(s) not supported by the hardware path: {', '.join(bad)}")
 
 
-def integer_graph_of(graph: Graph, calib=None) -> IntegerGraph:
-    """Import the model's quantization, or quantize a float model with ``calib`` data (an
-    ``.npz`` path or a mapping of input name to float array, batch first)."""
+def integer_graph_of(graph: Graph, calib=None, host=()) -> IntegerGraph:
+    """The hardware's exact integer graph with the host's tail (:mod:`onnx2hw.quant.partition`;
+    ``host`` names nodes moved to the host): the model's quantization imported, or a float
+    model quantized with ``calib`` data (an ``.npz`` path or a mapping of input name to float
+    array, batch first). Every node the hardware cannot map is refused before any work."""
+    parts = split(graph, host)
+    check_ops(parts.core)
     if flavour(graph) == "float":
         if calib is None:
             raise ModelError("the model is not quantized: pass --calib CALIB.npz to quantize it, "
                              "or run `onnx2hw quantize` first")
-        qdq = quantize(graph, _feeds(calib, graph), progress=True)
-        graph = load(qdq)
-    return to_integer_graph(graph)
+        parts = split(load(quantize(graph, _feeds(calib, graph), progress=True, host=host)), host)
+    return replace(to_integer_graph(parts.core), tail=parts.tail)
 
 
 def load_graph(model) -> Graph:

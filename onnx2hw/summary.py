@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import onnx
 
-from .layers import support as hw_support
+from .ir.errors import ModelError
 from .ir.graph import Graph, Node, ValueInfo
+from .layers import support as hw_support
+from .quant.partition import split
 
 __all__ = ["ModelSummary", "summarize", "node_macs"]
 
@@ -85,14 +87,23 @@ class ModelSummary:
     total_macs: int | None
     metadata: dict
     warnings: list
-    hardware: list  # [{"op", "count", "supported", "mapping"}]
+    hardware: list  # [{"op", "count", "supported", "mapping", "where"}], where: "hardware" | "host"
+    #: the host/hardware partition: {"cut": tensor the hardware ends at, "nodes": host node names}
+    host: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def summarize(graph: Graph, path: str = "") -> ModelSummary:
-    ops = Counter((n.domain, n.op_type) for n in graph.nodes)
+    try:
+        parts = split(graph)
+    except ModelError:  # a tail the partition refuses: everything is shown as hardware
+        parts = None
+    tail = parts.tail if parts is not None else None
+    on_host = {n.name for n in tail.nodes} if tail is not None else set()
+    ops = Counter((n.domain, n.op_type) for n in graph.nodes if n.name not in on_host)
+    host_ops = Counter((n.domain, n.op_type) for n in graph.nodes if n.name in on_host)
     layers, total = [], 0
     for node in graph.nodes:
         macs = node_macs(graph, node)
@@ -104,14 +115,18 @@ def summarize(graph: Graph, path: str = "") -> ModelSummary:
     hardware = []
     for (domain, op), count in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])):
         mapping = hw_support(domain, op)
-        hardware.append({"op": f"{domain}::{op}" if domain else op, "count": count,
+        hardware.append({"op": f"{domain}::{op}" if domain else op, "count": count, "where": "hardware",
                          "supported": mapping is not None, "mapping": mapping or "not supported by the hardware path"})
+    for (domain, op), count in sorted(host_ops.items(), key=lambda kv: (-kv[1], kv[0])):
+        hardware.append({"op": f"{domain}::{op}" if domain else op, "count": count, "where": "host",
+                         "supported": True, "mapping": f"on the host, after the hardware's output {parts.cut!r}"})
     producer = " ".join(p for p in (graph.producer_name, graph.producer_version) if p)
     return ModelSummary(
         path=path, ir_version=graph.ir_version, producer=producer,
         opsets={(d or "ai.onnx"): v for d, v in graph.opsets.items()},
         inputs=[_describe(v) for v in graph.inputs], outputs=[_describe(v) for v in graph.outputs],
-        op_histogram={h["op"]: h["count"] for h in hardware},
+        op_histogram=dict(Counter(n.op_type if not n.domain else f"{n.domain}::{n.op_type}" for n in graph.nodes)),
         parameters=params, parameter_bytes=nbytes, layers=layers, total_macs=total,
         metadata=dict(graph.metadata), warnings=list(graph.warnings), hardware=hardware,
+        host=None if tail is None else {"cut": parts.cut, "nodes": [n.name for n in tail.nodes]},
     )

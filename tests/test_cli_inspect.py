@@ -37,7 +37,8 @@ def test_inspect_conv_macs_and_unsupported(capsys, tmp_path):
     w = np.zeros((4, 2, 3, 3), np.float32)
     g = helper.make_graph(
         [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-         helper.make_node("Softmax", ["c"], ["y"], name="sm", axis=1)],
+         helper.make_node("Erf", ["c"], ["e"], name="erf"),
+         helper.make_node("Softmax", ["e"], ["y"], name="sm", axis=1)],
         "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 5, 7])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 5, 7])], [numpy_helper.from_array(w, "w")])
     path = tmp_path / "conv.onnx"
@@ -45,9 +46,13 @@ def test_inspect_conv_macs_and_unsupported(capsys, tmp_path):
     s = _inspect_json(capsys, path)
     assert s["layers"] == [{"name": "conv", "op": "Conv", "macs": 4 * 5 * 7 * 2 * 3 * 3}]
     assert s["inputs"][0]["shape"] == ["batch", 2, 5, 7]
-    assert {h["op"]: h["supported"] for h in s["hardware"]} == {"Conv": True, "Softmax": False}
+    assert {h["op"]: (h["supported"], h["where"]) for h in s["hardware"]} == {
+        "Conv": (True, "hardware"), "Erf": (False, "hardware"), "Softmax": (True, "host")}
+    assert s["host"] == {"cut": "e", "nodes": ["sm"]}
     assert main(["inspect", str(path)]) == 0
-    assert "not mappable to hardware: Softmax" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "not mappable to hardware: Erf" in out
+    assert "the hardware ends at 'e'; the host runs 1 node(s) after it: sm" in " ".join(out.split())
 
 
 def _bad_files(tmp_path):

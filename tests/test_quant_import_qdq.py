@@ -136,7 +136,7 @@ def test_bad_scale_is_named(bad):
 def test_unquantized_output_is_an_error():
     nodes, inits = _qdq_gemm([helper.make_node("Relu", ["g"], ["y_pre"], name="relu")])
     nodes = nodes[:4] + [helper.make_node("Relu", ["g"], ["y"], name="relu")]
-    with pytest.raises(ModelError, match="'y' is not quantized"):
+    with pytest.raises(ModelError, match="'y' is a clamped float accumulator"):
         import_qdq(_tiny(nodes, inits))
 
 

@@ -46,7 +46,7 @@ def _graph(in_spec, layers, outs=None):
 
 # ---- types and scale conversion -----------------------------------------------------------------
 
-@pytest.mark.parametrize("bits", [0, 17, -1])
+@pytest.mark.parametrize("bits", [0, 33, -1])
 def test_inttype_rejects_bad_width(bits):
     with pytest.raises(ValueError, match=repr(bits)):
         ig.IntType(bits, True)

@@ -18,9 +18,17 @@ __all__ = ["add_folding_options", "target_of", "design_of", "folding_note", "req
 CLI_LABELS = {"clock_mhz": "--clock-mhz", "target_fps": "--target-fps", "baud": "--baud"}
 
 
+def add_host_option(parser):
+    """``--host NODE``: move a node (and what is computed from it) to the host's part of the model."""
+    parser.add_argument("--host", action="append", default=[], metavar="NODE",
+                        help="run this node and everything after it on the host, not in hardware "
+                             "(repeatable; Softmax heads and float tails go there by themselves)")
+
+
 def add_folding_options(parser):
     """Options that decide the folding (shared with ``synth``)."""
     parser.add_argument("--board", default="ulx3s", help="board whose resources bound the folding (default ulx3s)")
+    add_host_option(parser)
     parser.add_argument("--folding", metavar="FILE", help="folding JSON {layer: {pe, simd}} (default: automatic)")
     parser.add_argument("--target-fps", type=float, metavar="N",
                         help="fold for the fewest resources that reach N inferences/s at --clock-mhz "
@@ -38,7 +46,8 @@ def target_of(args) -> Target:
 def design_of(args, target: Target, graph=None) -> Design:
     """The design both ``sim`` and ``synth`` compile for these options (``graph``: the model
     already loaded, to check data against it first)."""
-    return compile_for_target(args.model if graph is None else graph, target, calib=args.calib)
+    return compile_for_target(args.model if graph is None else graph, target, calib=args.calib,
+                              host=tuple(args.host))
 
 
 def folding_note(design: Design) -> str:

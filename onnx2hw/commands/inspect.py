@@ -48,7 +48,8 @@ def _print_rich(s) -> None:
     for col in ("op", "count", "hardware"):
         hw.add_column(col)
     for h in s.hardware:
-        mark = "[green]yes[/green]" if h["supported"] else "[red]no[/red]"
+        mark = ("[cyan]host[/cyan]" if h["where"] == "host" else
+                "[green]yes[/green]" if h["supported"] else "[red]no[/red]")
         hw.add_row(h["op"], str(h["count"]), f"{mark}  {h['mapping']}")
     con.print(hw)
     if s.layers:
@@ -65,6 +66,9 @@ def _print_rich(s) -> None:
         con.print(f"metadata {key}: {value}")
     for w in s.warnings:
         con.print(f"[yellow]warning:[/yellow] {w}")
+    if s.host:
+        con.print(f"host/hardware split: the hardware ends at {s.host['cut']!r}; the host runs "
+                  f"{len(s.host['nodes'])} node(s) after it: {', '.join(s.host['nodes'])}")
     unsupported = [h["op"] for h in s.hardware if not h["supported"]]
     if unsupported:
         con.print(f"[red]not mappable to hardware:[/red] {', '.join(unsupported)}")

@@ -11,6 +11,7 @@ from .._children import activity
 from ..files import check_output_file, write_bytes
 from ..quant import ptq
 from . import UsageError
+from ._options import add_host_option
 
 HELP = "post-training quantization of a float model to a QDQ ONNX model"
 
@@ -25,6 +26,7 @@ def configure(parser):
     parser.add_argument("--per-channel", action="store_true", help="one weight scale per output channel")
     parser.add_argument("--method", default="minmax", metavar="minmax|percentile",
                         help="activation range calibration (default minmax; percentile = 99.99th)")
+    add_host_option(parser)
 
 
 def _bits(value: str, option: str, allowed) -> int:
@@ -52,7 +54,8 @@ def run(args) -> int:
     calib = ptq.load_calibration(args.calib)
     with activity(f"quantizing {args.model} ({args.output} not written)"):
         model = ptq.quantize(args.model, calib, weight_bits=wbits, act_bits=abits,
-                             per_channel=args.per_channel, method=args.method, progress=True)
+                             per_channel=args.per_channel, method=args.method, progress=True,
+                             host=tuple(args.host))
         # atomic: a failed write leaves an existing file as it was
         write_bytes(args.output, model.SerializeToString(), option="-o")
     layers = sum(1 for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul"))

@@ -63,16 +63,18 @@ def run(args) -> int:
             s = acc.stats
     except LinkError as e:
         raise UsageError(str(e)) from None
-    name = info["quant"]["output"]["tensor" if args.raw else "name"]
+    if not isinstance(y, dict):
+        y = {info["quant"]["output"]["tensor"] if args.raw else acc.output_names[0]: y}
     bound = acc.link_bound
     print(f"{s.inferences} inferences in {s.seconds:.4g} s ({s.inferences_per_s:,.1f}/s; link bound "
           f"{bound:,.1f}/s); {s.frames} frames, {s.resent} resent, {s.crc_errors} bad CRCs received, "
           f"{sum(s.board_errors.values())} errors reported by the board"
           + (f", {s.stale} stale frames of an earlier session dropped" if s.stale else ""))
     if args.output:
-        save_npz(args.output, {name: y})
+        save_npz(args.output, y)
         print(f"wrote {args.output}")
     else:
         np.set_printoptions(precision=4, suppress=True, threshold=200)
-        print(f"{name}:\n{y}")
+        for name, v in y.items():
+            print(f"{name}:\n{v}")
     return 0

@@ -9,10 +9,11 @@ import numpy as np
 
 from .. import protocol as P
 from ..build import BuildResult
-from ..build_info import host_converters, read_build_info
+from ..build_info import host_converters, host_tail, read_build_info
 from ..design import Design
 from ..dataflow import compile_pipeline
 from ..flow import integer_graph_of, link_format_of, load_graph
+from ..golden.host import run_tail
 from ..ir.errors import ModelError
 from ..rtl.accelerator import AcceleratorCore
 from ..rtl.board_top import BoardTop
@@ -101,6 +102,7 @@ class Accelerator:
         q = info["quant"]
         self._qin, self._qout = q["input"], q["output"]
         self._quantizer, self._dequantizer = host_converters(q)
+        self._tail = host_tail(q)
         if not (batch is None or isinstance(batch, int) and 1 <= batch <= self.fmt.max_batch):
             raise ValueError(f"batch must be 1..{self.fmt.max_batch} inferences per frame, not {batch!r}")
         if not (isinstance(window, int) and 1 <= window <= 2):
@@ -212,13 +214,24 @@ class Accelerator:
                              f"per inference (batch first)")
         return self._quantizer.quantize(x, self.input_shape)
 
-    def dequantize(self, y: np.ndarray) -> np.ndarray:
-        """Integer NHWC outputs -> float model outputs (ONNX layout)."""
-        return self._dequantizer.dequantize(y)
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The model's outputs :meth:`outputs` returns (those of the host tail, if the model has one)."""
+        return (self._dequantizer.name,) if self._tail is None else self._tail.output_names
+
+    def dequantize(self, y: np.ndarray) -> dict[str, np.ndarray]:
+        """Integer NHWC outputs -> the model's outputs by name (ONNX layout): dequantized, then
+        through the host tail (the golden executor's float ops, as the model defines them)."""
+        return run_tail(self._tail, {self._dequantizer.name: self._dequantizer.dequantize(y)})
 
     # ------------------------------------------------------------------ running
-    def run(self, x, *, raw: bool = False) -> np.ndarray:
-        """Run a batch of inferences; see the class docstring for ``raw``."""
+    def outputs(self, x) -> dict[str, np.ndarray]:
+        """Run a batch of float inputs; the model's outputs by name."""
+        return self.dequantize(self._run_int(self.quantize(x)))
+
+    def run(self, x, *, raw: bool = False):
+        """Run a batch of inferences; see the class docstring for ``raw``. Returns one array,
+        or a dict by output name for a model with several outputs (see :meth:`outputs`)."""
         if raw:
             xi = np.asarray(x)
             if not np.issubdtype(xi.dtype, np.integer):
@@ -226,7 +239,8 @@ class Accelerator:
             if xi.shape[1:] != self.input_shape:
                 raise ValueError(f"raw input shape {xi.shape!r} is not (N, *{self.input_shape!r})")
             return self._run_int(xi)
-        return self.dequantize(self._run_int(self.quantize(x)))
+        out = self.outputs(x)
+        return next(iter(out.values())) if len(out) == 1 else out
 
     def _timeout(self) -> float:
         """Seconds to wait for the result of a frame before sending it again."""
@@ -384,7 +398,7 @@ def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTr
             raise ModelError("this build description does not name its model; pass pipeline= to "
                              "simulate it")
         folding = {k: tuple(v) for k, v in info["pipeline"].get("folding", {}).items()}
-        ig = integer_graph_of(load_graph(src["model"]), src.get("calib"))
+        ig = integer_graph_of(load_graph(src["model"]), src.get("calib"), tuple(src.get("host") or ()))
         pipeline = compile_pipeline(ig, family=info["pipeline"]["family"], folding=folding or None)
     if pipeline.describe() != info["pipeline"]:
         raise ModelError("the rebuilt design does not match the build description "

@@ -46,6 +46,7 @@ OPS: dict[tuple[str, str], str] = {
     (MS, "QGemm"): "ms_qgemm", (MS, "QLinearAdd"): "ms_qlinear_add",
     (MS, "QLinearAveragePool"): "ms_qlinear_average_pool",
     (MS, "QLinearGlobalAveragePool"): "ms_qlinear_global_average_pool", (MS, "QLinearConcat"): "ms_qlinear_concat",
+    (MS, "QLinearSoftmax"): "ms_qlinear_softmax",
 }
 
 _cache: dict[str, Callable] = {}

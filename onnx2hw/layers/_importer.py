@@ -128,6 +128,8 @@ class Target:
     dtype: it.IntType
     lo: int
     hi: int
+    #: no requantizer: the tensor is the raw accumulator (a float last layer; the host scales it)
+    raw: bool = False
 
 
 Value = QT | QConst | Const | Acc | FloatIn
@@ -291,6 +293,8 @@ class Builder:
     def requant(self, v: Acc, t: "Target") -> tuple[np.ndarray, it.Requant]:
         """``(integer bias, Requant)`` mapping ``v``'s accumulator onto ``t`` (its float bias rounded
         onto the accumulator grid; one multiplier/shift when every channel shares them)."""
+        if t.raw:
+            return v.bias, None
         bias = v.bias + np.rint(v.bias_real / v.scale).astype(np.int64)
         m, s = ratio_to_multiplier_shift(v.scale / t.scale, f"node {v.node.name!r} requantization")
         if np.all(m == m[0]) and np.all(s == s[0]):
@@ -323,9 +327,14 @@ class Builder:
         rename: dict[str, str] = {}
         for vi in self.graph.outputs:
             v = self.vals.get(vi.name)
+            if isinstance(v, Acc):
+                outs.append(self.raw_output(v, vi))
+                out_specs.append(self.layers[-1].output.name)
+                continue
             if not isinstance(v, QT):
                 what = "a float input" if isinstance(v, FloatIn) else "not quantized"
-                raise ModelError(f"model output {vi.name!r} is {what}: the graph must end in a quantizer")
+                raise ModelError(f"model output {vi.name!r} is {what}: the graph must end in a quantizer "
+                                 f"or a linear layer")
             nchw = len(self.specs[v.tensor].shape) == 3
             shape = v.onnx_shape if (v.perm is not None or not nchw) else None
             integer = not v.real
@@ -354,6 +363,27 @@ class Builder:
             source=self.source, model_name=self.graph.name,
             metadata=dict(self.graph.metadata))
         return g.validate()
+
+
+    def raw_output(self, v: Acc, vi) -> ig.OutputDequant:
+        """Emit the float last layer ``v`` without a requantizer: the hardware streams its integer
+        accumulator; the host dequantizer applies its per-channel scale and float bias."""
+        if v.kind not in ("dense", "conv"):
+            raise node_error(v.node, f"model output {vi.name!r} is the float output of a {v.kind} layer: "
+                             f"the graph must end in a quantizer", UnsupportedError)
+        if v.lo_real != -math.inf or v.hi_real != math.inf:
+            raise node_error(v.node, f"model output {vi.name!r} is a clamped float accumulator (an activation "
+                             f"after the last layer without a quantizer)", UnsupportedError)
+        in_type = self.specs[v.inputs[0].tensor].dtype
+        bits = it.acc_bits_for(v.weights, v.bias, in_type)
+        if bits > 32:
+            raise node_error(v.node, f"the last layer's accumulator needs {bits} bits; a float output streams "
+                             f"at most 32", UnsupportedError)
+        t = Target(vi.name, 1.0, 0, it.IntType(bits, True), *arith.int_range(bits, True), raw=True)
+        q = v.emit(self, v, t)
+        nchw = len(self.specs[q.tensor].shape) == 3
+        return ig.OutputDequant(vi.name, np.asarray(v.scale, np.float64), 0, nchw, vi.elem_type, False,
+                                None if nchw else v.onnx_shape, bias=np.asarray(v.bias_real, np.float64))
 
 
 # ---- helpers of the op handlers -------------------------------------------------------------------

@@ -16,7 +16,12 @@ Integer semantics
   ``q = clamp(round_half_to_even(pre(x) / scale) + zero_point, lo, hi)`` (``[lo, hi]`` the type's
   range, narrowed by one code for a narrow-range QONNX quantizer; ``pre`` the model's own float
   scaling of the input, if any).
-* **Host dequantizer** (:class:`OutputDequant`): ``x = (q - zero_point) * scale``.
+* **Host dequantizer** (:class:`OutputDequant`): ``x = (q - zero_point) * scale + bias`` in
+  float32 (``bias`` is a float last layer's own bias when the hardware streams that layer's raw
+  accumulator); an integer output keeps ``q`` in the model's integer type.
+* **Host tail** (``IntegerGraph.tail``, :mod:`onnx2hw.quant.partition`): an ONNX graph from the
+  dequantized output to the model's outputs (Softmax, TensorNorm, ...) that the host runs with
+  the golden executor.
 * **Dense / Conv.** The hardware computes ``acc = sum(w * x) + bias`` over the raw input
   integers ``x`` (zero points of the input and of the weights were folded into ``weights``
   and ``bias`` at compile time; conv padding uses ``pad_value``, the input zero point, so the
@@ -47,8 +52,11 @@ from typing import Mapping, Union
 
 import numpy as np
 
+from onnx import helper
+
 from .. import arith
 from ..ir.errors import ModelError
+from ..ir.graph import Graph
 from .base import LayerKind
 from .types import IntType, TensorSpec
 
@@ -118,10 +126,10 @@ class InputQuant:
 class OutputDequant:
     """Host-side int -> float for one model output (``name`` is the ONNX output name).
 
-    ``scale`` is a float or a per-channel array over the last (NHWC) axis. When
-    ``integer_output`` the model's output is the integer tensor itself (no dequantization).
-    ``shape`` is the ONNX output shape without the batch (applied after the optional
-    NHWC -> NCHW transpose).
+    ``scale`` (and ``bias``) is a float or a per-channel array over the last (NHWC) axis. When
+    ``integer_output`` the model's output is the integer tensor itself (no dequantization), in
+    the model's integer type. ``shape`` is the ONNX output shape without the batch (applied
+    after the optional NHWC -> NCHW transpose).
     """
 
     name: str
@@ -131,14 +139,17 @@ class OutputDequant:
     onnx_dtype: int
     integer_output: bool = False
     shape: tuple[int, ...] | None = None
+    bias: Union[float, np.ndarray] = 0.0
 
     def dequantize(self, q) -> np.ndarray:
         """Integer NHWC results (batch first) -> the model's output (ONNX layout and shape)."""
         q = np.asarray(q)
         if self.integer_output:
-            y = q
+            y = q.astype(helper.tensor_dtype_to_np_dtype(self.onnx_dtype))
         else:
             y = ((q - np.asarray(self.zero_point, np.int64)) * np.asarray(self.scale, np.float32)).astype(np.float32)
+            if np.any(self.bias):
+                y = (y + np.asarray(self.bias, np.float32)).astype(np.float32)
         if self.nhwc_to_nchw:
             y = np.moveaxis(y, -1, 1)
         if self.shape is not None:
@@ -158,6 +169,8 @@ class IntegerGraph:
     source: str
     model_name: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    #: the host's part of the model after the outputs (see the module docstring), or None
+    tail: Graph | None = None
 
     def __post_init__(self):
         for f in ("inputs", "input_specs", "layers", "outputs", "output_specs"):

@@ -24,15 +24,15 @@ def readonly(a, dtype=np.int64) -> np.ndarray:
 
 @dataclass(frozen=True)
 class IntType:
-    """An integer element type: ``bits`` (1..16), ``signed``; ``bipolar`` = 1-bit {-1, +1}."""
+    """An integer element type: ``bits`` (1..32: 17..32 only for raw accumulator outputs), ``signed``; ``bipolar`` = 1-bit {-1, +1}."""
 
     bits: int
     signed: bool
     bipolar: bool = False
 
     def __post_init__(self):
-        if not isinstance(self.bits, (int, np.integer)) or not 1 <= self.bits <= 16:
-            raise ValueError(f"IntType bits must be 1..16, not {self.bits!r}")
+        if not isinstance(self.bits, (int, np.integer)) or not 1 <= self.bits <= 32:
+            raise ValueError(f"IntType bits must be 1..32, not {self.bits!r}")
         if self.bipolar and (self.bits != 1 or self.signed):
             raise ValueError(f"a bipolar IntType is 1-bit unsigned-coded, not bits={self.bits!r} signed={self.signed!r}")
 

@@ -8,6 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from ..golden import execute
+from ..golden.host import fixed_batch
 from ..ir.errors import ModelError
 from ..ir.graph import Graph
 
@@ -86,15 +87,6 @@ def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "cali
             raise ModelError(f"{what} array {vi.name!r} contains NaN or infinite values")
         out[vi.name] = np.ascontiguousarray(a, dtype=np.float32)
     return out
-
-
-def fixed_batch(graph: Graph) -> int | None:
-    """The batch size the model's inputs fix (their first dim, when a number), else ``None``;
-    a model whose inputs fix different batch sizes is refused."""
-    sizes = {vi.shape[0] for vi in graph.inputs if vi.shape and isinstance(vi.shape[0], int) and vi.shape[0] > 0}
-    if len(sizes) > 1:
-        raise ModelError(f"the model's inputs fix different batch sizes {sorted(sizes)!r}")
-    return sizes.pop() if sizes else None
 
 
 def _fmt(shape) -> str:

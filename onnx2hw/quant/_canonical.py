@@ -66,8 +66,8 @@ def _constant_value(node: Node) -> np.ndarray:
     raise UnsupportedError(f"{_label(node)}: only tensor/float/int constants are supported")
 
 
-def check_float_model(graph: Graph) -> None:
-    """Reject models that are not plain float models of supported ops."""
+def check_float_model(graph: Graph, check_ops: bool = True) -> None:
+    """Reject models that are not plain float models (of supported ops, with ``check_ops``)."""
     for node in graph.nodes:
         if node.op_type in QUANT_OPS:
             raise ModelError(f"{_label(node)}: the model is already quantized; "
@@ -76,6 +76,8 @@ def check_float_model(graph: Graph) -> None:
         if vi.kind != "tensor" or vi.elem_type != 1:
             raise ModelError(f"model input {vi.name!r} is not a float32 tensor (elem_type {vi.elem_type}); "
                              "onnx2hw quantize takes float32 models only")
+    if not check_ops:
+        return
     for vi in graph.outputs:
         if vi.kind != "tensor" or vi.elem_type not in (0, 1):
             raise ModelError(f"model output {vi.name!r} is not a float32 tensor (elem_type {vi.elem_type})")

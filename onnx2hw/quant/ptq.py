@@ -48,10 +48,12 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..ir import load
+from ..ir.save import to_model
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
 from ..layers import ptq_ops
 from . import _calib, _canonical
+from .partition import split
 
 __all__ = ["quantize", "load_calibration", "act_qparams", "weight_qparams", "QParams",
            "WEIGHT_BITS", "ACT_BITS", "METHODS"]
@@ -250,15 +252,21 @@ def _units(graph: Graph) -> list[_Unit]:
 
 
 def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, act_bits: int = 8,
-             per_channel: bool = False, method: str = "minmax", progress: bool = False) -> onnx.ModelProto:
+             per_channel: bool = False, method: str = "minmax", progress: bool = False,
+             host=()) -> onnx.ModelProto:
     """Quantize a float model (path, bytes, ``ModelProto`` or :class:`~onnx2hw.ir.Graph`) to QDQ ONNX.
 
-    ``calib`` maps each model input name to a float array, batch first. Raises
-    :class:`~onnx2hw.ir.ModelError` (a ``ValueError``) for bad models, data or options.
-    ``progress`` shows a rich progress bar on stderr when calibration is slow.
+    ``calib`` maps each model input name to a float array, batch first. The model's host tail
+    (:mod:`onnx2hw.quant.partition`: a Softmax head, ...; ``host`` names more nodes for it) is
+    kept in float after the quantized core. Raises :class:`~onnx2hw.ir.ModelError` (a
+    ``ValueError``) for bad models, data or options. ``progress`` shows a rich progress bar on
+    stderr when calibration is slow.
     """
     _check_options(weight_bits, act_bits, method)
-    graph = model if isinstance(model, Graph) else load(model)
+    full = model if isinstance(model, Graph) else load(model)
+    _canonical.check_float_model(full, check_ops=False)
+    parts = split(full, host)
+    graph = parts.core
     _canonical.check_float_model(graph)
     feeds = _calib.check_feeds(calib, graph)
     g = _canonical.prepare(graph)
@@ -284,11 +292,11 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     for u in units:  # topological: a pass unit's input already has its parameters
         if u.out in inherit:
             qp[u.out] = qp[inherit[u.out]]
-    return _write(graph, g, units, qp, weight_bits, act_bits, per_channel, method, stats)
+    return _write(graph, g, units, qp, weight_bits, act_bits, per_channel, method, stats, parts.tail)
 
 
 def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], weight_bits: int,
-           act_bits: int, per_channel: bool, method: str, stats: dict) -> onnx.ModelProto:
+           act_bits: int, per_channel: bool, method: str, stats: dict, tail: Graph | None) -> onnx.ModelProto:
     names = _canonical._Names(g)
     outputs = set(g.output_names)
     nodes: list[onnx.NodeProto] = []
@@ -383,13 +391,18 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
 
     four = weight_bits == 4 or act_bits == 4
     opset = max(int(orig.opsets.get("", 13)), 21 if four else 13)
+    outputs = [helper.make_tensor_value_info(v.name, TensorProto.FLOAT, list(v.shape) if v.shape is not None else None)
+               for v in orig.outputs]
+    if tail is not None:  # the host's float part, as the model has it, after the quantized core
+        rest = to_model(tail).graph
+        nodes.extend(rest.node)
+        inits.extend(rest.initializer)
+        outputs = list(rest.output)
     graph = helper.make_graph(
         nodes, (orig.name or "model") + "_qdq",
         [helper.make_tensor_value_info(v.name, TensorProto.FLOAT, list(v.shape) if v.shape is not None else None)
          for v in orig.inputs],
-        [helper.make_tensor_value_info(v.name, TensorProto.FLOAT, list(v.shape) if v.shape is not None else None)
-         for v in orig.outputs],
-        _dedupe(inits))
+        outputs, _dedupe(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="onnx2hw", producer_version="0.1")
     model.ir_version = max(int(orig.ir_version or 0), 10 if four else 7)

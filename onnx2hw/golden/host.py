@@ -1,0 +1,58 @@
+"""The host's side of a partitioned model: the hardware's integer results -> the model's outputs.
+
+``model_outputs(ig, results)`` dequantizes (:class:`~onnx2hw.layers.OutputDequant`) and runs the
+host tail (``IntegerGraph.tail``, see :mod:`onnx2hw.quant.partition`) with the golden executor,
+so the golden flow, ``sim --output``, :meth:`onnx2hw.Design.simulate` and the driver all return
+what the ONNX model returns, computed the same way.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..ir.errors import ModelError
+from ..ir.graph import Graph
+from ..layers import IntegerGraph, dequantize_outputs
+from .execute import execute
+
+__all__ = ["model_outputs", "run_tail", "execute_batched", "fixed_batch"]
+
+
+def fixed_batch(graph: Graph) -> int | None:
+    """The batch size the graph's inputs fix (their first dim, when a number), else ``None``;
+    a graph whose inputs fix different batch sizes is refused."""
+    sizes = {vi.shape[0] for vi in graph.inputs if vi.shape and isinstance(vi.shape[0], int) and vi.shape[0] > 0}
+    if len(sizes) > 1:
+        raise ModelError(f"the model's inputs fix different batch sizes {sorted(sizes)!r}")
+    return sizes.pop() if sizes else None
+
+
+def execute_batched(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`execute` for any number of samples: a graph that fixes its batch size is run one
+    batch at a time, the last batch filled with copies of its last sample (whose results are
+    dropped). For graphs whose samples do not interact (every op but a batch-axis reduction)."""
+    fixed = fixed_batch(graph)
+    n = next(iter(feeds.values())).shape[0]
+    if not fixed or fixed == n:
+        return execute(graph, feeds)
+    parts: list[dict[str, np.ndarray]] = []
+    for start in range(0, n, fixed):
+        chunk = {k: v[start:start + fixed] for k, v in feeds.items()}
+        real = next(iter(chunk.values())).shape[0]
+        if real < fixed:
+            chunk = {k: np.concatenate([v, np.repeat(v[-1:], fixed - real, axis=0)]) for k, v in chunk.items()}
+        parts.append({k: np.asarray(v)[:real] for k, v in execute(graph, chunk).items()})
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def run_tail(tail: Graph | None, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The model's outputs from the dequantized hardware outputs (by ONNX name) through ``tail``."""
+    if tail is None:
+        return dict(outputs)
+    return execute_batched(tail, {vi.name: outputs[vi.name] for vi in tail.inputs})
+
+
+def model_outputs(ig: IntegerGraph, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The integer results of ``ig`` (by output spec name) -> the model's outputs by name."""
+    return run_tail(ig.tail, dequantize_outputs(ig, results))
