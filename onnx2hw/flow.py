@@ -12,6 +12,7 @@ import numpy as np
 from .dataflow.compile import compile_pipeline
 from .dataflow.pipeline import Pipeline
 from .ir import Graph, ModelError, UnsupportedError, load
+from .ir.simplify import simplify
 from .layers import IntegerGraph
 from .layers import support as hw_support
 from .protocol import LinkFormat
@@ -40,7 +41,7 @@ def _feeds(data, graph: Graph) -> dict[str, np.ndarray]:
 
 def check_ops(graph: Graph) -> None:
     """Reject, before any quantization or hardware work, every node the hardware cannot map."""
-    bad = [f"{n.name} ({n.op_type})" for n in graph.nodes if hw_support(n.domain, n.op_type) is None]
+    bad = [f"{n.name} ({n.op_type})" for n in simplify(graph).nodes if hw_support(n.domain, n.op_type) is None]
     if bad:
         raise UnsupportedError(f"{len(bad)} node(s) not supported by the hardware path: {', '.join(bad)}")
 
@@ -48,6 +49,7 @@ def check_ops(graph: Graph) -> None:
 def integer_graph_of(graph: Graph, calib=None) -> IntegerGraph:
     """Import the model's quantization, or quantize a float model with ``calib`` data (an
     ``.npz`` path or a mapping of input name to float array, batch first)."""
+    graph = simplify(graph)  # the hardware path's view (the golden keeps running the original)
     if flavour(graph) == "float":
         if calib is None:
             raise ModelError("the model is not quantized: pass --calib CALIB.npz to quantize it, "

@@ -50,6 +50,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ..ir import load
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from ..ir.simplify import simplify
 from ..layers import ptq_ops
 from . import _calib, _canonical
 
@@ -258,7 +259,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     ``progress`` shows a rich progress bar on stderr when calibration is slow.
     """
     _check_options(weight_bits, act_bits, method)
-    graph = model if isinstance(model, Graph) else load(model)
+    graph = simplify(model if isinstance(model, Graph) else load(model))
     _canonical.check_float_model(graph)
     feeds = _calib.check_feeds(calib, graph)
     g = _canonical.prepare(graph)
