@@ -47,7 +47,7 @@ from .load import load
 __all__ = ["simplify", "to_model", "TRIGGER_OPS"]
 
 #: ops whose presence makes the pass run (shape computation, layout and view ops)
-TRIGGER_OPS = frozenset({"Shape", "Gather", "Concat", "Cast", "Transpose", "Squeeze", "Unsqueeze", "Slice",
+TRIGGER_OPS = frozenset({"Shape", "Gather", "Concat", "Cast", "Transpose", "Squeeze", "Unsqueeze", "Slice", "MatMul",
                          "ConstantOfShape", "Expand", "Range", "Size"})
 _VIEW_OPS = frozenset({"Squeeze", "Unsqueeze", "Flatten", "Reshape"})
 _BATCHES = (2, 3)
