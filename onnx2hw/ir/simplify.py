@@ -109,7 +109,7 @@ def simplify(graph: Graph) -> Graph:
         return hit[1]
     out = _simplify(graph)
     key = id(graph)
-    _cache[key] = (weakref.ref(graph, lambda _r, key=key: _cache.pop(key, None)), out)
+    _cache[key] = (weakref.ref(graph, lambda _r, key=key, cache=_cache: cache.pop(key, None)), out)
     return out
 
 
