@@ -28,6 +28,7 @@ def bench_corpus() -> list[dict]:
     from onnx2hw.dataflow import compile_pipeline
     from onnx2hw.flow import check_ops, integer_graph_of
     from onnx2hw.ir import load
+    from onnx2hw.ir.simplify import simplify
     from onnx2hw.quant.partition import split
 
     manifest = json.loads((CORPUS / "manifest.json").read_text())
@@ -37,7 +38,7 @@ def bench_corpus() -> list[dict]:
         try:
             graph = load(str(CORPUS / entry["file"]))
             stage = "op check"
-            check_ops(split(graph).core)
+            check_ops(split(simplify(graph)).core)
             stage = "import/quantize"
             ig = integer_graph_of(graph, _calib(entry, graph))
             stage = "compile"

@@ -72,7 +72,7 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=
                       "nchw_to_nhwc": bool(q.nchw_to_nhwc), "shape": list(spec.shape),
                       "pre": [[op, c] for op, c in q.pre],
                       "model_shape": None if q.model_shape is None else list(q.model_shape),
-                      "narrow": bool(q.narrow)},
+                      "narrow": bool(q.narrow), "integer_input": bool(q.integer_input)},
             "output": {"name": d.name, "tensor": ospec.name, "scale": _list(d.scale),
                        "zero_point": _list(d.zero_point), "nhwc_to_nchw": bool(d.nhwc_to_nchw),
                        "onnx_dtype": int(d.onnx_dtype), "integer_output": bool(d.integer_output),
@@ -222,7 +222,8 @@ def host_converters(quant: dict) -> tuple[InputQuant, OutputDequant]:
     dtype = IntType(1, False, bipolar=True) if qi["bipolar"] else IntType(qi["bits"], qi["signed"])
     iq = InputQuant(qi["name"], qi["scale"], qi["zero_point"], dtype, qi["nchw_to_nhwc"],
                     tuple(tuple(step) for step in qi.get("pre", [])),
-                    None if not qi.get("model_shape") else tuple(qi["model_shape"]), bool(qi.get("narrow", False)))
+                    None if not qi.get("model_shape") else tuple(qi["model_shape"]), bool(qi.get("narrow", False)),
+                    integer_input=bool(qi.get("integer_input", False)))
     od = OutputDequant(qo["name"], np.asarray(qo["scale"]), np.asarray(qo["zero_point"]), qo["nhwc_to_nchw"],
                        qo["onnx_dtype"], qo["integer_output"], None if qo["shape"] is None else tuple(qo["shape"]),
                        np.asarray(qo.get("bias", 0.0), np.float64))

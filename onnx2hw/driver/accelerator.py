@@ -198,14 +198,18 @@ class Accelerator:
         q = self._qin
         x = np.asarray(x)
         want = self.model_input_shape
-        if x.dtype.kind != "f":
+        if q.get("integer_input"):  # the model takes its integer codes (TFLite int8): passed through
+            if x.dtype.kind not in "iu":
+                raise ValueError(f"inputs must be an integer array (the model's input is its integer codes), "
+                                 f"not {x.dtype}")
+        elif x.dtype.kind != "f":
             raise ValueError(f"inputs must be a float array (the model's input is float32), not {x.dtype}"
                              + ("; integer tensors for the hardware need --raw" if x.dtype.kind in "iu" else ""))
         if x.ndim < 1 or x.shape[0] < 1:
             raise ValueError(f"inputs of shape {x.shape!r} hold no inferences (batch first)")
         if x.shape[1:] != want:
             raise ValueError(f"inputs have shape {x.shape!r}; the model takes (N, {', '.join(map(str, want))})")
-        if not np.all(np.isfinite(x)):
+        if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
             raise ValueError("inputs contain NaN or infinite values")
         if q["nchw_to_nhwc"] and x.ndim < 3:
             raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")

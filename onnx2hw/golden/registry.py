@@ -21,7 +21,7 @@ OPS: dict[tuple[str, str], str] = {
     # elementwise and activations
     ("", "Add"): "binary", ("", "Sub"): "binary", ("", "Mul"): "binary", ("", "Div"): "binary",
     ("", "Relu"): "relu", ("", "LeakyRelu"): "leaky_relu", ("", "Clip"): "clip",
-    ("", "Sigmoid"): "sigmoid", ("", "Tanh"): "tanh", ("", "Softmax"): "softmax",
+    ("", "Sigmoid"): "sigmoid", ("", "Tanh"): "tanh", ("", "Softmax"): "softmax", ("", "Pow"): "pow",
     # shape and data movement
     ("", "Flatten"): "flatten", ("", "Reshape"): "reshape", ("", "Transpose"): "transpose",
     ("", "Squeeze"): "squeeze", ("", "Unsqueeze"): "unsqueeze", ("", "Concat"): "concat",

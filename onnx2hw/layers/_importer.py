@@ -68,6 +68,9 @@ class QT:
     real: bool
     onnx_shape: tuple[int, ...]           # ONNX shape without batch (NCHW order)
     perm: np.ndarray | None = None        # flat ONNX index -> flat NHWC index of ``tensor``
+    #: ``onnx_shape`` is an image in channels-last order (H, W, C) (an exporter's NHWC view,
+    #: before or after its Transposes): ``tensor`` holds it in that order, row-major
+    hwc: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,9 +96,19 @@ class Const:
 
 @dataclass(frozen=True)
 class FloatIn:
+    """A model input awaiting its quantizer (an integer input: awaiting the DequantizeLinear that
+    gives its scale and zero point)."""
+
     name: str
     onnx_shape: tuple[int, ...]
     pre: tuple[tuple[str, float], ...] = ()   # float scaling steps applied on the host before quantizing
+    #: "onnx": the model's layout (an image is NCHW: the host moves the channels last);
+    #: "hwc": ``onnx_shape`` is (H, W, C), the model's own channels-last input (an NHWC
+    #: exporter's, read through a Transpose to NCHW); "nhwc": ``onnx_shape`` is (C, H, W) after
+    #: that Transpose, the data arrives channels-last (the host moves no axes)
+    layout: str = "onnx"
+    #: the model input is already the integer codes (TFLite int8 models)
+    integer: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,16 +169,19 @@ class Builder:
         #: the batch size the model fixes (its first input's first dim, when a number), else None
         first = graph.inputs[0].shape if graph.inputs else None
         self.batch = first[0] if first and isinstance(first[0], int) and first[0] > 0 else None
+        nhwc_inputs = _nhwc_inputs(graph)
         for vi in graph.inputs:
             shape = vi.shape
             if vi.kind != "tensor" or shape is None or len(shape) < 1 or \
                     any(not isinstance(d, int) or d < 1 for d in shape[1:]):
                 raise ModelError(f"model input {vi.name!r} needs a tensor shape with a batch dim and fixed positive "
                                  f"other dims, not {shape!r}")
-            if vi.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
-                raise UnsupportedError(f"model input {vi.name!r} is not a float tensor (elem_type {vi.elem_type}); "
-                                       f"integer model inputs are not supported")
-            self.vals[vi.name] = FloatIn(vi.name, tuple(shape[1:]))
+            integer = vi.elem_type in _ELEM_TYPES
+            if vi.elem_type not in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE) and not integer:
+                raise UnsupportedError(f"model input {vi.name!r} is neither a float nor a 4..16-bit integer tensor "
+                                       f"(elem_type {vi.elem_type})")
+            self.vals[vi.name] = FloatIn(vi.name, tuple(shape[1:]), layout="hwc" if vi.name in nhwc_inputs else "onnx",
+                                         integer=integer)
 
     # ---- values -------------------------------------------------------------------------
     def get(self, name: str, node: Node) -> Value:
@@ -203,9 +219,12 @@ class Builder:
                      narrow: bool = False) -> QT:
         check_scale(scale, f"node {node.name!r} input scale")
         shape = fin.onnx_shape
-        nchw = len(shape) == 3
+        nchw = len(shape) == 3 and fin.layout == "onnx"
         if len(shape) not in (1, 3):
             raise node_error(node, f"model input {fin.name!r} of shape {shape!r} is neither (N, F) nor (N, C, H, W)",
+                             UnsupportedError)
+        if fin.integer and dtype != _ELEM_TYPES.get(self.graph.value_info[fin.name].elem_type):
+            raise node_error(node, f"integer model input {fin.name!r} is read as {dtype}, not as its own type",
                              UnsupportedError)
         if fin.name in self.inputs:
             q, spec = self.inputs[fin.name]
@@ -213,16 +232,20 @@ class Builder:
                 raise node_error(node, f"model input {fin.name!r} is quantized twice with different parameters",
                                  UnsupportedError)
         else:
-            spec = self.new_tensor(fin.name, nhwc(shape), dtype)
+            spec = self.new_tensor(fin.name, shape if fin.layout == "hwc" else nhwc(shape), dtype)
             model = next(tuple(vi.shape[1:]) for vi in self.graph.inputs if vi.name == fin.name)
             q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw, fin.pre,
-                              model if model != tuple(shape) else None, bool(narrow))
+                              model if model != tuple(spec.shape if not nchw else shape) else None, bool(narrow),
+                              integer_input=fin.integer)
             self.inputs[fin.name] = (q, spec)
-        return QT(spec.name, float(scale), int(zp), dtype, False, shape)
+        return QT(spec.name, float(scale), int(zp), dtype, False, shape, hwc=fin.layout == "hwc")
 
     def natural(self, x: QT, node: Node) -> QT:
         if x.perm is not None:
             raise node_error(node, "input is a flattened image used as an image again", UnsupportedError)
+        if x.hwc:
+            raise node_error(node, f"input of shape {x.onnx_shape!r} is channels-last (H, W, C): only a Transpose "
+                             f"to NCHW or a flatten can read it", UnsupportedError)
         return x
 
     # ---- linear layers ----------------------------------------------------------------------
@@ -432,16 +455,19 @@ def qconst(b: Builder, node: Node, q_name: str, scale, zp, axis: int) -> QConst:
 def real_view(b: Builder, node: Node, i_x: int, i_s: int, i_zp: int | None) -> QT:
     """The dequantized view of integer input ``i_x`` with the scale / zero point inputs ``i_s``/``i_zp``."""
     x = b.get(node.inputs[i_x], node)
-    if isinstance(x, FloatIn):
+    if isinstance(x, FloatIn) and not x.integer:
         raise node_error(node, "integer op fed by a float model input (quantize it first)", UnsupportedError)
-    if not isinstance(x, QT) or x.real:
-        raise node_error(node, f"input {node.inputs[i_x]!r} must be an integer tensor", UnsupportedError)
     s = np.asarray(b.const(node.inputs[i_s], node, "scale"), np.float64)
     if s.size != 1:
         raise node_error(node, "per-channel activation scale is not supported", UnsupportedError)
     zp = 0
     if i_zp is not None and len(node.inputs) > i_zp and node.inputs[i_zp]:
         zp = int(np.asarray(b.const(node.inputs[i_zp], node, "zero point"), np.int64).reshape(-1)[0])
+    if isinstance(x, FloatIn):  # an integer model input: its codes go to the hardware as they are
+        x = b.input_tensor(x, float(check_scale(s.reshape(()), f"node {node.name!r} input")), zp,
+                           _ELEM_TYPES[b.graph.value_info[x.name].elem_type], node)
+    if not isinstance(x, QT) or x.real:
+        raise node_error(node, f"input {node.inputs[i_x]!r} must be an integer tensor", UnsupportedError)
     return replace(x, real=True, scale=float(check_scale(s.reshape(()), f"node {node.name!r} input")), zp=zp)
 
 
@@ -468,6 +494,34 @@ def int_view(b: Builder, node: Node, zp_index: int) -> QT:
         raise node_error(node, f"input {node.inputs[0]!r} must be an integer tensor", UnsupportedError)
     zp = zp_input(b, node, zp_index)
     return replace(x, real=True, scale=1.0, zp=int(np.asarray(zp if zp is not None else 0).reshape(-1)[0]))
+
+
+#: ops an NHWC model input may pass through (quantizers) before the Transpose that makes it NCHW
+_QUANTIZERS = frozenset({"QuantizeLinear", "DequantizeLinear", "Quant"})
+
+
+def _nhwc_inputs(graph: Graph) -> set[str]:
+    """Names of the rank-4 model inputs that the graph reads as channels-last: every path from
+    the input through quantizers ends in a Transpose with ``perm = (0, 3, 1, 2)``."""
+    readers: dict[str, list[Node]] = {}
+    for n in graph.nodes:
+        for i in n.inputs[:1]:
+            readers.setdefault(i, []).append(n)
+
+    def ends_in_transpose(name: str, depth: int = 0) -> bool:
+        rs = readers.get(name, [])
+        if not rs or depth > 4:
+            return False
+        for n in rs:
+            if n.op_type == "Transpose":
+                if tuple(n.attr("perm", ())) != (0, 3, 1, 2):
+                    return False
+            elif n.op_type not in _QUANTIZERS or not ends_in_transpose(n.outputs[0], depth + 1):
+                return False
+        return True
+
+    return {vi.name for vi in graph.inputs if vi.shape is not None and len(vi.shape) == 4
+            and ends_in_transpose(vi.name)}
 
 
 def _round_even(x: float) -> int:

@@ -82,7 +82,9 @@ def apply_pre(x, pre) -> np.ndarray:
 class InputQuant:
     """Host-side float -> int for one model input (``name`` is the ONNX input name): the model's
     scaling steps ``pre`` (e.g. ``2x - 1``: ``(("mul", 2.0), ("sub", 1.0))``), then
-    ``clamp(round_half_to_even(x / scale) + zero_point)``."""
+    ``clamp(round_half_to_even(x / scale) + zero_point)``; the channels are moved last when
+    ``nchw_to_nhwc`` (an NCHW image; a model whose input is already NHWC, read through a
+    Transpose, has them last already). An integer model input passes unchanged."""
 
     name: str
     scale: float
@@ -94,6 +96,8 @@ class InputQuant:
     model_shape: tuple[int, ...] | None = None
     #: narrow range: the most negative (signed) or the largest (unsigned) code is never produced
     narrow: bool = False
+    #: the model input is already the integer codes (a TFLite int8 model): they pass unchanged
+    integer_input: bool = False
 
     @property
     def clamp(self) -> tuple[int, int]:
@@ -105,7 +109,19 @@ class InputQuant:
     def quantize(self, x, shape) -> np.ndarray:
         """Float input (batch first, ONNX layout) -> int64 codes shaped ``(N, *shape)`` (NHWC);
         a bipolar input maps ``>= 0`` to +1, the rest to -1. The one host quantizer: the golden
-        flow and the driver both call it."""
+        flow and the driver both call it. An ``integer_input`` takes the model's integer codes
+        and passes them through (checked to lie in the type's range)."""
+        if self.integer_input:
+            v = np.asarray(x)
+            if v.dtype.kind not in "iu":
+                raise ValueError(f"input {self.name!r} takes the model's integer codes ({self.dtype}), not {v.dtype}")
+            v = v.astype(np.int64)
+            lo, hi = self.clamp
+            if v.size and (v.min() < lo or v.max() > hi):
+                raise ValueError(f"input {self.name!r}: codes outside [{lo}, {hi}]")
+            if self.nchw_to_nhwc:
+                v = np.moveaxis(v, 1, -1)
+            return v.reshape((v.shape[0],) + tuple(shape))
         x = apply_pre(x, self.pre)
         if self.nchw_to_nhwc:
             x = np.moveaxis(x, 1, -1)

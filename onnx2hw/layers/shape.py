@@ -1,9 +1,16 @@
 """Ops that only change how a quantized tensor is viewed: folded at import, no hardware. A model
 input flattened before its quantizer is quantized on the host as the flat vector.
 
-Flatten / Reshape / Squeeze to a vector become a permutation of the NHWC feature order read by
-the next dense layer; Identity and Dropout disappear; Constant feeds constants; Cast of a
-layer's integer result is the result itself.
+Flatten / Reshape / Squeeze / Unsqueeze to a vector become a permutation of the NHWC feature
+order read by the next dense layer (or none: a vector viewed as ``(1, F)`` and back is the same
+stream); Identity and Dropout disappear; Constant feeds constants; Cast of a layer's integer
+result is the result itself.
+
+Transpose, as exporters of channels-last frameworks (Keras, TFLite) write it, moves no data:
+the hardware's images are channels-last already. ``NHWC input -> Transpose(0, 3, 1, 2)`` makes
+the host quantize the input as it comes (no axis moved); ``Transpose(0, 2, 3, 1) -> flatten``
+before a dense layer is the NHWC feature order itself (the dense weights are read in that
+order); a Transpose of a constant is folded. Other permutations are refused.
 """
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import QT, Acc, Builder, Const, FloatIn, node_error
+from ._importer import QT, Acc, Builder, Const, FloatIn, QConst, node_error
 from ._layout import flatten_perm
 from .base import Pattern
 
@@ -21,24 +28,32 @@ __all__ = ["PATTERNS"]
 
 
 def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
+    """``x`` viewed with the ONNX shape ``shape`` (same number of elements, ONNX C order): a
+    flatten, or any reshape between shapes that are not images (a vector as ``(1, F)`` and back)."""
+    shape = tuple(int(d) for d in shape)
     n = int(np.prod(x.onnx_shape))
-    if tuple(shape) == x.onnx_shape:
+    if shape == x.onnx_shape:
         return x
-    if len(shape) != 1 or shape[0] != n:
+    if len(shape) == 3 or int(np.prod(shape)) != n:
         raise node_error(node, f"reshape of {x.onnx_shape!r} to {shape!r} (only flattening to (N, features) is "
                          f"supported)", UnsupportedError)
-    perm = x.perm if x.perm is not None else flatten_perm(x.onnx_shape)
-    return replace(x, onnx_shape=(n,), perm=perm)
+    if x.perm is not None:
+        perm = x.perm
+    elif x.hwc or len(x.onnx_shape) != 3:  # stored in ONNX C order already
+        perm = None
+    else:
+        perm = flatten_perm(x.onnx_shape)
+    return replace(x, onnx_shape=shape, perm=perm, hwc=False)
 
 
 def _flatten_input(node: Node, x: FloatIn, shape) -> FloatIn:
     """A model input flattened before its quantizer: the host quantizes it as a vector (C order,
     as ONNX flattens); only flattening to (N, features) is supported."""
     n = int(np.prod(x.onnx_shape))
-    if tuple(shape) != (n,):
+    if tuple(shape) != (n,) or x.layout == "nhwc":
         raise node_error(node, f"reshape of model input {x.name!r} from {x.onnx_shape!r} to {tuple(shape)!r} "
                          f"(only flattening to (N, {n}) is supported before its quantizer)", UnsupportedError)
-    return replace(x, onnx_shape=(n,))
+    return replace(x, onnx_shape=(n,), layout="onnx")
 
 
 def _flatten(b: Builder, node: Node):
@@ -89,6 +104,57 @@ def _squeeze(b: Builder, node: Node):
     b.set(node, _view(b, node, x, shape))
 
 
+def _unsqueeze(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, QT):
+        raise node_error(node, "unsqueezes a value that is not a quantized tensor", UnsupportedError)
+    axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
+    rank = len(x.onnx_shape) + 1 + len(axes or ())
+    axes = sorted(a + rank if a < 0 else a for a in (axes or ()))
+    if not axes or 0 in axes or len(set(axes)) != len(axes) or axes[-1] >= rank:
+        raise node_error(node, f"Unsqueeze axes {axes!r} must be non-batch axes", UnsupportedError)
+    rest = iter(x.onnx_shape)
+    shape = tuple(1 if i in axes else next(rest) for i in range(1, rank))
+    b.set(node, _view(b, node, x, shape))
+
+
+_NCHW_TO_NHWC, _NHWC_TO_NCHW = (1, 2, 0), (2, 0, 1)   # on the axes after the batch
+
+
+def _transpose(b: Builder, node: Node):
+    x = b.get(node.inputs[0], node)
+    if isinstance(x, Const):
+        b.set(node, Const(np.transpose(x.value, node.attr("perm"))))
+        return
+    if isinstance(x, QConst):
+        perm = tuple(node.attr("perm") or range(x.q.ndim)[::-1])
+        b.set(node, replace(x, q=np.transpose(x.q, perm), axis=perm.index(x.axis) if x.q.ndim else x.axis))
+        return
+    if not isinstance(x, (QT, FloatIn)):
+        raise node_error(node, "transposes a value that is not a quantized tensor or a model input",
+                         UnsupportedError)
+    shape = x.onnx_shape
+    perm = tuple(int(p) for p in (node.attr("perm") or range(len(shape) + 1)[::-1]))
+    if sorted(perm) != list(range(len(shape) + 1)) or perm[0] != 0:
+        raise node_error(node, f"Transpose perm {list(perm)!r} moves the batch axis", UnsupportedError)
+    p = tuple(a - 1 for a in perm[1:])
+    new = tuple(shape[a] for a in p)
+    if p == tuple(range(len(shape))):
+        b.set(node, x)
+    elif isinstance(x, FloatIn) and x.layout == "hwc" and p == _NHWC_TO_NCHW:
+        b.set(node, replace(x, onnx_shape=new, layout="nhwc"))
+    elif isinstance(x, QT) and x.perm is None and len(shape) == 3 and p == _NCHW_TO_NHWC and not x.hwc:
+        b.set(node, replace(x, onnx_shape=new, hwc=True))
+    elif isinstance(x, QT) and len(shape) == 3 and p == _NHWC_TO_NCHW and x.hwc:
+        b.set(node, replace(x, onnx_shape=new, hwc=False))
+    elif isinstance(x, QT) and [a for a in p if shape[a] != 1] == sorted(a for a in p if shape[a] != 1) \
+            and len(new) != 3:
+        b.set(node, _view(b, node, x, new))  # moves only unit axes: a reshape
+    else:
+        raise node_error(node, f"Transpose perm {list(perm)!r} of shape {shape!r} is not supported (only NHWC <-> "
+                         f"NCHW of an image at the model input or before a flatten)", UnsupportedError)
+
+
 def _identity(b: Builder, node: Node):
     b.set(node, b.get(node.inputs[0], node))
 
@@ -113,6 +179,8 @@ PATTERNS = (
     Pattern("", "Flatten", _VIEW, _flatten, ptq="pass"),
     Pattern("", "Reshape", _VIEW, _reshape, ptq="pass"),
     Pattern("", "Squeeze", _VIEW, _squeeze),
+    Pattern("", "Unsqueeze", _VIEW, _unsqueeze),
+    Pattern("", "Transpose", "absorbed (NHWC <-> NCHW: stream order; constants: folded)", _transpose, ptq="pass"),
     Pattern("", "Identity", "removed", _identity, ptq="pass"),
     Pattern("", "Dropout", "removed (inference)", _identity, ptq="fold"),
     Pattern("", "Constant", "constant input, folded at compile time", _constant, ptq="fold"),

@@ -43,6 +43,10 @@ def load_npz(path: str | os.PathLike, what: str = "calibration") -> dict[str, np
                          f"({type(exc).__name__}: {exc})") from None
 
 
+#: integer model input types (ONNX elem_type -> numpy dtype): the feeds are the integer codes
+_INT_INPUTS = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16"}
+
+
 def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "calibration") -> dict[str, np.ndarray]:
     """Match ``what`` arrays (calibration, input) to the model inputs by name, rank, fixed dims,
     dtype and finite values.
@@ -65,7 +69,11 @@ def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "cali
     out, batch = {}, None
     for vi in graph.inputs:
         a = np.asarray(feeds[vi.name])
-        if a.dtype.kind != "f":
+        integer = _INT_INPUTS.get(vi.elem_type)  # a model that takes integer codes (TFLite int8)
+        if integer is not None:
+            if a.dtype.kind not in "iu":
+                raise ModelError(f"{what} array {vi.name!r} has dtype {a.dtype.name!r}; the model input is {integer}")
+        elif a.dtype.kind != "f":
             raise ModelError(f"{what} array {vi.name!r} has dtype {a.dtype.name!r}; "
                              "the model input is float32")
         shape = vi.shape
@@ -83,6 +91,12 @@ def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "cali
             raise ModelError(f"{what} arrays disagree on the number of samples "
                              f"({vi.name!r} has {a.shape[0]}, others {batch})")
         batch = a.shape[0]
+        if integer is not None:
+            info = np.iinfo(integer)
+            if a.size and (a.min() < info.min or a.max() > info.max):
+                raise ModelError(f"{what} array {vi.name!r} has values outside {integer} [{info.min}, {info.max}]")
+            out[vi.name] = np.ascontiguousarray(a, dtype=integer)
+            continue
         if not np.all(np.isfinite(a)):
             raise ModelError(f"{what} array {vi.name!r} contains NaN or infinite values")
         out[vi.name] = np.ascontiguousarray(a, dtype=np.float32)

@@ -64,14 +64,23 @@ class Split:
         return None if self.tail is None else self.tail.inputs[0].name
 
 
-def _host_capable(node: Node, graph: Graph) -> bool:
+def _constants(graph: Graph) -> set[str]:
+    """Initializers and what nodes compute from them alone (e.g. TensorNorm's ``sqrt(var + eps)``)."""
+    const = set(graph.initializers)
+    for n in graph.nodes:
+        if n.inputs and all(not i or i in const for i in n.inputs):
+            const.update(o for o in n.outputs if o)
+    return const
+
+
+def _host_capable(node: Node, const: set[str]) -> bool:
     key = (node.domain, node.op_type)
     if key in HEAD_OPS or key in EDGE_OPS:
         return True
+    data = [i for i in node.inputs if i and i not in const]
     if key in AFFINE_OPS:
-        data = [i for i in node.inputs if i and i not in graph.initializers]
         return len(data) == 1
-    return False
+    return not data and bool(node.inputs)   # a constant computation that only the tail reads
 
 
 def _readers(graph: Graph) -> dict[str, list[int]]:
@@ -95,18 +104,19 @@ def _descendants(graph: Graph, start: set[int], readers) -> set[int]:
 
 
 def _entries(graph: Graph, tail: set[int]) -> set[str]:
-    """The tensors the tail reads from the core (initializers are not core tensors)."""
+    """The tensors the tail reads from the core (constants are not core tensors)."""
     made = {o for i in tail for o in graph.nodes[i].outputs if o}
-    return {name for i in tail for name in graph.nodes[i].inputs
-            if name and name not in made and name not in graph.initializers}
+    const = _constants(graph)
+    return {name for i in tail for name in graph.nodes[i].inputs if name and name not in made and name not in const}
 
 
 def _auto_tail(graph: Graph, readers) -> set[int]:
     outputs = set(graph.output_names)
+    const = _constants(graph)
     tail: set[int] = set()
     for i in range(len(graph.nodes) - 1, -1, -1):
         node = graph.nodes[i]
-        if not _host_capable(node, graph):
+        if not _host_capable(node, const):
             continue
         outs = [o for o in node.outputs if o]
         if outs and all(all(r in tail for r in readers.get(o, ())) and (readers.get(o) or o in outputs)

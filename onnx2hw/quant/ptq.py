@@ -51,6 +51,7 @@ from ..ir import load
 from ..ir.save import to_model
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from ..ir.simplify import simplify
 from ..layers import ptq_ops
 from . import _calib, _canonical
 from .partition import split
@@ -263,7 +264,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     stderr when calibration is slow.
     """
     _check_options(weight_bits, act_bits, method)
-    full = model if isinstance(model, Graph) else load(model)
+    full = simplify(model if isinstance(model, Graph) else load(model))
     _canonical.check_float_model(full, check_ops=False)
     parts = split(full, host)
     graph = parts.core
