@@ -48,7 +48,18 @@ def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: floa
         "stages": [{"name": s.name, "op": s.op, "pe": s.pe, "simd": s.simd, "cycles": s.cycles,
                     "lut": s.cost.lut, "dsp": s.cost.dsp, "bram": s.cost.ebr} for s in pipeline.stages],
         "times_s": {k: round(v, 2) for k, v in times.items()},
+        "host": host_part(pipeline.graph),
     }
+
+
+def host_part(ig) -> dict | None:
+    """What the host computes after the hardware's output (``None`` when nothing): the tensor
+    the hardware ends at and the host's nodes."""
+    if ig.tail is None:
+        return None
+    return {"cut": ig.tail.input_names[0], "outputs": list(ig.tail.output_names),
+            "nodes": [{"name": n.name, "op": f"{n.domain}::{n.op_type}" if n.domain else n.op_type}
+                      for n in ig.tail.nodes]}
 
 
 def write_report(report: dict, build_dir) -> tuple[Path, Path]:
@@ -99,6 +110,14 @@ def _bar(name: str, r: dict) -> str:
             f'<td>estimated {est:,}</td></tr>')
 
 
+def _host_html(host: dict | None) -> str:
+    if not host:
+        return "<p>The hardware computes the model's outputs; the host only quantizes and dequantizes.</p>"
+    ops = ", ".join(f'{html.escape(n["name"])} ({html.escape(n["op"])})' for n in host["nodes"])
+    return (f'<p><b>On the host</b>, after the hardware’s output {html.escape(host["cut"])}: {ops} '
+            f'(the golden executor, as the model defines them)</p>')
+
+
 def render_html(r: dict) -> str:
     clock = r["clock"]
     ok = clock["met"]
@@ -118,7 +137,7 @@ background:#eee;border-radius:7px}} .used{{height:14px;background:#4393c3;border
 achieved Fmax {fmax}</p>
 <p><b>Throughput:</b> {tp["inferences_per_s"]:,.0f} inferences/s; initiation interval {tp["ii_cycles"]:,} cycles,
 latency {tp["latency_cycles"]:,} cycles{link}</p>
-<h2>Pipeline</h2>{_svg_pipeline(r["stages"])}
+<h2>Pipeline</h2>{_svg_pipeline(r["stages"])}{_host_html(r.get("host"))}
 <h2>Resources</h2><table>{bars}</table><p>Bars: used after place and route; red tick: the estimate.</p>
 <h2>Build time</h2><p>{times}</p></body></html>
 """

@@ -9,6 +9,7 @@ import onnx
 
 from .ir.errors import ModelError
 from .ir.graph import Graph, Node, ValueInfo
+from .ir.simplify import simplify
 from .layers import support as hw_support
 from .quant.partition import split
 
@@ -96,14 +97,19 @@ class ModelSummary:
 
 
 def summarize(graph: Graph, path: str = "") -> ModelSummary:
+    """The model as loaded; the hardware column describes the graph the hardware path takes
+    (simplified, partitioned): ops the simplifier removes are listed as folded."""
+    hw_graph = simplify(graph)
     try:
-        parts = split(graph)
+        parts = split(hw_graph)
     except ModelError:  # a tail the partition refuses: everything is shown as hardware
         parts = None
     tail = parts.tail if parts is not None else None
     on_host = {n.name for n in tail.nodes} if tail is not None else set()
-    ops = Counter((n.domain, n.op_type) for n in graph.nodes if n.name not in on_host)
-    host_ops = Counter((n.domain, n.op_type) for n in graph.nodes if n.name in on_host)
+    ops = Counter((n.domain, n.op_type) for n in hw_graph.nodes if n.name not in on_host)
+    host_ops = Counter((n.domain, n.op_type) for n in hw_graph.nodes if n.name in on_host)
+    gone = Counter((n.domain, n.op_type) for n in graph.nodes)
+    gone.subtract(Counter((n.domain, n.op_type) for n in hw_graph.nodes))
     layers, total = [], 0
     for node in graph.nodes:
         macs = node_macs(graph, node)
@@ -117,6 +123,11 @@ def summarize(graph: Graph, path: str = "") -> ModelSummary:
         mapping = hw_support(domain, op)
         hardware.append({"op": f"{domain}::{op}" if domain else op, "count": count, "where": "hardware",
                          "supported": mapping is not None, "mapping": mapping or "not supported by the hardware path"})
+    for (domain, op), count in sorted(((k, v) for k, v in gone.items() if v > 0 and k not in ops and k not in host_ops),
+                                      key=lambda kv: (-kv[1], kv[0])):
+        hardware.append({"op": f"{domain}::{op}" if domain else op, "count": count, "where": "hardware",
+                         "supported": True, "mapping": "folded away by graph simplification (constant shapes, "
+                                                       "cancelled transposes, fused bias)"})
     for (domain, op), count in sorted(host_ops.items(), key=lambda kv: (-kv[1], kv[0])):
         hardware.append({"op": f"{domain}::{op}" if domain else op, "count": count, "where": "host",
                          "supported": True, "mapping": f"on the host, after the hardware's output {parts.cut!r}"})

@@ -22,6 +22,8 @@ from onnx2hw.ir.save import to_model
 from onnx2hw.layers import quantize_inputs
 from onnx2hw.quant.partition import split
 from onnx2hw.quant.ptq import quantize
+from onnx2hw.report import make_report, render_html
+from onnx2hw.boards import get_board
 
 CORPUS = ROOT / "corpus"
 
@@ -202,3 +204,13 @@ def test_golden_qlinear_softmax_against_onnxruntime(dtype, opset):
                          {"opset": opset, "axis": -1 if opset >= 13 else 1}), x, xs, zp_x, ys, zp_y)[0]
     assert ours.dtype == want.dtype
     assert np.abs(ours.astype(np.int64) - want.astype(np.int64)).max() <= 1
+
+
+def test_report_shows_the_host_part():
+    ig = integer_graph_of(load(CORPUS / "brevitas_tfc_w2a2_clean.onnx"))
+    p = onnx2hw.dataflow.compile_pipeline(ig)
+    board = get_board("ulx3s")
+    r = make_report(model="tfc", board=board, pipeline=p, clock_mhz=75.0, fmax_mhz=80.0, util={}, times={},
+                    baud=3e6, link_bytes=64)
+    assert r["host"]["cut"] == "Gemm_3_out0" and [n["op"] for n in r["host"]["nodes"]] == ["Sub", "Div", "Mul", "Add"]
+    assert "On the host</b>, after the hardware’s output Gemm_3_out0: Sub_1 (Sub)" in render_html(r)

@@ -62,6 +62,15 @@ def folding_note(design: Design) -> str:
     return f"folding for --target-fps: II {p.ii:,} cycles at {design.clock_hz / 1e6:g} MHz"
 
 
+def host_note(design: Design) -> str | None:
+    """One line naming what the host computes after the hardware's output, if anything."""
+    tail = design.integer.tail
+    if tail is None:
+        return None
+    return (f"host/hardware split: the hardware ends at {tail.input_names[0]!r}; the host runs "
+            + ", ".join(f"{n.name} ({n.op_type})" for n in tail.nodes))
+
+
 def require_simulator(simulator: str, why: str) -> None:
     """One ``error:`` line (``why``: what needs it) unless ``simulator`` can run here."""
     reason = simulator_available(simulator)

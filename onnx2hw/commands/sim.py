@@ -12,7 +12,7 @@ from ..files import check_output_file, save_npz
 from ..flow import load_graph, load_npz
 from ..sim.cocotb_run import cache_root
 from . import UsageError
-from ._options import add_folding_options, design_of, folding_note, require_simulator, target_of
+from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
 
 HELP = "simulate the generated hardware (cocotb + Verilator) and compare it bit for bit with the golden model"
 
@@ -46,6 +46,8 @@ def run(args) -> int:
     feeds = load_npz(args.inputs, graph) if args.inputs else None  # checked before the compile
     design = design_of(args, target, graph)
     con.print(folding_note(design))
+    if host_note(design):
+        con.print(host_note(design))
     p = design.pipeline
     if feeds is not None:
         x = design.quantize(feeds)

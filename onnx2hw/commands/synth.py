@@ -12,7 +12,7 @@ from .._children import activity
 from ..build import BuildResult
 from ..design import Design, MismatchError, design_name
 from . import UsageError
-from ._options import add_folding_options, design_of, folding_note, require_simulator, target_of
+from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
 
 HELP = "compile a model into a bitstream for a board (Yosys + nextpnr through YoWASP) with a report"
 
@@ -39,6 +39,8 @@ def run(args) -> int:
         raise UsageError(f"output {str(out)!r} exists and is not a directory")
     design = design_of(args, target)
     con.print(folding_note(design))
+    if host_note(design):
+        con.print(host_note(design))
     times = {}
     if args.verify:
         t0 = time.perf_counter()

@@ -43,6 +43,7 @@ EDGE_OPS = frozenset({("", op) for op in ("Reshape", "Flatten", "Squeeze", "Unsq
                      | {(d, op) for d in QONNX_DOMAINS for op in ("Quant", "BipolarQuant", "Trunc")})
 #: elementwise float ops: on the host when all but one operand are constants
 AFFINE_OPS = frozenset({("", op) for op in ("Mul", "Add", "Sub", "Div", "BatchNormalization")})
+_QUANTIZERS = {"QuantizeLinear", "Quant", "BipolarQuant", "MultiThreshold"}
 #: input index of the output zero point of quantized ops (whose output type it gives)
 _OUTPUT_ZP = {("", "QuantizeLinear"): 2, ("", "QLinearConv"): 7, ("", "QLinearMatMul"): 7, (MS, "QGemm"): 8,
               (MS, "QLinearAdd"): 7, (MS, "QLinearMul"): 7, (MS, "QLinearAveragePool"): 4,
@@ -114,14 +115,25 @@ def _auto_tail(graph: Graph, readers) -> set[int]:
     outputs = set(graph.output_names)
     const = _constants(graph)
     tail: set[int] = set()
+    #: tail nodes whose value is quantized again before any head op: an affine op before them
+    #: (a layer's bias or scale) belongs to the layer, in hardware
+    requantized: set[int] = set()
     for i in range(len(graph.nodes) - 1, -1, -1):
         node = graph.nodes[i]
         if not _host_capable(node, const):
             continue
         outs = [o for o in node.outputs if o]
-        if outs and all(all(r in tail for r in readers.get(o, ())) and (readers.get(o) or o in outputs)
-                        for o in outs):
-            tail.add(i)
+        if not (outs and all(all(r in tail for r in readers.get(o, ())) and (readers.get(o) or o in outputs)
+                             for o in outs)):
+            continue
+        after = [graph.nodes[r] for o in outs for r in readers.get(o, ())]
+        requant = any(n.op_type in _QUANTIZERS or (id(n) in requantized and (n.domain, n.op_type) not in HEAD_OPS)
+                      for n in after)
+        if (node.domain, node.op_type) in AFFINE_OPS and requant:
+            continue
+        tail.add(i)
+        if requant:
+            requantized.add(id(node))
     # edge ops at the start of the tail go back to the hardware
     changed = True
     while changed and tail:
