@@ -64,7 +64,10 @@ class AcceleratorCore(wiring.Component):
             blocks.append(block)
             prev = block
         first, last = blocks[0], blocks[-1]
-        ins = [first.a, first.b] if stage.op == "add" else [first.i]
+        if hasattr(first, "in_ports"):  # a block with several inputs in port order (ConcatUnit)
+            ins = list(first.in_ports)
+        else:
+            ins = [first.a, first.b] if stage.op == "add" else [first.i]
         outs = [last.o0, last.o1] if stage.op == "fork" else [last.o]
         return ins, outs
 
