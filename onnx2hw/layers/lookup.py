@@ -2,9 +2,12 @@
 
     y = table[x - in_lo]
 
-ONNX forms: Sigmoid, Tanh, LeakyRelu between a DequantizeLinear and a QuantizeLinear (QDQ,
+ONNX forms: Sigmoid, Tanh, LeakyRelu, PRelu (a constant slope shared by every channel), Selu,
+Elu, HardSigmoid, HardSwish, Softplus between a DequantizeLinear and a QuantizeLinear (QDQ,
 QOperator models; float models through the post-training quantizer, which gives the op its own
-output quantizer). The table is the quantized model's own arithmetic, entry by entry:
+output quantizer); Relu and Clip (ReLU6) of a dequantized tensor that no layer's clamp can
+absorb (:mod:`.activation` folds them into the layer before them when there is one). A
+per-channel PRelu slope is refused (one table serves every channel). The table is the quantized model's own arithmetic, entry by entry:
 ``QuantizeLinear(op(DequantizeLinear(q)))`` in float32 by the ONNX spec (the op evaluated by
 the golden executor), saturated to the output type and to any Relu/Clip that follows. Exact
 for every input. Hardware: a LookupUnit (one ROM per lane) for inputs of at most 8 bits.
@@ -19,7 +22,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.stage import Block
-from ._importer import Acc, Builder, QT, Target, need, node_error
+from ._importer import Acc, Builder, Const, QConst, QT, Target, need, node_error
 from ._layout import nhwc
 from .base import LayerKind, Lowered, Pattern
 from .types import elem_shape, readonly
@@ -74,7 +77,30 @@ def _function(b: Builder, node: Node):
     x = need(node, b.get(node.inputs[0], node), QT, "input")
     if b.specs[x.tensor].dtype.bipolar:
         raise node_error(node, "a bipolar input cannot be tabulated", UnsupportedError)
-    b.set(node, Acc("lookup", emit, node, (x,), x.onnx_shape))
+    consts = tuple(_parameter(b, node, i) for i in range(1, len(node.inputs)))
+    b.set(node, Acc("lookup", emit, node, (x,), x.onnx_shape, params={"consts": consts}))
+
+
+def tabulate(b: Builder, node: Node):
+    """The handler for an elementwise op of a dequantized tensor (Relu and Clip, from :mod:`.activation`)."""
+    _function(b, node)
+
+
+def _parameter(b: Builder, node: Node, i: int):
+    """Constant input ``i`` (PRelu's slope, Clip's bounds) for the evaluator; one value for every channel."""
+    if not node.inputs[i]:
+        return None
+    v = b.get(node.inputs[i], node)
+    if not isinstance(v, (Const, QConst)):
+        raise node_error(node, f"input {node.inputs[i]!r} must be a constant", UnsupportedError)
+    arr = np.asarray(v.value if isinstance(v, Const) else v.real())
+    if arr.size > 1:
+        if not np.all(arr == arr.reshape(-1)[0]):
+            raise node_error(node, f"{node.op_type} with a per-channel parameter {node.inputs[i]!r} of shape "
+                             f"{arr.shape!r} is not supported (one table serves every channel; only a scalar is)",
+                             UnsupportedError)
+        arr = arr.reshape(-1)[:1].reshape(())
+    return arr
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
@@ -85,7 +111,9 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     real = (q - x.zp).astype(np.float32) * np.float32(x.scale)
     if b.evaluate is None:
         raise node_error(v.node, "no float evaluator to tabulate the op with", UnsupportedError)
-    y = np.asarray(b.evaluate(v.node, real)[0], np.float32)
+    consts = v.params.get("consts", ())
+    y = np.asarray(b.evaluate(v.node, real, *(c if c is None else c.astype(np.float32) for c in consts))[0],
+                   np.float32)
     table = np.clip(np.rint(y / np.float32(t.scale)).astype(np.int64) + t.zp, t.lo, t.hi)
     spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
     return b.emit(Lookup(v.node.name, (x.tensor,), spec, table, in_type.lo), v.onnx_shape, t, x.perm)
@@ -93,7 +121,9 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
 
 _TABLE = "LookupUnit (the quantized function, tabulated)"
 _FLAVOURS = frozenset({"qdq", "qoperator"})
-PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer") for op in ("Sigmoid", "Tanh", "LeakyRelu"))
+#: elementwise functions that are always a table (Relu and Clip are declared by :mod:`.activation`)
+FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus")
+PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer") for op in FUNCTIONS)
 
 #: the layer kind this module declares
 KIND = Lookup

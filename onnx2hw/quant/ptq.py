@@ -5,10 +5,12 @@ Our own PTQ, not onnxruntime's (onnxruntime is only a test oracle):
 1. :func:`onnx2hw.ir.load` the float model; fold ``BatchNormalization`` into the ``Conv``/``Gemm``
    before it, drop ``Identity``/``Dropout`` (see :mod:`onnx2hw.quant._canonical`).
 2. Cut the graph into *units*: a primary node (``Conv``, ``Gemm``, ``MatMul``, ``Add``,
-   ``AveragePool``, ``GlobalAveragePool``, standalone ``Relu``/``Clip``) plus the ``Relu``/``Clip``
-   that is the only reader of its output (fused: the quantizer sits *after* the activation).
-   ``MaxPool``, ``GlobalMaxPool``, ``Flatten``, ``Reshape`` and kept ``Identity`` pass their input's
-   quantization parameters through (exact for integers).
+   ``AveragePool``, ``GlobalAveragePool``, ``Concat`` (one common output grid its inputs are
+   requantized onto), ``Mul`` by a constant, the tabulated activations, standalone ``Relu``/``Clip``)
+   plus the ``Relu``/``Clip`` that is the only reader of its output (fused: the quantizer sits
+   *after* the activation). ``MaxPool``, ``GlobalMaxPool``, ``Resize``/``Upsample`` (nearest),
+   ``Flatten``, ``Reshape`` and kept ``Identity`` pass their input's quantization parameters
+   through (exact for integers). The op roles are the layer registry's (:func:`onnx2hw.layers.ptq_ops`).
 3. Calibrate the float range of every graph input and unit output by running
    :func:`onnx2hw.golden.execute` on the calibration data (``minmax`` or ``percentile`` 99.99);
    0 is always inside the range.
@@ -65,6 +67,8 @@ _REQUANT_OPS = ptq_ops("layer")
 #: ops whose output reuses the input's quantization parameters
 _PASS_OPS = ptq_ops("pass")
 _ACTS = frozenset({"Relu", "Clip"})
+#: ops whose constant inputs after the first (shape, bounds, scales, slope, factor) stay float constants
+_PARAM_OPS = frozenset({"Reshape", "Clip", "Resize", "Upsample", "Mul", "PRelu"})
 _FLT32_TINY = float(np.finfo(np.float32).tiny)
 #: per-channel weight scales are at least the per-tensor scale / 2**_CH_FLOOR_LOG2
 _CH_FLOOR_LOG2 = 10
@@ -360,9 +364,11 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
         else:
             new_ins = []
             for i, name in enumerate(ins):
-                if name in dq_name:
+                if not name:  # an omitted optional input (Resize's roi)
+                    new_ins.append(name)
+                elif name in dq_name:
                     new_ins.append(dq_name[name])
-                elif name in g.initializers and (node.op_type in ("Reshape", "Clip") and i > 0):
+                elif name in g.initializers and node.op_type in _PARAM_OPS and (i > 0 or node.op_type == "Mul"):
                     new_ins.append(name)
                     inits.append(numpy_helper.from_array(np.asarray(g.initializers[name]), name))
                 else:
