@@ -376,8 +376,11 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
         # the unit's float output gets a fresh name when the dequantized copy must carry the original
         float_out = names.fresh(f"{u.out}_float") if u.out in outputs else u.out
         mid = names.fresh(f"{node.outputs[0]}_preact") if u.act else float_out
-        nodes.append(helper.make_node(node.op_type, new_ins, [mid], name=node.name or names.fresh(node.op_type),
-                                      **attrs(node)))
+        op_type, node_attrs = node.op_type, attrs(node)
+        if op_type == "Upsample":  # removed from opset 10 on: the same nearest mapping as a Resize
+            op_type, new_ins, node_attrs = _upsample_as_resize(node, new_ins, g, inits, names)
+        nodes.append(helper.make_node(op_type, new_ins, [mid], name=node.name or names.fresh(node.op_type),
+                                      **node_attrs))
         if u.act:
             act_ins = [mid] + [i for i in u.act.inputs[1:]]
             for extra in act_ins[1:]:
@@ -409,6 +412,22 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
     except Exception as exc:  # noqa: BLE001 - a bug in this writer, reported as one line
         raise ModelError(f"internal error: the quantized model fails onnx.checker: {exc}") from None
     return model
+
+
+def _upsample_as_resize(node: Node, ins: list, g: Graph, inits: list, names) -> tuple[str, list, dict]:
+    """Upsample (nearest; opset 7 scales attribute, opset 9 scales input) as the equivalent
+    Resize-13: asymmetric coordinates, nearest_mode floor (ONNX's Upsample semantics)."""
+    mode = node.attr("mode", "nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode != "nearest":
+        raise UnsupportedError(f"node {node.name!r} (Upsample): mode {mode!r} is not supported (only nearest)")
+    if node.since_version < 9:
+        sn = names.fresh(f"{node.name or 'upsample'}_scales")
+        inits.append(_tensor(sn, np.asarray(node.attr("scales"), np.float32), TensorProto.FLOAT))
+    else:
+        sn = ins[1]
+    return "Resize", [ins[0], "", sn], {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                                       "nearest_mode": "floor"}
 
 
 def _dedupe(inits: list[onnx.TensorProto]) -> list[onnx.TensorProto]:
