@@ -31,7 +31,7 @@ from ._importer import Acc, Builder, Const, QConst, QT, Target, node_error, scal
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern, check_act
-from .types import Requant
+from .types import Requant, elem_shape
 
 __all__ = ["Mul", "KIND", "PATTERNS"]
 
@@ -77,7 +77,8 @@ class Mul(LayerKind):
                       out_bits=self.output.dtype.bits, out_signed=self.output.dtype.signed, lo=a.lo, hi=a.hi)
         blocks = [Block(Requantize, params, Requantize.estimate(**params, family=family))]
         if self.in_zero:
-            blocks.insert(0, Block(Cast, dict(bits=bits, signed=True, offset=-self.in_zero),
+            blocks.insert(0, Block(Cast, dict(bits=bits, signed=True, offset=-self.in_zero,
+                                              in_shape=elem_shape(ins[0].dtype), lanes=simd),
                                    Cost(1, 1, bits * simd, bits * simd, 0, 0)))
         cycles = int(np.prod(ins[0].shape)) // simd
         return Lowered(tuple(blocks), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)

@@ -55,7 +55,7 @@ class AcceleratorCore(wiring.Component):
         prev = None
         for k, b in enumerate(stage.blocks):
             params = dict(b.params)
-            if b.block is Cast:
+            if b.block is Cast and prev is not None:  # a first Cast names its in_shape itself
                 params.update(in_shape=prev.o.payload.shape().elem_shape, lanes=len(prev.o.payload))
             block = b.block(**params)
             m.submodules[f"{stage.name}_{k}_{b.kind.lower()}"] = block
