@@ -146,3 +146,24 @@ def _concat_axis2():
     _, yd = qdq(nodes, inits, "cat", "y", 0.02, 128)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
     return qdq_model(nodes, inits, (2, 5, 6), "out", (2, 10, 6))
+
+
+def test_qonnx_concat_of_one_grid_without_a_quantizer_is_an_interleave():
+    """QONNX: Quant -> [MaxPool 3x3 stride 1] ++ [the quantized input] -> Concat -> model output (no
+    quantizer after: the inputs share the grid, which the output keeps). Truth: the QONNX Quant
+    formula and a max over windows in int64, written here."""
+    qd = "qonnx.custom_op.general"
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "bw"], ["xq"], name="q_in", domain=qd, signed=1, narrow=0,
+                              rounding_mode="ROUND"),
+             helper.make_node("MaxPool", ["xq"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["p", "xq"], ["out"], name="cat", axis=1)]
+    inits = [const("s", np.float32(0.02)), const("z", np.float32(0)), const("bw", np.float32(6))]
+    m = qdq_model(nodes, inits, (2, 5, 6), "out", (4, 5, 6), opset=11, extra_opsets=[helper.make_opsetid(qd, 1)])
+    ig, got = _golden(m, _x())
+    cat = next(layer for layer in ig.layers if isinstance(layer, Concat))
+    assert cat.multipliers == (1, 1) and cat.shifts == (0, 0)
+    q = np.clip(np.rint(_x() / np.float32(0.02)), -32, 31).astype(np.int64)
+    pad = np.pad(q, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-(1 << 40))
+    pool = np.max([pad[:, :, i:i + 5, j:j + 6] for i in range(3) for j in range(3)], axis=0)
+    want = (np.concatenate([pool, q], axis=1) * np.float32(0.02)).astype(np.float32)
+    np.testing.assert_array_equal(got, want)

@@ -126,7 +126,7 @@ def _concat(b: Builder, node: Node):
         xs = [need(node, x, QT, f"input {k}") for k, x in enumerate(xs)]
     shape = _inputs(b, node, xs)
     readers = [n for n in b.graph.nodes if node.outputs[0] in n.inputs]
-    if readers and all(n.op_type in _QUANTIZERS for n in readers):
+    if readers and all(n.op_type in _QUANTIZERS for n in readers) and node.outputs[0] not in b.graph.output_names:
         xs = [need(node, x, QT, f"input {k}") for k, x in enumerate(xs)]
         b.set(node, Acc("concat", emit, node, tuple(xs), shape))
         return
