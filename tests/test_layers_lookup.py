@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _branch_models import const, qdq, qdq_model
 from _oracle import lsb_apart, run_spec
 from onnx2hw import golden
 from onnx2hw.dataflow import compile_pipeline
@@ -131,7 +132,6 @@ def test_more_activations_become_exact_tables():
 def test_table_entries_are_the_quantized_function(op, attrs, fn):
     """DQ -> op -> Q on its own (nothing to fold into): each table entry against the formula of the
     spec in float, within one step where float32 evaluation order could tip a rounding."""
-    from _branch_models import const, qdq, qdq_model
     nodes, inits = [], []
     _, xd = qdq(nodes, inits, "x", "x", 0.05, 100)
     ins = [xd]

@@ -5,7 +5,7 @@ session on the QDQ graph (a data move: identical); hardware bit-exact under rand
 other modes and mappings refused naming node and mode."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from _branch_models import const, qdq, qdq_model
 from _oracle import run_spec
@@ -13,9 +13,9 @@ from onnx2hw import golden
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import UnsupportedError, load
-from onnx2hw.layers import dequantize_outputs, quantize_inputs
+from onnx2hw.layers import IntType, TensorSpec, dequantize_outputs, quantize_inputs
 from onnx2hw.layers.resize import Resize
-from onnx2hw.quant import to_integer_graph
+from onnx2hw.quant import quantize, to_integer_graph
 from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, to_transfers
 from onnx2hw.sim.pysim import run_stream
@@ -109,7 +109,6 @@ def test_other_modes_are_refused_naming_node_and_mode(attrs, msg):
 
 
 def test_reference_repeats_rows_and_pixels():
-    from onnx2hw.layers import IntType, TensorSpec
     layer = Resize("r", ("x",), TensorSpec("y", (4, 9, 2), IntType(8, False)), (2, 3))
     layer.validate([TensorSpec("x", (2, 3, 2), IntType(8, False))])
     x = np.arange(12).reshape(1, 2, 3, 2)
@@ -144,8 +143,6 @@ def test_qonnx_upsample9_is_the_repeat_of_the_quantized_input():
 
 
 def test_ptq_writes_a_float_upsample_as_resize():
-    from onnx import TensorProto
-    from onnx2hw.quant import quantize
     g = helper.make_graph([helper.make_node("Upsample", ["x", "sc"], ["y"], name="up", mode="nearest")], "u",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 6, 8])],
