@@ -6,6 +6,7 @@ import pytest
 from amaranth.hdl import signed, unsigned
 
 from onnx2hw.rtl.concat import ConcatUnit
+from onnx2hw.rtl.synth_check import yosys_stat
 from onnx2hw.sim.pysim import run_stream
 
 
@@ -69,3 +70,18 @@ def test_concat_rejects_bad_parameters(kw, err, msg):
     args.update(kw)
     with pytest.raises(err, match=msg):
         ConcatUnit(**args)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("kw", [
+    dict(in_shapes=(unsigned(8), unsigned(8)), channels=(4, 4), out_shape=unsigned(8), lanes=2, pixels=16,
+         zeros=(0, 0), mults=(1, 1), shifts=(0, 0)),
+    dict(in_shapes=(unsigned(8), signed(8)), channels=(4, 6), out_shape=signed(8), lanes=2, pixels=16,
+         zeros=(3, -5), mults=(1518500250, 981467136), shifts=(31, 30), zero_point=-2),
+    dict(in_shapes=(unsigned(8), unsigned(8)), channels=(6, 4), out_shape=unsigned(8), lanes=1, pixels=64,
+         zeros=(0, 0), mults=(1, 1518500250), shifts=(0, 31))], ids=["interleave", "two_products", "one_product"])
+def test_concat_estimate_matches_yosys(kw):
+    st = yosys_stat(ConcatUnit(**kw), "ecp5")
+    est = ConcatUnit.estimate(**kw, family="ecp5")
+    assert est.dsp == st["dsp"] and est.ebr == st["ebr"] == 0, (est, st)
+    assert abs(est.lut - st["lut"]) <= max(8, 0.4 * st["lut"]), (est, st)

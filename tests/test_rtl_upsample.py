@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
+from onnx2hw.rtl.synth_check import yosys_stat
 from onnx2hw.rtl.upsample import UpsampleUnit
 from onnx2hw.sim.pysim import run_stream
 
@@ -38,3 +39,15 @@ def test_upsample_rejects_bad_parameters(kw, err, msg):
     args.update(kw)
     with pytest.raises(err, match=msg):
         UpsampleUnit(**args)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("kw", [dict(height=4, width=4, channels=6, lanes=1), dict(height=16, width=16, channels=16,
+                                                                                    lanes=4),
+                                dict(height=16, width=32, channels=32, lanes=1)], ids=["lutram", "ebr4", "ebr1"])
+def test_upsample_estimate_matches_yosys(kw):
+    kw = dict(elem_shape=unsigned(8), scale_h=2, scale_w=2, **kw)
+    st = yosys_stat(UpsampleUnit(**kw), "ecp5")
+    est = UpsampleUnit.estimate(**kw, family="ecp5")
+    assert est.dsp == st["dsp"] == 0 and est.ebr == st["ebr"], (est, st)
+    assert abs(est.lut - st["lut"]) <= max(8, 0.4 * st["lut"]), (est, st)

@@ -114,8 +114,10 @@ class ConcatUnit(wiring.Component):
     @staticmethod
     def estimate(in_shapes, channels, out_shape, lanes: int = 1, *, pixels: int = 1, zeros, mults, shifts,
                  zero_point: int = 0, lo: int | None = None, hi: int | None = None, family: str = "ecp5") -> Cost:
-        """Per lane and input: its term (a DSP, a table or a wire shift), a shared term
-        multiplexer and the rounding add and clamp; cycles = output transfers per inference."""
+        """Cost without elaboration (fitted to Yosys ``synth_ecp5``): per lane, the rounding add and
+        clamp (about ``out_width + 2`` LUTs) and 4 LUTs of glue per product; a product of an
+        ``m``-bit multiplier (its trailing zeros are free) takes ``ceil(m / 18)`` 18x18 DSPs per 18
+        input bits; cycles = output transfers per inference."""
         (in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo,
          hi) = _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi)
         _p.family(family)
@@ -123,21 +125,19 @@ class ConcatUnit(wiring.Component):
         norm = [mm << (s_max - s) for mm, s in zip(mults, shifts)]
         ranges = [_term_range(s, z, mm) for s, z, mm in zip(in_shapes, zeros, norm)]
         t_w = acc_bits(min(r[0] for r in ranges), max(r[1] for r in ranges))
-        lut = ff = dsp = 0
-        for s, z, mm in zip(in_shapes, zeros, norm):
+        dsp = products = table = 0
+        for s, mm in zip(in_shapes, norm):
             kind = _term_kind(s, mm)
             if kind == "dsp":
-                dsp += 1
-                lut += s.width + 2
+                m_bits = (abs(mm) >> ((abs(mm) & -abs(mm)).bit_length() - 1)).bit_length() + 1
+                dsp += -(-m_bits // 18) * -(-(s.width + 1) // 18)
+                products += 1
             elif kind == "table":
-                lut += t_w
-            else:
-                lut += s.width + 1 if z else 0
-        lut += t_w * (len(in_shapes) - 1)          # term multiplexer
-        lut += 2 * t_w + out_shape.width + 2       # round + zero point, clamp
-        ff += t_w + out_shape.width
+                table += t_w
+        lut = lanes * (out_shape.width + 2 + 4 * products + table) + 4 * len(in_shapes)
+        ff = lanes * (out_shape.width + (4 if products else t_w)) + 4
         cycles = pixels * sum(channels) // lanes
-        return Cost(cycles, 2, lut * lanes + 4 * len(in_shapes) + 4, ff * lanes + 8, dsp * lanes, 0)
+        return Cost(cycles, 2, lut, ff, dsp * lanes, 0)
 
 
 def _term_kind(shape, mult) -> str:
