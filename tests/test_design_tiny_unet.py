@@ -20,6 +20,8 @@ from onnx2hw.quant import quantize
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 
 MODEL = Path(__file__).parent / "data" / "tiny_unet.onnx"
+#: the same topology exported by torch.onnx.export (tests/data/make_torch_unet.py, needs torch)
+TORCH_MODEL = Path(__file__).parent / "data" / "torch_unet.onnx"
 
 
 def _calib():
@@ -66,3 +68,29 @@ def test_simulated_unet_is_bit_exact_on_16_inputs():
     want = dequantize_outputs(g, golden.execute(g, quantize_inputs(g, {"x": x})))["y"]
     assert y["y"].shape == (16, 3, 8, 8)
     np.testing.assert_array_equal(y["y"], want)
+
+
+def test_torch_exported_unet_compiles_and_matches_onnxruntime():
+    q = quantize(str(TORCH_MODEL), _calib())
+    design = onnx2hw.compile(str(TORCH_MODEL), calib=_calib())
+    assert [s.op for s in design.pipeline.stages] == ["conv", "fork", "maxpool", "conv", "resize", "concat", "conv"]
+    g = design.integer
+    x = _inputs()
+    got = dequantize_outputs(g, golden.execute(g, quantize_inputs(g, {"x": x})))["y"]
+    lsb = lsb_apart(got, run_spec(q, {"x": x})[0], g.outputs[0].scale)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+
+
+@pytest.mark.parametrize("name", ["ort_unet_qdq.onnx", "ort_unet_qop.onnx"])
+def test_onnxruntime_quantized_unets_compile_and_match(name):
+    """onnxruntime's quantize_static of the torch U-Net (tests/data/make_ort_unet.py): QDQ, and QOperator
+    with QLinearConcat and a Resize on uint8. Compared with onnxruntime's spec session within one output
+    step (its QLinearConv kernels are exact only on some CPUs)."""
+    path = str(MODEL.with_name(name))
+    design = onnx2hw.compile(path)
+    assert [s.op for s in design.pipeline.stages] == ["conv", "fork", "maxpool", "conv", "resize", "concat", "conv"]
+    g = design.integer
+    x = _inputs()
+    got = dequantize_outputs(g, golden.execute(g, quantize_inputs(g, {"x": x})))["y"]
+    lsb = lsb_apart(got, run_spec(path, {"x": x})[0], g.outputs[0].scale)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
