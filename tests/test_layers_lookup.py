@@ -155,8 +155,53 @@ def test_table_entries_are_the_quantized_function(op, attrs, fn):
     np.testing.assert_array_equal(got, run_spec(m, {"x": np.repeat(codes[:, None], 6, axis=1)})[0])
 
 
-def test_per_channel_prelu_is_refused():
-    q = quantize(_float_chain(acts=(("PRelu", {}),), slope=np.linspace(0.1, 0.3, 8).astype(np.float32)),
-                 {"x": np.random.default_rng(0).normal(0, 1, (64, 8)).astype(np.float32)})
-    with pytest.raises(UnsupportedError, match=r"node 'act0' \(PRelu\): PRelu with a per-channel parameter"):
-        to_integer_graph(load(q))
+def test_per_channel_prelu_is_one_table_per_channel_and_bit_exact():
+    slope = np.linspace(-0.3, 0.4, 8).astype(np.float32)
+    x = np.random.default_rng(0).normal(0, 1, (128, 8)).astype(np.float32)
+    q = quantize(_float_chain(acts=(("PRelu", {}),), slope=slope), {"x": x})
+    igraph = to_integer_graph(load(q))
+    (table,) = [layer for layer in igraph.layers if isinstance(layer, Lookup)]
+    assert table.table.shape == (8, 256)
+    want = run_spec(q, {"x": x})[0]
+    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {"x": x})))["y"]
+    lsb = lsb_apart(got, want, igraph.outputs[0].scale)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+    p = compile_pipeline(igraph, folding={"act0": (2, 2)})
+    spec = igraph.input_specs[0]
+    n = 5
+    xq = np.random.default_rng(3).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
+    want_q = execute_integer(igraph, {spec.name: xq})[igraph.output_specs[0].name]
+    li, lo = p.input_link, p.output_link
+    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)},
+                        {"o": lo.elements // lo.src_lanes * n}, src_pause="random", sink_pause="random", seed=4,
+                        check_comb=False, idle_limit=1 << 20)
+    np.testing.assert_array_equal(from_transfers(out["o"], n, igraph.output_specs[0].shape), want_q)
+
+
+def test_prelu_slope_varying_within_a_channel_is_refused():
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.05, 100)
+    inits.append(const("slope", np.linspace(0.1, 0.3, 2 * 3 * 4).astype(np.float32).reshape(2, 3, 4)))
+    nodes.append(helper.make_node("PRelu", [xd, "slope"], ["a"], name="act"))
+    _, yd = qdq(nodes, inits, "a", "y", 0.03, 20)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    m = qdq_model(nodes, inits, (2, 3, 4), "out", (2, 3, 4), opset=17)
+    with pytest.raises(UnsupportedError, match=r"node 'act' \(PRelu\): PRelu with a parameter 'slope' .* varies within"):
+        to_integer_graph(load(m))
+
+
+def test_image_prelu_with_a_slope_per_channel_matches_onnxruntime():
+    """torch's PReLU(C) exports the slope as (C, 1, 1): one table per channel of the image."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.05, 100)
+    inits.append(const("slope", np.array([0.1, -0.25], np.float32).reshape(2, 1, 1)))
+    nodes.append(helper.make_node("PRelu", [xd, "slope"], ["a"], name="act"))
+    _, yd = qdq(nodes, inits, "a", "y", 0.03, 60)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    m = qdq_model(nodes, inits, (2, 3, 4), "out", (2, 3, 4), opset=17)
+    igraph = to_integer_graph(load(m))
+    (layer,) = igraph.layers
+    assert layer.table.shape == (2, 256)
+    x = np.random.default_rng(1).uniform(-5, 8, (32, 2, 3, 4)).astype(np.float32)
+    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {"x": x})))["out"]
+    np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
