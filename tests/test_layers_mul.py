@@ -5,7 +5,7 @@ int64 formula written here; bit-exact hardware under random backpressure. A posi
 after a layer folds into its requantizer."""
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from _branch_models import const, qdq, qdq_model
 from _oracle import lsb_apart, run_spec
@@ -15,7 +15,7 @@ from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import UnsupportedError, load
 from onnx2hw.layers import Conv, IntType, Requant, TensorSpec, dequantize_outputs, quantize_inputs
 from onnx2hw.layers.mul import Mul
-from onnx2hw.quant import to_integer_graph
+from onnx2hw.quant import quantize, to_integer_graph
 from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, to_transfers
 from onnx2hw.sim.pysim import run_stream
@@ -104,3 +104,27 @@ def test_positive_mul_after_a_conv_folds_into_its_requantizer():
 def test_mul_varying_within_a_channel_is_refused():
     with pytest.raises(UnsupportedError, match=r"node 'scale' \(Mul\): Mul by a constant that varies within a channel"):
         to_integer_graph(load(_model(np.linspace(0.5, 1, 5, dtype=np.float32))))
+
+
+def test_ptq_fuses_a_positive_mul_after_a_conv_into_its_layer():
+    """Float Conv -> Mul(per-channel positive) -> Relu: one unit, one Conv layer in hardware; a negative
+    Mul stays a Mul layer of its own. Both match onnxruntime's spec session on the QDQ written."""
+    rng = np.random.default_rng(5)
+
+    def model(k):
+        inits = [const("w", rng.normal(0, 0.4, (3, 3, 3, 3)).astype(np.float32)), const("b", np.zeros(3, np.float32)),
+                 const("k", np.asarray(k, np.float32).reshape(3, 1, 1))]
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 helper.make_node("Mul", ["c", "k"], ["m"], name="scale"),
+                 helper.make_node("Relu", ["m"], ["y"], name="relu")]
+        g = helper.make_graph(nodes, "cm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4, 5])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+    for k, kinds in (([0.5, 1.5, 2.0], [Conv]), ([0.5, -1.5, 2.0], [Conv, Mul])):
+        q = quantize(model(k), {"x": _x(64)})
+        ig = to_integer_graph(load(q))
+        assert [type(layer) for layer in ig.layers] == kinds
+        got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": _x()})))["y"]
+        lsb = lsb_apart(got, run_spec(q, {"x": _x()})[0], ig.outputs[0].scale)
+        assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (k, lsb.max(), np.mean(lsb == 0))
