@@ -54,3 +54,18 @@ def test_lookup_estimate_matches_yosys(in_shape, lanes):
     assert est.dsp == st["dsp"] == 0
     assert est.ebr == st["ebr"], (est, st)
     assert abs(est.lut - st["lut"]) <= max(8, 0.4 * st["lut"]), (est, st)
+
+
+@pytest.mark.parametrize("channels, lanes", [(6, 2), (4, 4), (3, 1)])
+@pytest.mark.parametrize("pause", ["random", "3of4"])
+def test_per_channel_tables(channels, lanes, pause):
+    """Channel c of a pixel (lane j of the f-th transfer: c = f * lanes + j) reads table c."""
+    rng = np.random.default_rng(channels * 10 + lanes)
+    in_shape, out_shape = signed(4), unsigned(6)
+    tables = rng.integers(0, 64, (channels, 16))
+    x = rng.integers(-8, 8, (50, channels))
+    dut = LookupUnit(in_shape, out_shape, tables.reshape(-1), lanes, channels=channels)
+    out, _ = run_stream(dut, {"i": x.reshape(-1, lanes)}, {"o": x.size // lanes}, src_pause=pause, sink_pause=pause,
+                        seed=2)
+    want = tables[np.arange(channels)[None, :], x + 8]
+    np.testing.assert_array_equal(out["o"].reshape(x.shape), want)

@@ -1,7 +1,9 @@
-"""Ops folded into the layer before them: Relu and Clip narrow its output clamp, a constant
-positive Mul and a BatchNormalization (QONNX) rescale its accumulator's real value. A constant
-Mul, Add, Sub or Div applied to a model input (Brevitas' ``2x - 1``) is folded into the host-side
-input quantizer instead (:attr:`onnx2hw.layers.InputQuant.pre`, computed in float32 as the model does).
+"""Ops folded into the layer before them: Relu and Clip narrow its output clamp (of a dequantized
+tensor with no pending layer they are a table, :mod:`.lookup`), a BatchNormalization (QONNX)
+rescales its accumulator's real value. A constant Add, Sub or Div applied to a model input
+(Brevitas' ``2x - 1``) is folded into the host-side input quantizer instead
+(:attr:`onnx2hw.layers.InputQuant.pre`, computed in float32 as the model does); Mul is
+:mod:`.mul`'s.
 """
 from __future__ import annotations
 
@@ -11,49 +13,38 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import Acc, Builder, Const, node_error, scale_input
+from ._importer import QT, Acc, Builder, node_error, scale_input
 from .base import Pattern
+from .lookup import tabulate
 
 __all__ = ["PATTERNS"]
 
 
 def _relu(b: Builder, node: Node):
     x = b.get(node.inputs[0], node)
+    if isinstance(x, QT) and x.real:
+        tabulate(b, node)
+        return
     if not isinstance(x, Acc):
-        raise node_error(node, "Relu must directly follow a quantized layer (it is folded into its clamp)",
-                         UnsupportedError)
+        raise node_error(node, "Relu must follow a quantized layer (folded into its clamp) or a dequantized tensor "
+                         "(a table)", UnsupportedError)
     b.set(node, b.clamp_acc(node, x, 0.0, np.inf))
 
 
 def _clip(b: Builder, node: Node):
     x = b.get(node.inputs[0], node)
+    if isinstance(x, QT) and x.real:
+        tabulate(b, node)
+        return
     if not isinstance(x, Acc):
-        raise node_error(node, "Clip must directly follow a quantized layer (it is folded into its clamp)",
-                         UnsupportedError)
+        raise node_error(node, "Clip must follow a quantized layer (folded into its clamp) or a dequantized tensor "
+                         "(a table)", UnsupportedError)
     if node.since_version < 11:
         lo, hi = node.attr("min", -np.inf), node.attr("max", np.inf)
     else:
         lo = float(b.const(node.inputs[1], node, "min")) if len(node.inputs) > 1 and node.inputs[1] else -np.inf
         hi = float(b.const(node.inputs[2], node, "max")) if len(node.inputs) > 2 and node.inputs[2] else np.inf
     b.set(node, b.clamp_acc(node, x, float(lo), float(hi)))
-
-
-def _mul(b: Builder, node: Node):
-    if scale_input(b, node, "mul"):
-        return
-    x, y = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
-    if isinstance(y, Acc):
-        x, y = y, x
-    if not (isinstance(x, Acc) and isinstance(y, Const) and x.kind in ("dense", "conv", "avgpool")):
-        raise node_error(node, "Mul is only supported as a constant positive rescale of a layer output",
-                         UnsupportedError)
-    n = x.onnx_shape[0]
-    v = np.asarray(y.value, np.float64).reshape(-1)
-    if v.size not in (1, n) or np.any(v <= 0) or not np.all(np.isfinite(v)):
-        raise node_error(node, f"rescale {v!r} must be positive finite, per tensor or per output channel",
-                         UnsupportedError)
-    v = np.broadcast_to(v, (n,))
-    b.set(node, replace(x, scale=x.scale * v, bias_real=x.bias_real * v))
 
 
 def _batchnorm(b: Builder, node: Node):
@@ -78,13 +69,11 @@ def _input_only(op: str):
     return handler
 
 
-_CLAMP = "folded into the output clamp"
+_CLAMP = "folded into the output clamp, or a LookupUnit (of a dequantized tensor)"
 _INPUT = "folded into the host input quantizer (scaling of the model input)"
 PATTERNS = (
     Pattern("", "Relu", _CLAMP, _relu, ptq="layer"),
     Pattern("", "Clip", _CLAMP, _clip, ptq="layer"),
-    Pattern("", "Mul", "folded into the requantizer (positive rescale of a layer) or the host input quantizer",
-            _mul),
     Pattern("", "Sub", _INPUT, _input_only("sub")),
     Pattern("", "Div", _INPUT, _input_only("div")),
     Pattern("", "BatchNormalization", "folded into the preceding layer", _batchnorm, {"qonnx"}, ptq="fold"),

@@ -43,6 +43,13 @@ Integer semantics
 
   ``ma``/``mb`` map each input onto an accumulator grid with ``shift`` fractional bits, so the
   only rounding is the final one.
+* **Concat** (channels last): input ``k`` becomes ``requantize(x_k - zeros[k], multipliers[k],
+  shifts[k], zero_point, lo, hi)`` (one rounding; ``1 / 2**0`` copies an input already on the
+  output grid), then the channels are concatenated in input order.
+* **Resize**: ``y[h, w, c] = x[h // scale_h, w // scale_w, c]`` (nearest, integer factors).
+* **Mul** (by a constant): ``requantize(x - in_zero, M[c], s[c], zero_point, lo, hi)`` with signed
+  per-channel multipliers.
+* **Lookup**: ``table[x - in_lo]`` (an elementwise function of an input of at most 8 bits).
 """
 from __future__ import annotations
 

@@ -2,9 +2,15 @@
 
     y = table[x - in_lo]
 
-ONNX forms: Sigmoid, Tanh, LeakyRelu between a DequantizeLinear and a QuantizeLinear (QDQ,
+ONNX forms: Sigmoid, Tanh, LeakyRelu, PRelu (a constant slope shared by every channel), Selu,
+Elu, HardSigmoid, HardSwish, Softplus between a DequantizeLinear and a QuantizeLinear (QDQ,
 QOperator models; float models through the post-training quantizer, which gives the op its own
-output quantizer). The table is the quantized model's own arithmetic, entry by entry:
+output quantizer); Relu and Clip (ReLU6) of a dequantized tensor that no layer's clamp can
+absorb (:mod:`.activation` folds them into the layer before them when there is one). A
+parameter with one value per channel (PRelu's slope as torch's ``PReLU(C)`` or Keras'
+``PReLU(shared_axes=[1, 2])`` export it) gives one table per channel (``table`` of shape
+``(C, entries)``; each lane's ROM then holds the tables of its channels); a parameter that varies
+within a channel is refused. The table is the quantized model's own arithmetic, entry by entry:
 ``QuantizeLinear(op(DequantizeLinear(q)))`` in float32 by the ONNX spec (the op evaluated by
 the golden executor), saturated to the output type and to any Relu/Clip that follows. Exact
 for every input. Hardware: a LookupUnit (one ROM per lane) for inputs of at most 8 bits.
@@ -19,7 +25,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.stage import Block
-from ._importer import Acc, Builder, QT, Target, need, node_error
+from ._importer import Acc, Builder, Const, QConst, QT, Target, need, node_error
 from ._layout import nhwc
 from .base import LayerKind, Lowered, Pattern
 from .types import elem_shape, readonly
@@ -29,7 +35,8 @@ __all__ = ["Lookup", "KIND", "PATTERNS"]
 
 @dataclass(frozen=True)
 class Lookup(LayerKind):
-    """``table[i]`` is the output for input ``in_lo + i``; one entry per value of the input type."""
+    """``table[i]`` is the output for input ``in_lo + i``; one entry per value of the input type
+    (``table[c, i]`` for channel ``c`` when the table is per channel)."""
 
     table: np.ndarray
     in_lo: int
@@ -43,14 +50,19 @@ class Lookup(LayerKind):
         if len(ins) != 1 or ins[0].shape != self.output.shape:
             raise self.error(f"needs one input of the output's shape {self.output.shape!r}")
         t = ins[0].dtype
-        if self.table.ndim != 1 or (self.in_lo, len(self.table)) != (t.lo, t.hi - t.lo + 1):
+        if self.table.ndim not in (1, 2) or (self.in_lo, self.table.shape[-1]) != (t.lo, t.hi - t.lo + 1):
             raise self.error(f"table of {self.table.shape} from {self.in_lo} does not cover input type {t}")
+        if self.table.ndim == 2 and self.table.shape[0] != self.output.shape[-1]:
+            raise self.error(f"{self.table.shape[0]} per-channel tables for {self.output.shape[-1]} channels")
         out = self.output.dtype
         if self.table.size and not (out.lo <= int(self.table.min()) and int(self.table.max()) <= out.hi):
             raise self.error(f"table values [{int(self.table.min())}, {int(self.table.max())}] outside {out}")
 
     def reference(self, x):
-        return self.table[np.asarray(x, dtype=np.int64) - self.in_lo]
+        idx = np.asarray(x, dtype=np.int64) - self.in_lo
+        if self.table.ndim == 1:
+            return self.table[idx]
+        return self.table[np.broadcast_to(np.arange(self.table.shape[0]), idx.shape), idx]
 
     def hardware_problem(self, ins):
         t = ins[0].dtype
@@ -62,7 +74,8 @@ class Lookup(LayerKind):
 
     def lower(self, ins, pe, simd, family):
         params = dict(in_shape=elem_shape(ins[0].dtype), out_shape=elem_shape(self.output.dtype),
-                      table=tuple(int(v) for v in self.table), lanes=simd)
+                      table=tuple(int(v) for v in self.table.reshape(-1)), lanes=simd,
+                      channels=self.table.shape[0] if self.table.ndim == 2 else 1)
         block = Block(LookupUnit, params, LookupUnit.estimate(**params, family=family))
         cycles = int(np.prod(ins[0].shape)) // simd
         return Lowered((block,), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
@@ -74,7 +87,43 @@ def _function(b: Builder, node: Node):
     x = need(node, b.get(node.inputs[0], node), QT, "input")
     if b.specs[x.tensor].dtype.bipolar:
         raise node_error(node, "a bipolar input cannot be tabulated", UnsupportedError)
-    b.set(node, Acc("lookup", emit, node, (x,), x.onnx_shape))
+    consts = tuple(_parameter(b, node, i, x) for i in range(1, len(node.inputs)))
+    b.set(node, Acc("lookup", emit, node, (x,), x.onnx_shape, params={"consts": consts}))
+
+
+def tabulate(b: Builder, node: Node):
+    """The handler for an elementwise op of a dequantized tensor (Relu and Clip, from :mod:`.activation`)."""
+    _function(b, node)
+
+
+def _parameter(b: Builder, node: Node, i: int, x: QT):
+    """Constant input ``i`` (PRelu's slope, Clip's bounds) for the evaluator: a scalar, or ``(C,)``
+    values per channel of ``x``; refused when it varies within a channel."""
+    if not node.inputs[i]:
+        return None
+    v = b.get(node.inputs[i], node)
+    if not isinstance(v, (Const, QConst)):
+        raise node_error(node, f"input {node.inputs[i]!r} must be a constant", UnsupportedError)
+    arr = np.asarray(v.value if isinstance(v, Const) else v.real())
+    if arr.size <= 1 or np.all(arr == arr.reshape(-1)[0]):
+        return arr.reshape(-1)[:1].reshape(()) if arr.size else arr
+    full = (1,) + tuple(x.onnx_shape)
+    if x.perm is not None:
+        raise node_error(node, f"{node.op_type} of a flattened image with a parameter that is not a scalar is not "
+                         f"supported", UnsupportedError)
+    if node.since_version < 7 and arr.ndim == 1 and len(full) > 2:  # old PRelu: a 1-D slope is per channel
+        arr = arr.reshape((-1,) + (1,) * (len(full) - 2))
+    try:
+        per = np.broadcast_to(arr, full)
+    except ValueError:
+        raise node_error(node, f"parameter {node.inputs[i]!r} of shape {arr.shape!r} does not broadcast to "
+                         f"{full!r}", UnsupportedError) from None
+    per = np.moveaxis(per, 1, -1).reshape(-1, full[1])
+    if not np.all(per == per[:1]):
+        raise node_error(node, f"{node.op_type} with a parameter {node.inputs[i]!r} of shape {arr.shape!r} that "
+                         f"varies within a channel is not supported (one table per channel at most)",
+                         UnsupportedError)
+    return per[0]
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
@@ -85,15 +134,24 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     real = (q - x.zp).astype(np.float32) * np.float32(x.scale)
     if b.evaluate is None:
         raise node_error(v.node, "no float evaluator to tabulate the op with", UnsupportedError)
-    y = np.asarray(b.evaluate(v.node, real)[0], np.float32)
-    table = np.clip(np.rint(y / np.float32(t.scale)).astype(np.int64) + t.zp, t.lo, t.hi)
+    consts = v.params.get("consts", ())
+    per_channel = [c for c in consts if c is not None and c.ndim == 1]
+    channels = per_channel[0].size if per_channel else 0
+    rows = []
+    for ch in range(max(channels, 1)):
+        args = [c if c is None else (c[ch] if c.ndim == 1 else c).astype(np.float32) for c in consts]
+        y = np.asarray(b.evaluate(v.node, real, *args)[0], np.float32)
+        rows.append(np.clip(np.rint(y / np.float32(t.scale)).astype(np.int64) + t.zp, t.lo, t.hi))
+    table = np.stack(rows) if channels else rows[0]
     spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
     return b.emit(Lookup(v.node.name, (x.tensor,), spec, table, in_type.lo), v.onnx_shape, t, x.perm)
 
 
 _TABLE = "LookupUnit (the quantized function, tabulated)"
 _FLAVOURS = frozenset({"qdq", "qoperator"})
-PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer") for op in ("Sigmoid", "Tanh", "LeakyRelu"))
+#: elementwise functions that are always a table (Relu and Clip are declared by :mod:`.activation`)
+FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus")
+PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer") for op in FUNCTIONS)
 
 #: the layer kind this module declares
 KIND = Lookup

@@ -5,10 +5,14 @@ Our own PTQ, not onnxruntime's (onnxruntime is only a test oracle):
 1. :func:`onnx2hw.ir.load` the float model; fold ``BatchNormalization`` into the ``Conv``/``Gemm``
    before it, drop ``Identity``/``Dropout`` (see :mod:`onnx2hw.quant._canonical`).
 2. Cut the graph into *units*: a primary node (``Conv``, ``Gemm``, ``MatMul``, ``Add``,
-   ``AveragePool``, ``GlobalAveragePool``, standalone ``Relu``/``Clip``) plus the ``Relu``/``Clip``
-   that is the only reader of its output (fused: the quantizer sits *after* the activation).
-   ``MaxPool``, ``GlobalMaxPool``, ``Flatten``, ``Reshape`` and kept ``Identity`` pass their input's
-   quantization parameters through (exact for integers).
+   ``AveragePool``, ``GlobalAveragePool``, ``Concat`` (one common output grid its inputs are
+   requantized onto), ``Mul`` by a constant, the tabulated activations, standalone ``Relu``/``Clip``)
+   plus the ``Relu``/``Clip`` that is the only reader of its output (fused: the quantizer sits
+   *after* the activation). A ``Mul`` by a positive constant (scalar or per channel) that is the only
+   reader of a ``Conv``/``Gemm``/``MatMul`` is fused into that unit too (no quantizer between: the
+   importer folds it into the layer's requantization scale). ``MaxPool``, ``GlobalMaxPool``, ``Resize``/``Upsample`` (nearest),
+   ``Flatten``, ``Reshape`` and kept ``Identity`` pass their input's quantization parameters
+   through (exact for integers). The op roles are the layer registry's (:func:`onnx2hw.layers.ptq_ops`).
 3. Calibrate the float range of every graph input and unit output by running
    :func:`onnx2hw.golden.execute` on the calibration data (``minmax`` or ``percentile`` 99.99);
    0 is always inside the range.
@@ -68,6 +72,10 @@ _REQUANT_OPS = ptq_ops("layer")
 #: ops whose output reuses the input's quantization parameters
 _PASS_OPS = ptq_ops("pass")
 _ACTS = frozenset({"Relu", "Clip"})
+#: layers a positive constant Mul right after is fused with (the importer folds it into their scale)
+_LINEAR = frozenset({"Conv", "Gemm", "MatMul"})
+#: ops whose constant inputs after the first (shape, bounds, scales, slope, factor) stay float constants
+_PARAM_OPS = frozenset({"Reshape", "Clip", "Resize", "Upsample", "Mul", "PRelu"})
 _FLT32_TINY = float(np.finfo(np.float32).tiny)
 #: per-channel weight scales are at least the per-tensor scale / 2**_CH_FLOOR_LOG2
 _CH_FLOOR_LOG2 = 10
@@ -225,8 +233,27 @@ def _tensor(name: str, values, onnx_type: int, dims=None) -> onnx.TensorProto:
 @dataclasses.dataclass
 class _Unit:
     node: Node
-    act: Node | None
+    acts: tuple[Node, ...]  # fused after the node, in order: a positive constant Mul (linear layers), Relu/Clip
     out: str  # float output of the unit (after the fused activation)
+
+
+def _positive_scale(layer: Node, node: Node, graph: Graph) -> bool:
+    """``node`` is ``Mul(layer output, c)`` by a positive finite constant, a scalar or one value per
+    output channel of ``layer`` (it then folds into the layer's requantization scale)."""
+    if node.op_type != "Mul" or len(node.inputs) != 2 or node.inputs[0] != layer.outputs[0]:
+        return False
+    c = graph.initializers.get(node.inputs[1])
+    if c is None or not np.all(np.isfinite(c)) or not np.all(np.asarray(c) > 0):
+        return False
+    c = np.asarray(c)
+    if c.size == 1:
+        return True
+    w = graph.initializers.get(layer.inputs[1]) if len(layer.inputs) > 1 else None
+    if w is None or np.ndim(w) != 2 and layer.op_type != "Conv":
+        return False
+    n = {"Conv": w.shape[0], "MatMul": w.shape[-1], "Gemm": w.shape[0] if layer.attr("transB", 0) else w.shape[-1]}
+    per_channel = (n[layer.op_type],) + (1,) * (2 if layer.op_type == "Conv" else 0)
+    return c.shape in (per_channel, (1,) + per_channel)
 
 
 def _units(graph: Graph) -> list[_Unit]:
@@ -242,13 +269,19 @@ def _units(graph: Graph) -> list[_Unit]:
         if id(node) in fused:
             continue
         out = node.outputs[0]
-        act = None
+        acts = []
+        if node.op_type in _LINEAR and out not in outputs:
+            r = readers.get(out, [])
+            if len(r) == 1 and _positive_scale(node, r[0], graph):  # folded into the layer's requantizer
+                acts.append(r[0])
+                out = r[0].outputs[0]
         if node.op_type in _REQUANT_OPS - _ACTS and out not in outputs:
             r = readers.get(out, [])
             if len(r) == 1 and r[0].op_type in _ACTS:
-                act = r[0]
-                fused.add(id(act))
-        units.append(_Unit(node, act, act.outputs[0] if act else out))
+                acts.append(r[0])
+                out = r[0].outputs[0]
+        fused.update(id(a) for a in acts)
+        units.append(_Unit(node, tuple(acts), out))
     return units
 
 
@@ -369,25 +402,33 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
         else:
             new_ins = []
             for i, name in enumerate(ins):
-                if name in dq_name:
+                if not name:  # an omitted optional input (Resize's roi)
+                    new_ins.append(name)
+                elif name in dq_name:
                     new_ins.append(dq_name[name])
-                elif name in g.initializers and (node.op_type in ("Reshape", "Clip") and i > 0):
+                elif name in g.initializers and node.op_type in _PARAM_OPS and (i > 0 or node.op_type == "Mul"):
                     new_ins.append(name)
                     inits.append(numpy_helper.from_array(np.asarray(g.initializers[name]), name))
                 else:
                     raise UnsupportedError(f"{label}: its input {name!r} is not a quantized activation")
         # the unit's float output gets a fresh name when the dequantized copy must carry the original
         float_out = names.fresh(f"{u.out}_float") if u.out in outputs else u.out
-        mid = names.fresh(f"{node.outputs[0]}_preact") if u.act else float_out
-        nodes.append(helper.make_node(node.op_type, new_ins, [mid], name=node.name or names.fresh(node.op_type),
-                                      **attrs(node)))
-        if u.act:
-            act_ins = [mid] + [i for i in u.act.inputs[1:]]
+        mid = names.fresh(f"{node.outputs[0]}_preact") if u.acts else float_out
+        op_type, node_attrs = node.op_type, attrs(node)
+        if op_type == "Upsample":  # removed from opset 10 on: the same nearest mapping as a Resize
+            op_type, new_ins, node_attrs = _upsample_as_resize(node, new_ins, g, inits, names)
+        nodes.append(helper.make_node(op_type, new_ins, [mid], name=node.name or names.fresh(node.op_type),
+                                      **node_attrs))
+        prev = mid
+        for k, act in enumerate(u.acts):
+            dst = float_out if k == len(u.acts) - 1 else names.fresh(f"{act.outputs[0]}_preact")
+            act_ins = [prev] + list(act.inputs[1:])
             for extra in act_ins[1:]:
                 if extra:
                     inits.append(numpy_helper.from_array(np.asarray(g.initializers[extra], np.float32), extra))
-            nodes.append(helper.make_node(u.act.op_type, act_ins, [float_out],
-                                          name=u.act.name or names.fresh(u.act.op_type), **attrs(u.act)))
+            nodes.append(helper.make_node(act.op_type, act_ins, [dst], name=act.name or names.fresh(act.op_type),
+                                          **attrs(act)))
+            prev = dst
         qdq(u.out, float_out)
 
     four = weight_bits == 4 or act_bits == 4
@@ -417,6 +458,22 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
     except Exception as exc:  # noqa: BLE001 - a bug in this writer, reported as one line
         raise ModelError(f"internal error: the quantized model fails onnx.checker: {exc}") from None
     return model
+
+
+def _upsample_as_resize(node: Node, ins: list, g: Graph, inits: list, names) -> tuple[str, list, dict]:
+    """Upsample (nearest; opset 7 scales attribute, opset 9 scales input) as the equivalent
+    Resize-13: asymmetric coordinates, nearest_mode floor (ONNX's Upsample semantics)."""
+    mode = node.attr("mode", "nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode != "nearest":
+        raise UnsupportedError(f"node {node.name!r} (Upsample): mode {mode!r} is not supported (only nearest)")
+    if node.since_version < 9:
+        sn = names.fresh(f"{node.name or 'upsample'}_scales")
+        inits.append(_tensor(sn, np.asarray(node.attr("scales"), np.float32), TensorProto.FLOAT))
+    else:
+        sn = ins[1]
+    return "Resize", [ins[0], "", sn], {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+                                       "nearest_mode": "floor"}
 
 
 def _dedupe(inits: list[onnx.TensorProto]) -> list[onnx.TensorProto]:

@@ -55,7 +55,7 @@ class AcceleratorCore(wiring.Component):
         prev = None
         for k, b in enumerate(stage.blocks):
             params = dict(b.params)
-            if b.block is Cast:
+            if b.block is Cast and prev is not None:  # a first Cast names its in_shape itself
                 params.update(in_shape=prev.o.payload.shape().elem_shape, lanes=len(prev.o.payload))
             block = b.block(**params)
             m.submodules[f"{stage.name}_{k}_{b.kind.lower()}"] = block
@@ -64,7 +64,10 @@ class AcceleratorCore(wiring.Component):
             blocks.append(block)
             prev = block
         first, last = blocks[0], blocks[-1]
-        ins = [first.a, first.b] if stage.op == "add" else [first.i]
+        if hasattr(first, "in_ports"):  # a block with several inputs in port order (ConcatUnit)
+            ins = list(first.in_ports)
+        else:
+            ins = [first.a, first.b] if stage.op == "add" else [first.i]
         outs = [last.o0, last.o1] if stage.op == "fork" else [last.o]
         return ins, outs
 
