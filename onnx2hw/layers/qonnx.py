@@ -120,7 +120,8 @@ def _real(v: Acc):
 
 def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: IntType, s: float,
                      z: int) -> QT:
-    """Emit ``v`` (dense/conv; an average pool becomes a depthwise conv) with thresholds of ``q``."""
+    """Emit ``v`` (dense/conv; an average pool becomes a depthwise conv) with thresholds of ``q``;
+    a bipolar ``t`` takes ``q`` in {0, 1} (1 = +1) and gives a one-threshold bipolar activation."""
     if v.kind == "avgpool":
         v = _pool_as_depthwise_conv(v)
     in_spec = b.specs[v.inputs[0].tensor]
@@ -128,8 +129,42 @@ def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: I
     table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64), q, qlo, qhi)
     if np.all(table == table[:1]):
         table = table[:1]
-    target = Target(node.outputs[0], s, z, t, qlo, qhi)
-    return replace(v.emit(b, v, target, act=Thresholds(table, qlo)), real=True)
+    if t.bipolar:
+        target, act = Target(node.outputs[0], s, 0, t, -1, 1), Thresholds(table, -1, bipolar=True)
+    else:
+        target, act = Target(node.outputs[0], s, z, t, qlo, qhi), Thresholds(table, qlo)
+    return replace(v.emit(b, v, target, act=act), real=True)
+
+
+_BIPOLAR = IntType(1, False, bipolar=True)
+
+
+def _bipolar_acc(b: Builder, node: Node, v: Acc, scale: np.ndarray, zp: np.ndarray) -> QT:
+    """A layer output quantized to +-``scale``: ``+1`` where ``y / scale + zp >= 0`` (QONNX
+    BipolarQuant, and Quant with ``signed=1, bitwidth=1``), as one threshold per channel."""
+    if v.kind not in ("dense", "conv", "avgpool"):
+        raise node_error(node, f"a bipolar quantizer after {v.kind} is not supported", UnsupportedError)
+    c = v.onnx_shape[0]
+    sc = np.broadcast_to(_per_output(node, scale, v), (c,))
+    z = np.broadcast_to(_per_output(node, zp, v), (c,))
+    if not np.all(sc == sc[0]):
+        raise node_error(node, "a bipolar activation with per-channel scales is not supported (the next layer "
+                         "needs one input scale)", UnsupportedError)
+    real = _real(v)
+    s_col, z_col = sc[:, None], z[:, None]
+    return _emit_thresholds(b, node, v, lambda a: (real(a) / s_col + z_col >= 0).astype(np.int64), 0, 1,
+                            _BIPOLAR, float(sc[0]), 0)
+
+
+def _per_output(node: Node, p: np.ndarray, v: Acc) -> np.ndarray:
+    """A quantizer parameter of a layer output as a scalar or ``(C,)`` (per output channel)."""
+    if p.size == 1:
+        return p.reshape(())
+    axis, p1 = _channel_axis(node, p, len(v.onnx_shape) + 1)
+    if axis != 1 or p1.size != v.onnx_shape[0]:
+        raise node_error(node, f"quantization parameter of shape {p.shape!r} is not per output channel (axis 1)",
+                         UnsupportedError)
+    return p1
 
 
 def _pool_as_depthwise_conv(v: Acc) -> Acc:
@@ -143,12 +178,12 @@ def _pool_as_depthwise_conv(v: Acc) -> Acc:
 
 def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
     scale, zp, bits, signed, narrow, mode = _params(b, node)
-    if scale.size != 1 or zp.size != 1:
-        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
     if bits > 16:
         raise node_error(node, f"activation bit width {bits} is above 16", UnsupportedError)
     if signed and bits == 1:
-        raise node_error(node, "bipolar activations are not supported", UnsupportedError)
+        return _bipolar_acc(b, node, v, scale, zp)
+    if scale.size != 1 or zp.size != 1:
+        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
     s, z = float(scale.reshape(())), int(zp.reshape(()))
     t = IntType(bits, signed)
     qlo, qhi = arith.int_range(bits, signed, narrow)
@@ -177,6 +212,10 @@ def _quant(b: Builder, node: Node):
     scale, zp, bits, signed, narrow, mode = _params(b, node)
     if scale.size != 1 or zp.size != 1:
         raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
+    if signed and bits == 1 and isinstance(x, FloatIn) and scale.size == 1 and zp.size == 1:
+        b.set(node, replace(b.input_tensor(x, float(scale.reshape(())), int(zp.reshape(())), _BIPOLAR, node),
+                            real=True))
+        return
     if bits > 16 or (signed and bits == 1):
         raise node_error(node, f"{'bipolar' if bits == 1 else f'{bits}-bit'} activations are not supported",
                          UnsupportedError)
@@ -247,13 +286,28 @@ def _trunc(b: Builder, node: Node):
 
 
 def _bipolar_quant(b: Builder, node: Node):
+    """BipolarQuant of weights (a bipolar constant), of a layer output (one threshold per channel,
+    after folding a BatchNormalization) or of the model input (on the host)."""
     x = b.get(node.inputs[0], node)
-    if not isinstance(x, Const):
-        raise node_error(node, "bipolar activations are not supported (only bipolar weights)", UnsupportedError)
     scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
     if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
         raise ModelError(f"node {node.name!r} (BipolarQuant): scale {scale.reshape(-1)[0]!r} is not a positive "
                          f"finite number")
+    if isinstance(x, Acc):
+        b.set(node, replace(_bipolar_acc(b, node, x, scale, np.zeros(1)), real=True))
+        return
+    if isinstance(x, FloatIn):
+        if scale.size != 1:
+            raise node_error(node, "a per-channel scale on the model input is not supported", UnsupportedError)
+        b.set(node, replace(b.input_tensor(x, float(scale.reshape(())), 0, _BIPOLAR, node), real=True))
+        return
+    if isinstance(x, QT) and x.real and b.specs[x.tensor].dtype.bipolar and scale.size == 1 \
+            and np.isclose(x.scale, float(scale.reshape(())), rtol=1e-6):
+        b.set(node, x)     # already bipolar on this scale (e.g. after a MaxPool)
+        return
+    if not isinstance(x, Const):
+        raise node_error(node, "BipolarQuant must quantize weights, a Gemm/MatMul/Conv output (after an optional "
+                         "BatchNormalization) or the model input", UnsupportedError)
     v = np.asarray(x.value, np.float64)
     axis, s1 = _channel_axis(node, scale, v.ndim)
     q = np.where(v >= 0, 1, -1).astype(np.int64)
