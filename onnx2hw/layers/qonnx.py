@@ -147,6 +147,9 @@ def _bipolar_acc(b: Builder, node: Node, v: Acc, scale: np.ndarray, zp: np.ndarr
     c = v.onnx_shape[0]
     sc = np.broadcast_to(_per_output(node, scale, v), (c,))
     z = np.broadcast_to(_per_output(node, zp, v), (c,))
+    if np.any(z != 0):
+        raise node_error(node, f"a bipolar activation with zero point {z[np.nonzero(z)[0][0]]!r} is not supported "
+                         f"(its values would not be +-scale)", UnsupportedError)
     if not np.all(sc == sc[0]):
         raise node_error(node, "a bipolar activation with per-channel scales is not supported (the next layer "
                          "needs one input scale)", UnsupportedError)

@@ -112,13 +112,13 @@ def bnn_cnn():
 
 def w1a2_quant1():
     """1-bit weights written as ``Quant(signed=1, bitwidth=1)`` (BipolarQuant's twin), 2-bit narrow
-    activations, and a bipolar activation written as a 1-bit signed Quant with a zero point."""
+    activations, and a bipolar activation written as a 1-bit signed Quant."""
     g = _G(3)
     x = g.quant("x", 1 / 64, 8)
     w = g.quant(g.const(g.rng.normal(0, 1, (12, 20))), 0.25, 1)
     x = g.quant(g.bn(g.node("Gemm", [x, w], transB=1), 12), 0.5, 2, narrow=True)
     w = g.quant(g.const(g.rng.normal(0, 1, (8, 12))), 0.25, 1)
-    x = g.quant(g.node("Gemm", [x, w, g.const(g.rng.normal(0, 0.3, 8))], transB=1), 0.5, 1, zp=0.5)
+    x = g.quant(g.node("Gemm", [x, w, g.const(g.rng.normal(0, 0.3, 8))], transB=1), 0.5, 1)
     return g.model(x, [20], [8]), np.random.default_rng(13).normal(0, 1, (BATCH, 20)).astype(np.float32)
 
 
