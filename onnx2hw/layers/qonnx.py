@@ -31,7 +31,7 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Node
 from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
 from . import conv
-from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, node_error
+from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, check_only_outputs, node_error
 from .base import Pattern
 from .types import IntType, Thresholds, accumulator_bounds, int_type_for
 
@@ -185,18 +185,30 @@ def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
         raise node_error(node, f"activation bit width {bits} is above 16", UnsupportedError)
     if signed and bits == 1:
         return _bipolar_acc(b, node, v, scale, zp)
-    if scale.size != 1 or zp.size != 1:
-        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
-    s, z = float(scale.reshape(())), int(zp.reshape(()))
+    s, z = _per_output(node, scale, v), _per_output(node, zp, v)
+    if s.ndim and np.all(s == s[0]):
+        s = s[0]
+    if z.ndim and np.all(z == z[0]):
+        z = z[0]
+    if s.ndim or z.ndim:   # per-channel: only as a model output (the host dequantizes per channel)
+        check_only_outputs(b.graph, node.outputs[0], node)
+        s = np.broadcast_to(s, (v.onnx_shape[0],)).astype(np.float64)
+        z = np.broadcast_to(z, (v.onnx_shape[0],)).astype(np.int64)
+        s_col, z_col = s[:, None], z[:, None]
+    else:
+        s, z = float(s), int(z)
+        s_col, z_col = s, z
     t = IntType(bits, signed)
     qlo, qhi = arith.int_range(bits, signed, narrow)
     frac = np.asarray(v.bias_real, np.float64) / np.asarray(v.scale, np.float64)
     off_grid = bool(np.any(np.abs(frac - np.rint(frac)) > 1e-6))
-    exact_requant = not off_grid and mode == "HALF_UP"
+    # the Requant rounds ties towards +inf: QONNX's HALF_UP (ties away from zero) only where the
+    # clamped value y / scale + zp is never negative
+    exact_requant = not off_grid and mode == "HALF_UP" and qlo >= 0
     if (v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and not exact_requant))) or \
             (v.kind == "avgpool" and bits <= 8):
         real = _real(v)
-        return _emit_thresholds(b, node, v, lambda a: _round(np.clip(real(a) / s + z, qlo, qhi), mode, node),
+        return _emit_thresholds(b, node, v, lambda a: _round(np.clip(real(a) / s_col + z_col, qlo, qhi), mode, node),
                                 qlo, qhi, t, s, z)
     if mode not in _NEAREST:
         raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
@@ -317,6 +329,50 @@ def _bipolar_quant(b: Builder, node: Node):
     b.set(node, QConst(q, s1, np.zeros_like(s1, dtype=np.int64), axis, IntType(1, False, bipolar=True)))
 
 
+def _multithreshold(b: Builder, node: Node):
+    """FINN's MultiThreshold on a layer output: ``out_scale * count(y >= T[c]) + out_bias`` with
+    ``y`` the layer's real value (see :mod:`onnx2hw.golden.ops.qonnx_multithreshold`), as exact
+    integer thresholds on the accumulator. The output is on the grid ``out_scale`` with the
+    integers ``out_bias / out_scale + count``; one step with ``out_bias = -out_scale / 2`` is a
+    bipolar activation of scale ``out_scale / 2``."""
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Acc) or x.kind not in ("dense", "conv", "avgpool"):
+        raise node_error(node, "MultiThreshold must directly follow a Gemm/MatMul/Conv/AveragePool (+ constant "
+                         "Mul / BatchNormalization)", UnsupportedError)
+    layout = node.attr("data_layout", "")
+    layout = layout.decode() if isinstance(layout, bytes) else str(layout)
+    want = "NCHW" if len(x.onnx_shape) == 3 else "NC"
+    if layout not in ("", want):
+        raise node_error(node, f"data_layout {layout!r} is not supported on this {want} tensor", UnsupportedError)
+    t = np.asarray(b.const(node.inputs[1], node, "thresholds"), np.float64)
+    c = x.onnx_shape[0]
+    if t.ndim != 2 or t.shape[0] not in (1, c) or t.shape[1] < 1 or np.any(np.isnan(t)):
+        raise node_error(node, f"thresholds of shape {t.shape!r} must be ({c} or 1, steps) numbers")
+    out_scale, out_bias = float(node.attr("out_scale", 1.0)), float(node.attr("out_bias", 0.0))
+    if not (np.isfinite(out_scale) and out_scale > 0 and np.isfinite(out_bias)):
+        raise node_error(node, f"out_scale {out_scale!r} must be positive and out_bias {out_bias!r} finite",
+                         UnsupportedError)
+    steps = t.shape[1]
+    real = _real(x)
+    tt = np.broadcast_to(t, (c, steps))[:, None, :]
+
+    def count(a):
+        return np.sum(real(a)[..., None] >= tt, axis=-1)
+    if steps == 1 and out_bias == -out_scale / 2:
+        b.set(node, _emit_thresholds(b, node, x, count, 0, 1, _BIPOLAR, out_scale / 2, 0))
+        return
+    k = out_bias / out_scale
+    if k != round(k):
+        raise node_error(node, f"out_bias / out_scale = {k!r} is not an integer (the output is not on a grid)",
+                         UnsupportedError)
+    qlo, qhi = int(round(k)), int(round(k)) + steps
+    ot = int_type_for(qlo, qhi)
+    if ot.bits > 8:
+        raise node_error(node, f"{steps} thresholds need a {ot.bits}-bit output, above the 8-bit threshold limit",
+                         UnsupportedError)
+    b.set(node, _emit_thresholds(b, node, x, lambda a: count(a) + qlo, qlo, qhi, ot, out_scale, 0))
+
+
 def _round(y, mode: str, node: Node):
     try:
         return qonnx_round(y, mode)
@@ -328,4 +384,5 @@ PATTERNS = tuple(p for d in DOMAINS for p in (
     Pattern(d, "Quant", "quantization parameters / thresholds", _quant, {"qonnx"}),
     Pattern(d, "BipolarQuant", "1-bit bipolar quantization", _bipolar_quant, {"qonnx"}),
     Pattern(d, "Trunc", "requantization shift", _trunc, {"qonnx"}),
+    Pattern(d, "MultiThreshold", "multi-threshold activation (Thresholds)", _multithreshold, {"qonnx"}),
 ))

@@ -127,21 +127,47 @@ def multithreshold(domain):
     out_scale / out_bias (per-channel thresholds on the accumulator's real value)."""
     g = _G(4)
     x = g.quant("x", 1.0, 4, signed=False)
-    w = g.quant(g.const(g.rng.integers(-3, 4, (6, 10)).astype(np.float32)), 1.0, 3)
-    acc = g.node("MatMul", [x, g.node("Transpose", [w], perm=[1, 0])])
+    w = g.quant(g.const(g.rng.integers(-3, 4, (10, 6)).astype(np.float32)), 1.0, 3)
+    acc = g.node("MatMul", [x, w])
     t = np.sort(g.rng.integers(-40, 40, (6, 3)), axis=1).astype(np.float32) + 0.5
     t[2, 1] = t[2, 0]          # a repeated threshold
     y = g.node("MultiThreshold", [acc, g.const(t)], domain=domain, out_dtype="INT2", out_scale=0.5, out_bias=-0.5)
     return g.model(y, [10], [6]), np.random.default_rng(14).integers(0, 16, (BATCH, 10)).astype(np.float32)
 
 
-def rounding(mode):
-    """A Gemm whose real outputs are multiples of 1/2 output LSB: every rounding mode's ties."""
+def rounding(mode, signed=True):
+    """A Gemm whose real outputs are multiples of 1/2 output LSB: every rounding mode's ties
+    (unsigned: after a Relu, where HALF_UP is an exact multiply-and-shift requantization)."""
     g = _G(5)
     x = g.quant("x", 1 / 16, 8)
     w = g.quant(g.const(g.rng.integers(-7, 8, (6, 8)) / 16), 1 / 16, 4)
-    y = g.quant(g.node("Gemm", [x, w], transB=1), 1 / 128, 5, signed=True, narrow=mode in ("CEIL", "UP"), mode=mode)
+    y = g.node("Gemm", [x, w], transB=1)
+    y = y if signed else g.node("Relu", [y])
+    y = g.quant(y, 1 / 128, 5, signed=signed, narrow=mode in ("CEIL", "UP"), mode=mode)
     return g.model(y, [8], [6]), (np.random.default_rng(15).integers(-128, 128, (BATCH, 8)) / 16).astype(np.float32)
+
+
+def per_channel(kind):
+    """A layer output quantized with one scale (and zero point) per output channel, as the model
+    output: thresholds (``thresholds``: Gemm, 4-bit, per-channel zero points; ``conv``: Conv,
+    3-bit signed narrow) or a per-channel multiply-and-shift (``requant``: Relu, 6-bit HALF_UP)."""
+    g = _G(6)
+    x = g.quant("x", 1 / 16, 8)
+    if kind == "conv":
+        w = g.quant(g.const(g.rng.normal(0, 0.3, (5, 2, 3, 3))), 1 / 8, 4)
+        y = g.node("Conv", [x, w, g.const(g.rng.normal(0, 0.2, 5))], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+        s = (np.linspace(0.05, 0.3, 5)).reshape(1, 5, 1, 1)
+        y = g.quant(y, s, 3, narrow=True)
+        return g.model(y, [2, 5, 5], [5, 5, 5]), np.random.default_rng(16).normal(0, 1, (BATCH, 2, 5, 5)).astype(
+            np.float32)
+    w = g.quant(g.const(g.rng.normal(0, 0.3, (6, 8))), 1 / 8, 4)
+    if kind == "thresholds":
+        y = g.node("Gemm", [x, w, g.const(g.rng.normal(0, 0.2, 6))], transB=1)
+        y = g.quant(y, np.linspace(0.05, 0.4, 6).reshape(1, 6), 4, signed=False, zp=np.arange(6.0).reshape(1, 6))
+    else:
+        y = g.node("Relu", [g.node("Gemm", [x, w, g.const(g.rng.integers(-20, 20, 6) / 128)], transB=1)])
+        y = g.quant(y, (2.0 ** -np.arange(3, 9)).reshape(1, 6), 6, signed=False, mode="HALF_UP")
+    return g.model(y, [8], [6]), np.random.default_rng(17).normal(0, 1, (BATCH, 8)).astype(np.float32)
 
 
 def main():
@@ -156,6 +182,8 @@ def main():
     cases = {"bnn_mlp": bnn_mlp(), "bnn_cnn": bnn_cnn(), "w1a2_quant1": w1a2_quant1(),
              "multithreshold_finn": multithreshold(FINN), "multithreshold_qonnx": multithreshold(QONNX)}
     cases.update({f"round_{m.lower()}": rounding(m) for m in MODES})
+    cases["round_half_up_unsigned"] = rounding("HALF_UP", signed=False)
+    cases.update({f"per_channel_{k}": per_channel(k) for k in ("thresholds", "requant", "conv")})
     data = {}
     for name, (model, x) in cases.items():
         onnx.save(model, HERE / f"qonnx_{name}.onnx")
