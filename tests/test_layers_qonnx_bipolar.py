@@ -67,7 +67,7 @@ def test_brevitas_corpus_cut_equals_qonnx_executor(name):
         assert all(layer.in_type.bipolar for layer in linear[1:])
 
 
-@pytest.mark.parametrize("name", ["bnn_mlp", "bnn_cnn", "w1a2_quant1"])
+@pytest.mark.parametrize("name", ["bnn_mlp", "bnn_cnn", "w1a2_quant1", "negative_bn"])
 def test_bipolar_models_equal_qonnx_executor(name):
     g = to_integer_graph(load(onnx.load(DATA / f"qonnx_{name}.onnx")))
     got = integer_outputs(g, EXPECT[f"{name}/input"])
@@ -95,7 +95,7 @@ def test_mvu_blocks_store_one_bit_weights():
     assert [b.params["bipolar"] for b in mvus] == [False] + [True] * (len(mvus) - 1)
 
 
-@pytest.mark.parametrize("name,pause", [("bnn_mlp", "random"), ("bnn_cnn", "3of4")])
+@pytest.mark.parametrize("name,pause", [("bnn_mlp", "random"), ("bnn_cnn", "3of4"), ("negative_bn", "random")])
 def test_bipolar_pipeline_bit_exact_under_backpressure(name, pause):
     """The whole accelerator (Amaranth simulator): bipolar streams in and out, random stalls."""
     g = to_integer_graph(load(onnx.load(DATA / f"qonnx_{name}.onnx")))
@@ -106,7 +106,21 @@ def test_bipolar_pipeline_bit_exact_under_backpressure(name, pause):
     out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes, g.input_specs[0].dtype.bipolar)},
                         {"o": lo.elements // lo.src_lanes * 3}, src_pause=pause, sink_pause=pause, seed=1,
                         check_comb=False, idle_limit=50000)
-    np.testing.assert_array_equal(from_transfers(out["o"], 3, g.output_specs[0].shape, True), want)
+    np.testing.assert_array_equal(from_transfers(out["o"], 3, g.output_specs[0].shape,
+                                                 g.output_specs[0].dtype.bipolar), want)
+
+
+def test_negative_batchnorm_flips_rows_and_refuses_a_requant_by_name():
+    """A negative BatchNormalization scale thresholds ``-acc`` (rows negated, 4-bit weights
+    widened); a wide output (multiply-and-shift) cannot take it and says so."""
+    g = to_integer_graph(load(onnx.load(DATA / "qonnx_negative_bn.onnx")))
+    assert g.layers[0].w_type.bipolar and g.layers[1].w_type.bits == 5
+    m = onnx.load(DATA / "qonnx_negative_bn.onnx")
+    last = m.graph.node[-1]
+    bits = next(i for i in m.graph.initializer if i.name == last.input[3])
+    bits.CopyFrom(onnx.numpy_helper.from_array(np.array(12.0, np.float32), bits.name))
+    with pytest.raises(Exception, match=f"'{last.name}' \\(Quant\\): a negative rescale of the layer"):
+        to_integer_graph(load(m))
 
 
 def test_padding_a_bipolar_input_is_refused_by_name():

@@ -76,6 +76,27 @@ def test_bipolar_weights_match_numpy_under_backpressure(cfg, pauses):
     assert dut.style == ("xnor" if bip else "sign")
 
 
+@pytest.mark.parametrize("wb,ws,pe,simd,pauses", [(4, True, 2, 4, ("random", "random")), (8, True, 3, 1, ("3of4", "random")),
+                                                   (3, False, 1, 12, ("random", "3of4")), (1, True, 6, 2, ("random", "random"))])
+def test_bipolar_inputs_with_integer_weights(wb, ws, pe, simd, pauses):
+    """Bipolar inputs (bits, 1 = +1) times integer weights: ``w`` or ``-w`` per lane."""
+    from onnx2hw import arith as _a
+    rng = np.random.default_rng(wb * 10 + pe)
+    lo, hi = _a.int_range(wb, ws)
+    n, k, vectors = 6, 12, 40
+    w = rng.integers(lo, hi + 1, size=(n, k))
+    w[0] = lo                                          # a row at its extreme
+    b = rng.integers(-30, 30, size=n)
+    bits = rng.integers(0, 2, size=(vectors, k))
+    bits[0] = 0
+    dut = MatrixVectorUnit(w, b, in_bits=1, in_signed=False, weight_bits=wb, weight_signed=ws,
+                           input_bipolar=True, pe=pe, simd=simd)
+    assert dut.style == "negate"
+    out, _ = run_stream(dut, {"i": bits.reshape(-1, simd)}, {"o": vectors * n // pe},
+                        src_pause=pauses[0], sink_pause=pauses[1], seed=wb)
+    np.testing.assert_array_equal(out["o"].reshape(vectors, n), (2 * bits - 1) @ w.T + b)
+
+
 @pytest.mark.parametrize("ib,isg,bip", [(8, True, False), (8, False, False), (4, True, False), (1, False, True)])
 def test_bipolar_weights_extreme_rows_fit_the_exact_accumulator(ib, isg, bip):
     """Rows at their accumulator bounds come out exact although the hardware sums ``~x`` and the

@@ -273,6 +273,10 @@ class Builder:
         sc = np.asarray(scale, dtype=np.float64)
         zps = np.asarray(zp if zp is not None else 0, dtype=np.float64).reshape(-1)
         name = out_name or node.outputs[0]
+        if isinstance(v, Acc) and v.scale is not None and np.any(np.asarray(v.scale) <= 0):
+            raise node_error(node, "a negative rescale of the layer (a BatchNormalization with a negative scale) "
+                             "is only supported with a threshold activation (outputs of at most 8 bits)",
+                             UnsupportedError)
         if zps.size > 1 and np.all(zps == zps[0]):
             zps = zps[:1]
         if sc.size > 1 and np.all(sc == sc.reshape(-1)[0]):

@@ -172,8 +172,6 @@ def linear_problem(layer) -> str | None:
     """What the MVU cannot do for a Dense or Conv layer."""
     if layer.acc_bits > MAX_ACC_BITS:
         return f"its accumulator needs {layer.acc_bits} bits, more than the {MAX_ACC_BITS} the hardware has"
-    if layer.in_type.bipolar and not layer.w_type.bipolar:
-        return "bipolar inputs with non-bipolar weights are not supported"
     if layer.in_type.bipolar and any(getattr(layer, "pads", ())):
         return "zero padding of a bipolar input is not supported (0 is neither -1 nor +1)"
     return None
@@ -205,11 +203,12 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
 
 def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str) -> Block:
     """The matrix-vector unit of a Dense or Conv layer: bipolar x bipolar is XNOR-popcount;
-    bipolar weights with integer inputs are stored as one bit each (select/invert, no multiplier)."""
+    bipolar weights with integer inputs are stored as one bit each (select/invert, no multiplier);
+    bipolar inputs with integer weights select ``w`` or ``-w``."""
     bipolar = in_t.bipolar and w_t.bipolar
     params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
                   weight_bits=w_t.bits, weight_signed=w_t.signed, bipolar=bipolar,
-                  weight_bipolar=w_t.bipolar, pe=pe, simd=simd, acc_bits=acc_bits)
+                  weight_bipolar=w_t.bipolar, input_bipolar=in_t.bipolar, pe=pe, simd=simd, acc_bits=acc_bits)
     return Block(MatrixVectorUnit, params, MatrixVectorUnit.estimate(**params, family=family))
 
 

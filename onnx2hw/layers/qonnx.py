@@ -124,6 +124,15 @@ def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: I
     a bipolar ``t`` takes ``q`` in {0, 1} (1 = +1) and gives a one-threshold bipolar activation."""
     if v.kind == "avgpool":
         v = _pool_as_depthwise_conv(v)
+    sign = np.where(np.asarray(v.scale) < 0, -1, 1).astype(np.int64)
+    if np.any(sign < 0):   # a negative rescale (BatchNormalization): threshold -acc, increasing there
+        w = v.weights * sign.reshape((-1,) + (1,) * (v.weights.ndim - 1))
+        wt = v.w_type if v.w_type.bipolar else int_type_for(min(0, int(w.min())), max(0, int(w.max())))
+        v = replace(v, weights=w, bias=v.bias * sign, scale=v.scale * sign, w_type=wt)
+        q0 = q
+
+        def q(a):
+            return q0(a * sign[:, None])
     in_spec = b.specs[v.inputs[0].tensor]
     acc_lo, acc_hi = accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
     table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64), q, qlo, qhi)

@@ -98,6 +98,17 @@ def bnn_mlp():
     return g.model(x, [24], [12]), np.random.default_rng(11).random((BATCH, 24), dtype=np.float32)
 
 
+def negative_bn():
+    """BatchNormalizations with negative scales (as trained BNNs have): before a BipolarQuant (bipolar
+    weights and inputs) and before a 2-bit Quant (4-bit weights, whose negation needs 5 bits)."""
+    g = _G(7)
+    x = g.bipolar(g.node("Sub", [g.node("Mul", ["x", g.const(2.0)]), g.const(1.0)]))
+    x = g.bipolar(g.bn(g.node("Gemm", [x, g.bipolar_w((16, 20))], transB=1), 16, neg=True))
+    w = g.quant(g.const(g.rng.normal(0, 0.5, (10, 16))), 0.125, 4)
+    x = g.quant(g.bn(g.node("Gemm", [x, w], transB=1), 10, neg=True), 0.5, 2, signed=False)
+    return g.model(x, [20], [10]), np.random.default_rng(18).random((BATCH, 20), dtype=np.float32)
+
+
 def bnn_cnn():
     """CNV-w1a1 shape: 8-bit input, bipolar-weight Conv, then XNOR Conv, MaxPool, XNOR Gemm."""
     g = _G(2)
@@ -179,7 +190,7 @@ def main():
         mw = ModelWrapper(model).transform(InferShapes())
         return execute_onnx(mw, {mw.graph.input[0].name: x})[mw.graph.output[0].name]
 
-    cases = {"bnn_mlp": bnn_mlp(), "bnn_cnn": bnn_cnn(), "w1a2_quant1": w1a2_quant1(),
+    cases = {"bnn_mlp": bnn_mlp(), "bnn_cnn": bnn_cnn(), "w1a2_quant1": w1a2_quant1(), "negative_bn": negative_bn(),
              "multithreshold_finn": multithreshold(FINN), "multithreshold_qonnx": multithreshold(QONNX)}
     cases.update({f"round_{m.lower()}": rounding(m) for m in MODES})
     cases["round_half_up_unsigned"] = rounding("HALF_UP", signed=False)
