@@ -110,6 +110,19 @@ def test_bipolar_pipeline_bit_exact_under_backpressure(name, pause):
                                                  g.output_specs[0].dtype.bipolar), want)
 
 
+@pytest.mark.sim
+def test_driver_decodes_a_bipolar_output():
+    """The host driver (simulated board) returns what the qonnx executor computes: the output
+    stream's bipolar codes (1 = +1, 0 = -1) are decoded before dequantizing."""
+    from onnx2hw.build_info import build_info
+    from onnx2hw.driver import Accelerator
+    g = to_integer_graph(load(onnx.load(DATA / "qonnx_bnn_mlp.onnx")))
+    p = compile_pipeline(g, budget=BIG)
+    x = EXPECT["bnn_mlp/input"][:3]
+    with Accelerator.open(build_info(p, "ulx3s", 75e6, 3e6), "sim", pipeline=p) as acc:
+        np.testing.assert_array_equal(acc.run(x), EXPECT["bnn_mlp/output"][:3])
+
+
 def test_negative_batchnorm_flips_rows_and_refuses_a_requant_by_name():
     """A negative BatchNormalization scale thresholds ``-acc`` (rows negated, 4-bit weights
     widened); a wide output (multiply-and-shift) cannot take it and says so."""

@@ -148,3 +148,32 @@ def test_bipolar_weights_verilator(cfg, pauses):
                         src_pause=pauses[0], sink_pause=pauses[1], seed=7)
     want = x @ w.T + (0 if b is None else b)
     np.testing.assert_array_equal(out["o"].reshape(vectors, n), want)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("n,k,pe,simd,ib,isg,mode", [
+    (64, 64, 4, 16, 4, True, "weights"),     # 1-bit weights, 4-bit inputs: select/invert
+    (16, 16, 4, 4, 2, True, "weights"),
+    (64, 64, 2, 8, 8, False, "weights"),     # weights in block RAM
+    (16, 16, 4, 4, 4, True, "inputs"),       # bipolar inputs, 4-bit weights: select/negate
+])
+def test_bipolar_weights_synth_estimate(n, k, pe, simd, ib, isg, mode, summary):
+    """No DSP, one ROM bit per weight; LUT4 equivalents within 30 % of Yosys synth_ecp5."""
+    from onnx2hw.rtl.synth_check import yosys_stat
+    rng = np.random.default_rng(5)
+    if mode == "weights":
+        w = rng.choice([-1, 1], size=(n, k))
+        kw = dict(in_bits=ib, in_signed=isg, weight_bits=1, weight_signed=False, weight_bipolar=True)
+    else:
+        w = rng.integers(-8, 8, size=(n, k))
+        kw = dict(in_bits=1, in_signed=False, weight_bits=ib, weight_signed=True, input_bipolar=True)
+    b = rng.integers(-100, 100, size=n)
+    stat = yosys_stat(MatrixVectorUnit(w, b, pe=pe, simd=simd, **kw))
+    est = MatrixVectorUnit.estimate(w, b, pe=pe, simd=simd, **kw)
+    got = stat["lut"] + 2 * stat["ccu2c"]
+    summary(f"mvu-bip-{mode}-{n}x{k}p{pe}s{simd}x{ib}",
+            f"MVU {mode} bipolar {n}x{k} PE{pe} SIMD{simd} {ib}b: LUT4eq {got} (est {est.lut}), "
+            f"FF {stat['ff']} (est {est.ff}), EBR {stat['ebr']} (est {est.ebr})")
+    assert stat["dsp"] == 0 == est.dsp
+    assert abs(est.lut - got) <= 0.3 * got, (est, stat)
+    assert abs(est.ebr - stat["ebr"]) <= 1, (est, stat)

@@ -1,23 +1,34 @@
-"""The QONNX quantizers (``Quant``, ``BipolarQuant``, ``Trunc`` as Brevitas exports them), under
-the domains ``qonnx.custom_op.general`` and ``finn.custom_op.general``.
+"""The QONNX quantizers (``Quant``, ``BipolarQuant``, ``Trunc`` as Brevitas exports them, and
+FINN's ``MultiThreshold``), under the domains ``qonnx.custom_op.general`` and
+``finn.custom_op.general``.
 
 * A ``Quant`` on an initializer quantizes weights (any width 1..16, signed/unsigned, narrow,
   every rounding mode, per tensor or per output channel); a signed 1-bit ``Quant`` or a
-  ``BipolarQuant`` gives bipolar (+-1) weights. A ``Quant`` on a wider initializer (a 32-bit
-  bias) is folded as a float constant.
-* A ``Quant`` on the model input is the host-side input quantizer (ROUND mode, integer zero point).
-* A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add]) is its
-  output quantizer: outputs of at most 4 bits become exact integer multi-thresholds
-  (:class:`Thresholds`, derived from the QONNX semantics ``clamp(round_mode(y / scale + zp))``
-  for every integer accumulator value, so any rounding mode and a float bias are exact).
-  5..8-bit outputs also use thresholds unless the requantization is exact too (a bias on the
-  accumulator grid and HALF_UP rounding); wider outputs (and Add / AveragePool outputs) use a
-  :class:`Requant` (round half up; ROUND/HALF_EVEN/HALF_UP only — ties may differ by one LSB).
+  ``BipolarQuant`` gives bipolar (+-1) weights, stored as one bit each in hardware. A ``Quant`` on
+  a wider initializer (a 32-bit bias) is folded as a float constant.
+* A ``Quant`` (or ``BipolarQuant``) on the model input is the host-side input quantizer (ROUND
+  mode, integer zero point; bipolar: the sign of ``x / scale + zp``).
+* A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add /
+  BatchNormalization]) is its output quantizer: outputs of at most 4 bits become exact integer
+  multi-thresholds (:class:`Thresholds`, derived from the QONNX semantics
+  ``round_mode(clamp(y / scale + zp))`` for every integer accumulator value, so any rounding mode
+  and a float bias are exact). 5..8-bit outputs also use thresholds unless the requantization is
+  exact too (a bias on the accumulator grid, HALF_UP rounding and no negative value to round);
+  wider outputs (and Add / AveragePool outputs) use a :class:`Requant` (round half up; ROUND /
+  HALF_EVEN / HALF_UP only — ties may differ by one LSB). Per-channel scales / zero points are
+  taken when the quantized tensor is a model output (dequantized per channel on the host).
+* ``BipolarQuant`` (or a signed 1-bit ``Quant``) after a layer is a one-threshold bipolar
+  activation (``Thresholds.bipolar``: +1 where ``y / scale >= 0``); the next layer's bipolar x
+  bipolar products are XNOR-popcount. A BatchNormalization with negative scales is folded too
+  (those channels threshold ``-acc``), but only into threshold activations.
+* ``MultiThreshold`` after a layer (``out_scale * count(y >= T) + out_bias``, as FINN's
+  streamlining writes it) becomes exact integer thresholds on the accumulator (one step with
+  ``out_bias = -out_scale / 2`` is bipolar).
 * (Global)AveragePool followed by a ``Quant`` of at most 8 bits becomes a depthwise :class:`Conv`
   with all-one weights and thresholds (exact); MaxPool / Flatten / Reshape and the Add of two
   quantized tensors work as in the QDQ importer (Add requantizes: round half up).
 * ``Trunc`` after a layer (Brevitas' TruncAvgPool: AveragePool -> Mul(area) -> Trunc) becomes
-  exact thresholds too (outputs of at most 8 bits). Bipolar activations are not supported.
+  exact thresholds too (outputs of at most 8 bits).
 """
 from __future__ import annotations
 

@@ -349,9 +349,9 @@ class MatrixVectorUnit(wiring.Component):
         elif self.style == "dsp":
             prod = 12 * mults
         elif self.style == "sign":
-            prod = mults * pw / 2                              # inversion, mostly merged into the tree
+            prod = mults * pw * 2                              # inversion and the wider tree inputs
         elif self.style == "negate":
-            prod = mults * pw * 1.5                            # negation (carry chain) and select
+            prod = mults * pw * 3.4                            # negation (carry chain) and select
         else:
             prod = 0
         tree = pe * _tree_bits(simd, pw, ab)
