@@ -30,6 +30,7 @@ DATA = pathlib.Path(__file__).resolve().parent / "data"
 EXPECT = np.load(DATA / "qonnx_expect.npz")
 MODES = ("ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN")
 ROUNDING = [f"round_{m.lower()}" for m in MODES] + ["round_half_up_unsigned"]
+TRUNC = ["trunc_v1_floor", "trunc_v1_round", "trunc_v2_floor", "trunc_v2_ceil"]
 PER_CHANNEL = ["per_channel_thresholds", "per_channel_requant", "per_channel_conv"]
 MULTI = ["multithreshold_finn", "multithreshold_qonnx"]
 BIG = Budget(83640, 156, 208, "LFE5U-85F")
@@ -45,7 +46,7 @@ def _integer(g, x):
         g.outputs[0].name]
 
 
-@pytest.mark.parametrize("name", ROUNDING + PER_CHANNEL + MULTI)
+@pytest.mark.parametrize("name", ROUNDING + PER_CHANNEL + MULTI + TRUNC)
 def test_integer_graph_and_golden_equal_qonnx_executor(name):
     graph = _model(name)
     x, want = EXPECT[f"{name}/input"], EXPECT[f"{name}/output"]

@@ -79,11 +79,11 @@ class _G:
                                                 self.const(self.rng.normal(0, 2, c)),
                                                 self.const(self.rng.uniform(0.5, 2, c))])
 
-    def model(self, out, x_shape, y_shape):
+    def model(self, out, x_shape, y_shape, qonnx_version=1):
         g = helper.make_graph(self.nodes, "qonnx_test",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [BATCH, *x_shape])],
                               [helper.make_tensor_value_info(out, TensorProto.FLOAT, [BATCH, *y_shape])], self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, 1),
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, qonnx_version),
                                                 helper.make_opsetid(FINN, 1)])
         m.ir_version = 8
         return m
@@ -181,6 +181,23 @@ def per_channel(kind):
     return g.model(y, [8], [6]), np.random.default_rng(17).normal(0, 1, (BATCH, 8)).astype(np.float32)
 
 
+def trunc(version, mode):
+    """Brevitas' TruncAvgPool: AveragePool -> Mul(kernel area) -> Trunc (version 1: 5 inputs, no
+    clamp; version 2: 6 inputs with out_scale and a clamp to the signed/narrow output range)."""
+    g = _G(8)
+    x = g.quant("x", 1 / 64, 8)
+    y = g.node("Conv", [x, g.quant(g.const(g.rng.normal(0, 0.3, (4, 1, 3, 3))), 1 / 8, 4),
+                        g.const(g.rng.normal(0, 0.1, 4))], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    a = g.quant(g.node("Relu", [y]), 0.125, 4, signed=False)
+    s = g.node("Mul", [g.node("AveragePool", [a], kernel_shape=[2, 2], strides=[2, 2]), g.const(4.0)])
+    ins = [s, g.const(0.125), g.const(0.0), g.const(6.0)]
+    ins += [g.const(4.0)] if version == 1 else [g.const(0.5), g.const(3.0)]
+    attrs = dict(rounding_mode=mode) if version == 1 else dict(rounding_mode=mode, signed=0, narrow=0)
+    t = g.node("Trunc", ins, domain=QONNX, **attrs)
+    return g.model(t, [1, 6, 6], [4, 3, 3], qonnx_version=version), \
+        np.random.default_rng(19).random((BATCH, 1, 6, 6), dtype=np.float32)
+
+
 def main():
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
@@ -194,6 +211,8 @@ def main():
              "multithreshold_finn": multithreshold(FINN), "multithreshold_qonnx": multithreshold(QONNX)}
     cases.update({f"round_{m.lower()}": rounding(m) for m in MODES})
     cases["round_half_up_unsigned"] = rounding("HALF_UP", signed=False)
+    cases.update({"trunc_v1_floor": trunc(1, "FLOOR"), "trunc_v1_round": trunc(1, "ROUND"),
+                  "trunc_v2_floor": trunc(2, "FLOOR"), "trunc_v2_ceil": trunc(2, "CEIL")})
     cases.update({f"per_channel_{k}": per_channel(k) for k in ("thresholds", "requant", "conv")})
     data = {}
     for name, (model, x) in cases.items():
