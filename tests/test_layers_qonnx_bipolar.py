@@ -12,8 +12,11 @@ import onnx.utils
 import pytest
 from onnx import helper
 
+import onnx2hw
 from onnx2hw import golden
 from onnx2hw import layers as ig
+from onnx2hw.build_info import build_info
+from onnx2hw.driver import Accelerator
 from onnx2hw.dataflow.compile import compile_pipeline
 from onnx2hw.dataflow.fold import Budget
 from onnx2hw.golden.integer import execute_integer
@@ -114,8 +117,6 @@ def test_bipolar_pipeline_bit_exact_under_backpressure(name, pause):
 def test_driver_decodes_a_bipolar_output():
     """The host driver (simulated board) returns what the qonnx executor computes: the output
     stream's bipolar codes (1 = +1, 0 = -1) are decoded before dequantizing."""
-    from onnx2hw.build_info import build_info
-    from onnx2hw.driver import Accelerator
     g = to_integer_graph(load(onnx.load(DATA / "qonnx_bnn_mlp.onnx")))
     p = compile_pipeline(g, budget=BIG)
     x = EXPECT["bnn_mlp/input"][:3]
@@ -161,7 +162,6 @@ def test_padding_a_bipolar_input_is_refused_by_name():
 @pytest.mark.sim
 @pytest.mark.parametrize("name", ["tfc_w1a1", "cnv_w1a1"])
 def test_brevitas_corpus_cut_simulates_bit_exact(name):
-    import onnx2hw
     model, xs = cut(name)
     d = onnx2hw.compile(model)
     got = d.simulate(xs[:2])

@@ -80,9 +80,8 @@ def test_bipolar_weights_match_numpy_under_backpressure(cfg, pauses):
                                                    (3, False, 1, 12, ("random", "3of4")), (1, True, 6, 2, ("random", "random"))])
 def test_bipolar_inputs_with_integer_weights(wb, ws, pe, simd, pauses):
     """Bipolar inputs (bits, 1 = +1) times integer weights: ``w`` or ``-w`` per lane."""
-    from onnx2hw import arith as _a
     rng = np.random.default_rng(wb * 10 + pe)
-    lo, hi = _a.int_range(wb, ws)
+    lo, hi = arith.int_range(wb, ws)
     n, k, vectors = 6, 12, 40
     w = rng.integers(lo, hi + 1, size=(n, k))
     w[0] = lo                                          # a row at its extreme
