@@ -74,6 +74,7 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=
                       "model_shape": None if q.model_shape is None else list(q.model_shape),
                       "narrow": bool(q.narrow), "integer_input": bool(q.integer_input)},
             "output": {"name": d.name, "tensor": ospec.name, "scale": _list(d.scale),
+                       "bipolar": bool(ospec.dtype.bipolar),
                        "zero_point": _list(d.zero_point), "nhwc_to_nchw": bool(d.nhwc_to_nchw),
                        "onnx_dtype": int(d.onnx_dtype), "integer_output": bool(d.integer_output),
                        "shape": None if d.shape is None else [int(s) for s in d.shape],

@@ -114,7 +114,8 @@ async def _run(dut, spec, rundir):
         any_xfer = False
         for n in outs:
             v = int(h[n][1].value)
-            p = h[n][0].value.to_unsigned() if v else None
+            pv = h[n][0].value if v else None     # a 1-bit port reads as Logic (no to_unsigned)
+            p = (pv.to_unsigned() if hasattr(pv, "to_unsigned") else int(pv)) if v else None
             x, stalled[n], took = observe_sink(n, cyc, v, p, ready[n], got[n], want[n], stalled[n],
                                                n in expect, fail)
             if took:

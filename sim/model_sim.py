@@ -59,8 +59,12 @@ def to_transfers(x: np.ndarray, lanes: int, bipolar: bool = False) -> np.ndarray
     return x.reshape(-1, lanes)
 
 
-def from_transfers(t: np.ndarray, n: int, shape: tuple[int, ...]) -> np.ndarray:
-    return np.asarray(t, dtype=np.int64).reshape((n,) + tuple(shape))
+def from_transfers(t: np.ndarray, n: int, shape: tuple[int, ...], bipolar: bool = False) -> np.ndarray:
+    """Stream transfers -> (N, *shape) integers (bipolar bits decoded: 1 -> +1, 0 -> -1)."""
+    t = np.asarray(t, dtype=np.int64)
+    if bipolar:
+        t = 2 * t - 1
+    return t.reshape((n,) + tuple(shape))
 
 
 def _run(component, feeds, expect, simulator, pause, seed, waves, count):
@@ -115,11 +119,14 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
         if len(stage.inputs) != 1 or stage.op == "fork":
             continue
         sub = _stage_pipeline(pipeline, stage)
-        feeds = {"i": to_transfers(env[stage.inputs[0]], stage.in_lanes[0])}
+        specs = {t.name: t for t in g.input_specs + tuple(layer.output for layer in g.layers)}
+        in_bip = specs[stage.inputs[0]].dtype.bipolar if stage.inputs[0] in specs else False
+        out_bip = specs[stage.output].dtype.bipolar if stage.output in specs else False
+        feeds = {"i": to_transfers(env[stage.inputs[0]], stage.in_lanes[0], in_bip)}
         want = env[stage.output]
         out, _ = run_stream(AcceleratorCore(sub), feeds, {"o": want.size // stage.out_lanes}, src_pause="random",
                             sink_pause="random", seed=seed, check_comb=False, idle_limit=1 << 20)
-        if not np.array_equal(out["o"].reshape(want.shape), want):
+        if not np.array_equal(from_transfers(out["o"], 1, want.shape, out_bip).reshape(want.shape), want):
             return stage.name
     return None
 
@@ -147,7 +154,7 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         out, c = _run(acc, feeds, {"o": lo.elements // lo.src_lanes * len(part)}, simulator, "random",
                       seed + start, waves, len(part))
         cycles += c
-        hw_parts.append(from_transfers(out["o"], len(part), out_spec.shape))
+        hw_parts.append(from_transfers(out["o"], len(part), out_spec.shape, out_spec.dtype.bipolar))
         if progress:
             progress(min(start + chunk, n), n)
     seconds = time.perf_counter() - t0

@@ -383,6 +383,8 @@ class Accelerator:
                     stats.duplicates += 1                 # an answer already taken
                     continue
                 results[e.index] = fmt.decode_outputs(f.payload, f.count)
+                if self._qout.get("bipolar"):             # bipolar codes: bit 1 = +1, 0 = -1
+                    results[e.index] = 2 * results[e.index] - 1
                 del outstanding[f.seq]
                 done += 1
                 for other in sorted(outstanding.values(), key=lambda o: o.order):

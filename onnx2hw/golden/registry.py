@@ -42,8 +42,9 @@ OPS: dict[tuple[str, str], str] = {
     # quantization
     ("", "QuantizeLinear"): "quantize_linear", ("", "DequantizeLinear"): "dequantize_linear",
     (QONNX, "Quant"): "qonnx_quant", (QONNX, "BipolarQuant"): "qonnx_bipolar_quant",
-    (QONNX, "Trunc"): "qonnx_trunc",
+    (QONNX, "Trunc"): "qonnx_trunc", (QONNX, "MultiThreshold"): "qonnx_multithreshold",
     (FINN, "Quant"): "qonnx_quant", (FINN, "BipolarQuant"): "qonnx_bipolar_quant", (FINN, "Trunc"): "qonnx_trunc",
+    (FINN, "MultiThreshold"): "qonnx_multithreshold",
     # com.microsoft ops of onnxruntime's QOperator quantizer
     (MS, "QGemm"): "ms_qgemm", (MS, "QLinearAdd"): "ms_qlinear_add",
     (MS, "QLinearAveragePool"): "ms_qlinear_average_pool",

@@ -34,6 +34,7 @@ from ._layout import nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
 
 __all__ = ["QT", "QConst", "Const", "Acc", "FloatIn", "Target", "Builder", "qtype_of", "node_error",
+           "check_only_outputs",
            "opt", "need", "real_view", "qconst", "zp_type", "scalar", "zp_input", "int_view", "pads_of",
            "scale_input"]
 
@@ -288,14 +289,43 @@ class Builder:
 
     # ---- quantizing an accumulator ---------------------------------------------------------------
     def quantize(self, node: Node, v: Value, scale, zp, dtype: it.IntType, *, narrow=False, out_name=None) -> QT:
-        """The integer tensor ``clamp(round(v / scale) + zp)`` (emits a layer for an :class:`Acc`)."""
+        """The integer tensor ``clamp(round(v / scale) + zp)`` (emits a layer for an :class:`Acc`).
+
+        Per-channel scales (one per output channel of a layer; the zero point one for all) give a
+        per-channel :class:`~onnx2hw.layers.Requant`; such a tensor can only be a model output
+        (dequantized per channel on the host), since the next layer's accumulator needs one
+        input scale."""
         sc = np.asarray(scale, dtype=np.float64)
-        if sc.size != 1:
-            raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
-        scale = float(check_scale(sc.reshape(()), f"node {node.name!r} output"))
-        zp = int(np.asarray(zp).reshape(-1)[0]) if zp is not None else 0
-        qlo, qhi = arith.int_range(dtype.bits, dtype.signed, narrow) if not dtype.bipolar else (-1, 1)
+        zps = np.asarray(zp if zp is not None else 0, dtype=np.float64).reshape(-1)
         name = out_name or node.outputs[0]
+        if isinstance(v, Acc) and v.scale is not None and np.any(np.asarray(v.scale) <= 0):
+            raise node_error(node, "a negative rescale of the layer (a BatchNormalization with a negative scale) "
+                             "is only supported with a threshold activation (outputs of at most 8 bits)",
+                             UnsupportedError)
+        if zps.size > 1 and np.all(zps == zps[0]):
+            zps = zps[:1]
+        if sc.size > 1 and np.all(sc == sc.reshape(-1)[0]):
+            sc = sc.reshape(-1)[:1]
+        if zps.size > 1:
+            raise node_error(node, "per-channel activation zero points are not supported", UnsupportedError)
+        zp = int(zps[0])
+        qlo, qhi = arith.int_range(dtype.bits, dtype.signed, narrow) if not dtype.bipolar else (-1, 1)
+        if sc.size > 1:
+            if not isinstance(v, Acc) or sc.size != v.onnx_shape[0]:
+                raise node_error(node, f"per-channel activation scales ({sc.size}) are only supported on the output "
+                                 f"of a layer, one per output channel", UnsupportedError)
+            check_only_outputs(self.graph, name, node)
+            s = check_scale(sc.reshape(-1), f"node {node.name!r} output")
+            los = {qlo if v.lo_real == -math.inf else max(qlo, _round_even(v.lo_real / x) + zp) for x in s}
+            his = {qhi if v.hi_real == math.inf else min(qhi, _round_even(v.hi_real / x) + zp) for x in s}
+            if len(los) > 1 or len(his) > 1:
+                raise node_error(node, "a clamp of the layer gives different integer bounds per channel",
+                                 UnsupportedError)
+            lo, hi = los.pop(), his.pop()
+            if lo > hi:
+                raise node_error(node, f"activation clamp leaves no values in [{qlo}, {qhi}]")
+            return v.emit(self, v, Target(name, s, zp, dtype, lo, hi))
+        scale = float(check_scale(sc.reshape(()), f"node {node.name!r} output"))
         if isinstance(v, FloatIn):
             return self.input_tensor(v, scale, zp, dtype, node)
         if isinstance(v, QT):
@@ -522,6 +552,29 @@ def _nhwc_inputs(graph: Graph) -> set[str]:
 
     return {vi.name for vi in graph.inputs if vi.shape is not None and len(vi.shape) == 4
             and ends_in_transpose(vi.name)}
+
+
+def check_only_outputs(graph: Graph, name: str, node: Node) -> None:
+    """``name`` (a tensor with per-channel scales) reaches only model outputs, possibly through
+    DequantizeLinear / Identity; otherwise an ``UnsupportedError`` naming the consumer."""
+    outs = set(graph.output_names)
+    todo, seen = [name], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        for n in graph.nodes:
+            if t in n.inputs:
+                if n.op_type in ("DequantizeLinear", "Identity") and n.domain in ("", "ai.onnx"):
+                    todo.extend(n.outputs)
+                else:
+                    raise node_error(node, f"per-channel activation scales can only feed a model output, not node "
+                                     f"{n.name!r} ({n.op_type}) (its accumulator needs one input scale)",
+                                     UnsupportedError)
+        if t not in outs and t != name and not any(t in n.inputs for n in graph.nodes):
+            raise node_error(node, f"per-channel activation tensor {t!r} is neither consumed nor a model output",
+                             UnsupportedError)
 
 
 def _round_even(x: float) -> int:

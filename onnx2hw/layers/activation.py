@@ -54,8 +54,8 @@ def _batchnorm(b: Builder, node: Node):
     gamma, beta, mean, var = (np.asarray(b.const(n, node, "parameter"), np.float64).reshape(-1)
                               for n in node.inputs[1:5])
     k = gamma / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
-    if np.any(k <= 0):
-        raise node_error(node, "BatchNormalization with a non-positive scale cannot fold into a requantization",
+    if np.any(k == 0) or not np.all(np.isfinite(k)):
+        raise node_error(node, "BatchNormalization with a zero or infinite scale cannot fold into its layer",
                          UnsupportedError)
     b.set(node, replace(x, scale=x.scale * k, bias_real=x.bias_real * k + beta - mean * k))
 

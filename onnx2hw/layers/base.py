@@ -134,6 +134,9 @@ def check_act(layer: LayerKind, act, channels: int, out: TensorSpec) -> None:
             raise layer.error(f"activation has {act.channels} channels, output has {channels}")
     if isinstance(act, Thresholds) and act.table.shape[1] > (1 << out.dtype.bits) - 1:
         raise layer.error(f"threshold table has {act.table.shape[1]} steps, more than {out.dtype} can count")
+    if act is not None and out.dtype.bipolar != (isinstance(act, Thresholds) and act.bipolar):
+        raise layer.error(f"a bipolar output needs a bipolar threshold (and only it gives one), not {act!r} "
+                          f"for {out.dtype}")
     lo, hi = act_range(act, -(1 << 62), 1 << 62)
     if act is not None and not (out.dtype.lo <= lo and hi <= out.dtype.hi):
         raise layer.error(f"activation range [{lo}, {hi}] outside output type {out.dtype}")
@@ -169,10 +172,8 @@ def linear_problem(layer) -> str | None:
     """What the MVU cannot do for a Dense or Conv layer."""
     if layer.acc_bits > MAX_ACC_BITS:
         return f"its accumulator needs {layer.acc_bits} bits, more than the {MAX_ACC_BITS} the hardware has"
-    if layer.in_type.bipolar and not layer.w_type.bipolar:
-        return "bipolar inputs with non-bipolar weights are not supported"
-    if layer.act is not None and layer.output.dtype.bipolar:
-        return "bipolar activations are not supported yet"
+    if layer.in_type.bipolar and any(getattr(layer, "pads", ())):
+        return "zero padding of a bipolar input is not supported (0 is neither -1 nor +1)"
     return None
 
 
@@ -191,18 +192,23 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
                       zero_point=act.zero_point, out_bits=out.bits, out_signed=out.signed,
                       lo=act.lo, hi=act.hi)
         return [Block(Requantize, params, Requantize.estimate(**params, family=family))], out.bits, out.signed
+    if act.bipolar:   # the comparison bit is the bipolar code (1 = +1, 0 = -1)
+        params = dict(thresholds=act.table, channels=channels, pe=pe, acc_bits=acc_bits,
+                      out_bits=1, out_signed=False, lo=0)
+        return [Block(ThresholdsBlock, params, ThresholdsBlock.estimate(**params, family=family))], 1, False
     params = dict(thresholds=act.table, channels=channels, pe=pe, acc_bits=acc_bits,
                   out_bits=out.bits, out_signed=out.signed, lo=act.lo)
     return [Block(ThresholdsBlock, params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
 
 
 def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str) -> Block:
-    """The matrix-vector unit of a Dense or Conv layer (bipolar x bipolar is XNOR-popcount)."""
+    """The matrix-vector unit of a Dense or Conv layer: bipolar x bipolar is XNOR-popcount;
+    bipolar weights with integer inputs are stored as one bit each (select/invert, no multiplier);
+    bipolar inputs with integer weights select ``w`` or ``-w``."""
     bipolar = in_t.bipolar and w_t.bipolar
-    wb, ws = (2, True) if w_t.bipolar and not bipolar else (w_t.bits, w_t.signed)
     params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
-                  weight_bits=wb, weight_signed=ws, bipolar=bipolar, pe=pe, simd=simd,
-                  acc_bits=acc_bits)
+                  weight_bits=w_t.bits, weight_signed=w_t.signed, bipolar=bipolar,
+                  weight_bipolar=w_t.bipolar, input_bipolar=in_t.bipolar, pe=pe, simd=simd, acc_bits=acc_bits)
     return Block(MatrixVectorUnit, params, MatrixVectorUnit.estimate(**params, family=family))
 
 

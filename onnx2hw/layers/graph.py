@@ -132,9 +132,10 @@ class InputQuant:
         x = apply_pre(x, self.pre)
         if self.nchw_to_nhwc:
             x = np.moveaxis(x, 1, -1)
-        v = np.clip(np.rint(x / np.float32(self.scale)).astype(np.int64) + self.zero_point, *self.clamp)
-        if self.dtype.bipolar:
-            v = np.where(v >= 0, 1, -1)
+        if self.dtype.bipolar:   # QONNX BipolarQuant: the sign of x itself (x = -0.3 gives -1)
+            v = np.where(x / np.float32(self.scale) + self.zero_point >= 0, 1, -1).astype(np.int64)
+        else:
+            v = np.clip(np.rint(x / np.float32(self.scale)).astype(np.int64) + self.zero_point, *self.clamp)
         return v.reshape((x.shape[0],) + tuple(shape))
 
     def __post_init__(self):

@@ -1,23 +1,34 @@
-"""The QONNX quantizers (``Quant``, ``BipolarQuant``, ``Trunc`` as Brevitas exports them), under
-the domains ``qonnx.custom_op.general`` and ``finn.custom_op.general``.
+"""The QONNX quantizers (``Quant``, ``BipolarQuant``, ``Trunc`` as Brevitas exports them, and
+FINN's ``MultiThreshold``), under the domains ``qonnx.custom_op.general`` and
+``finn.custom_op.general``.
 
 * A ``Quant`` on an initializer quantizes weights (any width 1..16, signed/unsigned, narrow,
   every rounding mode, per tensor or per output channel); a signed 1-bit ``Quant`` or a
-  ``BipolarQuant`` gives bipolar (+-1) weights. A ``Quant`` on a wider initializer (a 32-bit
-  bias) is folded as a float constant.
-* A ``Quant`` on the model input is the host-side input quantizer (ROUND mode, integer zero point).
-* A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add]) is its
-  output quantizer: outputs of at most 4 bits become exact integer multi-thresholds
-  (:class:`Thresholds`, derived from the QONNX semantics ``clamp(round_mode(y / scale + zp))``
-  for every integer accumulator value, so any rounding mode and a float bias are exact).
-  5..8-bit outputs also use thresholds unless the requantization is exact too (a bias on the
-  accumulator grid and HALF_UP rounding); wider outputs (and Add / AveragePool outputs) use a
-  :class:`Requant` (round half up; ROUND/HALF_EVEN/HALF_UP only — ties may differ by one LSB).
+  ``BipolarQuant`` gives bipolar (+-1) weights, stored as one bit each in hardware. A ``Quant`` on
+  a wider initializer (a 32-bit bias) is folded as a float constant.
+* A ``Quant`` (or ``BipolarQuant``) on the model input is the host-side input quantizer (ROUND
+  mode, integer zero point; bipolar: the sign of ``x / scale + zp``).
+* A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add /
+  BatchNormalization]) is its output quantizer: outputs of at most 4 bits become exact integer
+  multi-thresholds (:class:`Thresholds`, derived from the QONNX semantics
+  ``round_mode(clamp(y / scale + zp))`` for every integer accumulator value, so any rounding mode
+  and a float bias are exact). 5..8-bit outputs also use thresholds unless the requantization is
+  exact too (a bias on the accumulator grid, HALF_UP rounding and no negative value to round);
+  wider outputs (and Add / AveragePool outputs) use a :class:`Requant` (round half up; ROUND /
+  HALF_EVEN / HALF_UP only — ties may differ by one LSB). Per-channel scales / zero points are
+  taken when the quantized tensor is a model output (dequantized per channel on the host).
+* ``BipolarQuant`` (or a signed 1-bit ``Quant``) after a layer is a one-threshold bipolar
+  activation (``Thresholds.bipolar``: +1 where ``y / scale >= 0``); the next layer's bipolar x
+  bipolar products are XNOR-popcount. A BatchNormalization with negative scales is folded too
+  (those channels threshold ``-acc``), but only into threshold activations.
+* ``MultiThreshold`` after a layer (``out_scale * count(y >= T) + out_bias``, as FINN's
+  streamlining writes it) becomes exact integer thresholds on the accumulator (one step with
+  ``out_bias = -out_scale / 2`` is bipolar).
 * (Global)AveragePool followed by a ``Quant`` of at most 8 bits becomes a depthwise :class:`Conv`
   with all-one weights and thresholds (exact); MaxPool / Flatten / Reshape and the Add of two
   quantized tensors work as in the QDQ importer (Add requantizes: round half up).
 * ``Trunc`` after a layer (Brevitas' TruncAvgPool: AveragePool -> Mul(area) -> Trunc) becomes
-  exact thresholds too (outputs of at most 8 bits). Bipolar activations are not supported.
+  exact thresholds too (outputs of at most 8 bits).
 """
 from __future__ import annotations
 
@@ -31,7 +42,7 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Node
 from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
 from . import conv
-from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, node_error
+from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, check_only_outputs, node_error
 from .base import Pattern
 from .types import IntType, Thresholds, accumulator_bounds, int_type_for
 
@@ -120,16 +131,63 @@ def _real(v: Acc):
 
 def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: IntType, s: float,
                      z: int) -> QT:
-    """Emit ``v`` (dense/conv; an average pool becomes a depthwise conv) with thresholds of ``q``."""
+    """Emit ``v`` (dense/conv; an average pool becomes a depthwise conv) with thresholds of ``q``;
+    a bipolar ``t`` takes ``q`` in {0, 1} (1 = +1) and gives a one-threshold bipolar activation."""
     if v.kind == "avgpool":
         v = _pool_as_depthwise_conv(v)
+    sign = np.where(np.asarray(v.scale) < 0, -1, 1).astype(np.int64)
+    if np.any(sign < 0):   # a negative rescale (BatchNormalization): threshold -acc, increasing there
+        w = v.weights * sign.reshape((-1,) + (1,) * (v.weights.ndim - 1))
+        wt = v.w_type if v.w_type.bipolar else int_type_for(min(0, int(w.min())), max(0, int(w.max())))
+        v = replace(v, weights=w, bias=v.bias * sign, scale=v.scale * sign, w_type=wt)
+        q0 = q
+
+        def q(a):
+            return q0(a * sign[:, None])
     in_spec = b.specs[v.inputs[0].tensor]
     acc_lo, acc_hi = accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
     table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64), q, qlo, qhi)
     if np.all(table == table[:1]):
         table = table[:1]
-    target = Target(node.outputs[0], s, z, t, qlo, qhi)
-    return replace(v.emit(b, v, target, act=Thresholds(table, qlo)), real=True)
+    if t.bipolar:
+        target, act = Target(node.outputs[0], s, 0, t, -1, 1), Thresholds(table, -1, bipolar=True)
+    else:
+        target, act = Target(node.outputs[0], s, z, t, qlo, qhi), Thresholds(table, qlo)
+    return replace(v.emit(b, v, target, act=act), real=True)
+
+
+_BIPOLAR = IntType(1, False, bipolar=True)
+
+
+def _bipolar_acc(b: Builder, node: Node, v: Acc, scale: np.ndarray, zp: np.ndarray) -> QT:
+    """A layer output quantized to +-``scale``: ``+1`` where ``y / scale + zp >= 0`` (QONNX
+    BipolarQuant, and Quant with ``signed=1, bitwidth=1``), as one threshold per channel."""
+    if v.kind not in ("dense", "conv", "avgpool"):
+        raise node_error(node, f"a bipolar quantizer after {v.kind} is not supported", UnsupportedError)
+    c = v.onnx_shape[0]
+    sc = np.broadcast_to(_per_output(node, scale, v), (c,))
+    z = np.broadcast_to(_per_output(node, zp, v), (c,))
+    if np.any(z != 0):
+        raise node_error(node, f"a bipolar activation with zero point {z[np.nonzero(z)[0][0]]!r} is not supported "
+                         f"(its values would not be +-scale)", UnsupportedError)
+    if not np.all(sc == sc[0]):
+        raise node_error(node, "a bipolar activation with per-channel scales is not supported (the next layer "
+                         "needs one input scale)", UnsupportedError)
+    real = _real(v)
+    s_col, z_col = sc[:, None], z[:, None]
+    return _emit_thresholds(b, node, v, lambda a: (real(a) / s_col + z_col >= 0).astype(np.int64), 0, 1,
+                            _BIPOLAR, float(sc[0]), 0)
+
+
+def _per_output(node: Node, p: np.ndarray, v: Acc) -> np.ndarray:
+    """A quantizer parameter of a layer output as a scalar or ``(C,)`` (per output channel)."""
+    if p.size == 1:
+        return p.reshape(())
+    axis, p1 = _channel_axis(node, p, len(v.onnx_shape) + 1)
+    if axis != 1 or p1.size != v.onnx_shape[0]:
+        raise node_error(node, f"quantization parameter of shape {p.shape!r} is not per output channel (axis 1)",
+                         UnsupportedError)
+    return p1
 
 
 def _pool_as_depthwise_conv(v: Acc) -> Acc:
@@ -143,22 +201,34 @@ def _pool_as_depthwise_conv(v: Acc) -> Acc:
 
 def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
     scale, zp, bits, signed, narrow, mode = _params(b, node)
-    if scale.size != 1 or zp.size != 1:
-        raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
     if bits > 16:
         raise node_error(node, f"activation bit width {bits} is above 16", UnsupportedError)
     if signed and bits == 1:
-        raise node_error(node, "bipolar activations are not supported", UnsupportedError)
-    s, z = float(scale.reshape(())), int(zp.reshape(()))
+        return _bipolar_acc(b, node, v, scale, zp)
+    s, z = _per_output(node, scale, v), _per_output(node, zp, v)
+    if s.ndim and np.all(s == s[0]):
+        s = s[0]
+    if z.ndim and np.all(z == z[0]):
+        z = z[0]
+    if s.ndim or z.ndim:   # per-channel: only as a model output (the host dequantizes per channel)
+        check_only_outputs(b.graph, node.outputs[0], node)
+        s = np.broadcast_to(s, (v.onnx_shape[0],)).astype(np.float64)
+        z = np.broadcast_to(z, (v.onnx_shape[0],)).astype(np.int64)
+        s_col, z_col = s[:, None], z[:, None]
+    else:
+        s, z = float(s), int(z)
+        s_col, z_col = s, z
     t = IntType(bits, signed)
     qlo, qhi = arith.int_range(bits, signed, narrow)
     frac = np.asarray(v.bias_real, np.float64) / np.asarray(v.scale, np.float64)
     off_grid = bool(np.any(np.abs(frac - np.rint(frac)) > 1e-6))
-    exact_requant = not off_grid and mode == "HALF_UP"
+    # the Requant rounds ties towards +inf: QONNX's HALF_UP (ties away from zero) only where the
+    # clamped value y / scale + zp is never negative
+    exact_requant = not off_grid and mode == "HALF_UP" and qlo >= 0
     if (v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and not exact_requant))) or \
             (v.kind == "avgpool" and bits <= 8):
         real = _real(v)
-        return _emit_thresholds(b, node, v, lambda a: _round(np.clip(real(a) / s + z, qlo, qhi), mode, node),
+        return _emit_thresholds(b, node, v, lambda a: _round(np.clip(real(a) / s_col + z_col, qlo, qhi), mode, node),
                                 qlo, qhi, t, s, z)
     if mode not in _NEAREST:
         raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
@@ -177,6 +247,10 @@ def _quant(b: Builder, node: Node):
     scale, zp, bits, signed, narrow, mode = _params(b, node)
     if scale.size != 1 or zp.size != 1:
         raise node_error(node, "per-channel activation quantization is not supported", UnsupportedError)
+    if signed and bits == 1 and isinstance(x, FloatIn) and scale.size == 1 and zp.size == 1:
+        b.set(node, replace(b.input_tensor(x, float(scale.reshape(())), int(zp.reshape(())), _BIPOLAR, node),
+                            real=True))
+        return
     if bits > 16 or (signed and bits == 1):
         raise node_error(node, f"{'bipolar' if bits == 1 else f'{bits}-bit'} activations are not supported",
                          UnsupportedError)
@@ -247,17 +321,76 @@ def _trunc(b: Builder, node: Node):
 
 
 def _bipolar_quant(b: Builder, node: Node):
+    """BipolarQuant of weights (a bipolar constant), of a layer output (one threshold per channel,
+    after folding a BatchNormalization) or of the model input (on the host)."""
     x = b.get(node.inputs[0], node)
-    if not isinstance(x, Const):
-        raise node_error(node, "bipolar activations are not supported (only bipolar weights)", UnsupportedError)
     scale = np.asarray(b.const(node.inputs[1], node, "scale"), np.float64)
     if np.any(~np.isfinite(scale)) or np.any(scale <= 0):
         raise ModelError(f"node {node.name!r} (BipolarQuant): scale {scale.reshape(-1)[0]!r} is not a positive "
                          f"finite number")
+    if isinstance(x, Acc):
+        b.set(node, replace(_bipolar_acc(b, node, x, scale, np.zeros(1)), real=True))
+        return
+    if isinstance(x, FloatIn):
+        if scale.size != 1:
+            raise node_error(node, "a per-channel scale on the model input is not supported", UnsupportedError)
+        b.set(node, replace(b.input_tensor(x, float(scale.reshape(())), 0, _BIPOLAR, node), real=True))
+        return
+    if isinstance(x, QT) and x.real and b.specs[x.tensor].dtype.bipolar and scale.size == 1 \
+            and np.isclose(x.scale, float(scale.reshape(())), rtol=1e-6):
+        b.set(node, x)     # already bipolar on this scale (e.g. after a MaxPool)
+        return
+    if not isinstance(x, Const):
+        raise node_error(node, "BipolarQuant must quantize weights, a Gemm/MatMul/Conv output (after an optional "
+                         "BatchNormalization) or the model input", UnsupportedError)
     v = np.asarray(x.value, np.float64)
     axis, s1 = _channel_axis(node, scale, v.ndim)
     q = np.where(v >= 0, 1, -1).astype(np.int64)
     b.set(node, QConst(q, s1, np.zeros_like(s1, dtype=np.int64), axis, IntType(1, False, bipolar=True)))
+
+
+def _multithreshold(b: Builder, node: Node):
+    """FINN's MultiThreshold on a layer output: ``out_scale * count(y >= T[c]) + out_bias`` with
+    ``y`` the layer's real value (see :mod:`onnx2hw.golden.ops.qonnx_multithreshold`), as exact
+    integer thresholds on the accumulator. The output is on the grid ``out_scale`` with the
+    integers ``out_bias / out_scale + count``; one step with ``out_bias = -out_scale / 2`` is a
+    bipolar activation of scale ``out_scale / 2``."""
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, Acc) or x.kind not in ("dense", "conv", "avgpool"):
+        raise node_error(node, "MultiThreshold must directly follow a Gemm/MatMul/Conv/AveragePool (+ constant "
+                         "Mul / BatchNormalization)", UnsupportedError)
+    layout = node.attr("data_layout", "")
+    layout = layout.decode() if isinstance(layout, bytes) else str(layout)
+    want = "NCHW" if len(x.onnx_shape) == 3 else "NC"
+    if layout not in ("", want):
+        raise node_error(node, f"data_layout {layout!r} is not supported on this {want} tensor", UnsupportedError)
+    t = np.asarray(b.const(node.inputs[1], node, "thresholds"), np.float64)
+    c = x.onnx_shape[0]
+    if t.ndim != 2 or t.shape[0] not in (1, c) or t.shape[1] < 1 or np.any(np.isnan(t)):
+        raise node_error(node, f"thresholds of shape {t.shape!r} must be ({c} or 1, steps) numbers")
+    out_scale, out_bias = float(node.attr("out_scale", 1.0)), float(node.attr("out_bias", 0.0))
+    if not (np.isfinite(out_scale) and out_scale > 0 and np.isfinite(out_bias)):
+        raise node_error(node, f"out_scale {out_scale!r} must be positive and out_bias {out_bias!r} finite",
+                         UnsupportedError)
+    steps = t.shape[1]
+    real = _real(x)
+    tt = np.broadcast_to(t, (c, steps))[:, None, :]
+
+    def count(a):
+        return np.sum(real(a)[..., None] >= tt, axis=-1)
+    if steps == 1 and out_bias == -out_scale / 2:
+        b.set(node, _emit_thresholds(b, node, x, count, 0, 1, _BIPOLAR, out_scale / 2, 0))
+        return
+    k = out_bias / out_scale
+    if k != round(k):
+        raise node_error(node, f"out_bias / out_scale = {k!r} is not an integer (the output is not on a grid)",
+                         UnsupportedError)
+    qlo, qhi = int(round(k)), int(round(k)) + steps
+    ot = int_type_for(qlo, qhi)
+    if ot.bits > 8:
+        raise node_error(node, f"{steps} thresholds need a {ot.bits}-bit output, above the 8-bit threshold limit",
+                         UnsupportedError)
+    b.set(node, _emit_thresholds(b, node, x, lambda a: count(a) + qlo, qlo, qhi, ot, out_scale, 0))
 
 
 def _round(y, mode: str, node: Node):
@@ -271,4 +404,5 @@ PATTERNS = tuple(p for d in DOMAINS for p in (
     Pattern(d, "Quant", "quantization parameters / thresholds", _quant, {"qonnx"}),
     Pattern(d, "BipolarQuant", "1-bit bipolar quantization", _bipolar_quant, {"qonnx"}),
     Pattern(d, "Trunc", "requantization shift", _trunc, {"qonnx"}),
+    Pattern(d, "MultiThreshold", "multi-threshold activation (Thresholds)", _multithreshold, {"qonnx"}),
 ))

@@ -109,10 +109,15 @@ class Requant:
 @dataclass(frozen=True)
 class Thresholds:
     """``arith.multithreshold`` parameters: ``table`` is ``(C or 1, steps)`` with ``steps <= 2**bits - 1``
-    (fewer for a narrow-range output), rows non-decreasing; outputs run from ``lo`` to ``lo + steps``."""
+    (fewer for a narrow-range output), rows non-decreasing; outputs run from ``lo`` to ``lo + steps``.
+
+    ``bipolar``: one threshold per row and a bipolar output, ``+1`` where ``acc >= T`` else ``-1``
+    (``lo`` is then -1; on the stream the comparison bit is the bipolar code, 1 = +1).
+    """
 
     table: np.ndarray
     lo: int
+    bipolar: bool = False
 
     def __post_init__(self):
         t = readonly(self.table)
@@ -120,14 +125,19 @@ class Thresholds:
             raise ValueError(f"threshold table must be (channels, steps), not shape {t.shape!r}")
         if np.any(np.diff(t, axis=1) < 0):
             raise ValueError("threshold table rows must be non-decreasing")
+        if self.bipolar and (t.shape[1] != 1 or int(self.lo) != -1):
+            raise ValueError(f"a bipolar threshold has one step and lo -1, not {t.shape[1]} steps and lo {self.lo!r}")
         object.__setattr__(self, "table", t)
         object.__setattr__(self, "lo", int(self.lo))
+        object.__setattr__(self, "bipolar", bool(self.bipolar))
 
     @property
     def channels(self) -> int:
         return self.table.shape[0]
 
     def __call__(self, acc) -> np.ndarray:
+        if self.bipolar:
+            return 2 * arith.multithreshold(acc, self.table, 0) - 1
         return arith.multithreshold(acc, self.table, self.lo)
 
 
@@ -144,6 +154,8 @@ def act_range(act: Act, acc_lo: int, acc_hi: int) -> tuple[int, int]:
         return acc_lo, acc_hi
     if isinstance(act, Requant):
         return act.lo, act.hi
+    if act.bipolar:
+        return -1, 1
     return act.lo, act.lo + act.table.shape[1]
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -51,6 +51,15 @@ class MatrixVectorUnit(wiring.Component):
     bipolar : bool
         1-bit bipolar mode: weights and inputs are ±1, inputs encoded on the stream as bit 1 = +1,
         0 = -1 (``unsigned(1)`` lanes); products are XNOR, sums a popcount.
+    weight_bipolar : bool
+        ±1 weights stored as one bit each (1 = +1, 0 = -1) with integer inputs: a product is
+        ``x`` or ``~x = -x - 1`` (a conditional inversion in LUTs, no multiplier), and the ``-1``
+        of every inverted lane is folded into the row's bias. Needs ``weight_bits=1``; implied by
+        ``bipolar``. The accumulator wraps modulo ``2**acc_bits`` on the way, which is exact since
+        the final value fits.
+    input_bipolar : bool
+        ±1 inputs (1-bit lanes, 1 = +1) with integer weights: a product is ``w`` or ``-w`` (a
+        negation and a select in LUTs). Needs ``in_bits=1``; implied by ``bipolar``.
     pe, simd : int
         Output / input parallelism; must divide N / K.
     acc_bits : int, optional
@@ -77,7 +86,8 @@ class MatrixVectorUnit(wiring.Component):
     """
 
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
-                 bipolar=False, pe=1, simd=1, acc_bits=None, mul_style="auto"):
+                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, acc_bits=None,
+                 mul_style="auto"):
         w = _int_matrix("weights", weights, 2)
         n, k = w.shape
         if n < 1 or k < 1:
@@ -90,14 +100,30 @@ class MatrixVectorUnit(wiring.Component):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1 or full % v:
                 raise ValueError(f"{name} must be a positive divisor of {full}, not {v!r}")
         self.bipolar = bool(bipolar)
-        if self.bipolar:
-            if in_bits != 1 or weight_bits != 1:
-                raise ValueError(f"bipolar mode needs 1-bit weights and inputs, not "
-                                 f"weight_bits={weight_bits!r}, in_bits={in_bits!r}")
+        self.weight_bipolar = bool(weight_bipolar) or self.bipolar
+        self.input_bipolar = bool(input_bipolar) or self.bipolar
+        self.bipolar = self.weight_bipolar and self.input_bipolar
+        if self.bipolar and (in_bits != 1 or weight_bits != 1):
+            raise ValueError(f"bipolar mode needs 1-bit weights and inputs, not "
+                             f"weight_bits={weight_bits!r}, in_bits={in_bits!r}")
+        if self.input_bipolar and in_bits != 1:
+            raise ValueError(f"bipolar inputs are 1-bit lanes, not in_bits={in_bits!r}")
+        if self.weight_bipolar:
+            if weight_bits != 1:
+                raise ValueError(f"bipolar weights are stored as 1 bit, not weight_bits={weight_bits!r}")
             if not np.all(np.abs(w) == 1):
                 bad = w[np.abs(w) != 1][0]
                 raise ValueError(f"bipolar weights must be -1 or +1, not {int(bad)!r}")
+        if self.input_bipolar:
             xlo, xhi = -1, 1
+            if not self.weight_bipolar:
+                wlo, whi = arith.int_range(weight_bits, weight_signed)
+                if w.min() < wlo or w.max() > whi:
+                    bad = w.min() if w.min() < wlo else w.max()
+                    raise ValueError(f"weight {int(bad)!r} outside the {weight_bits}-bit "
+                                     f"{'signed' if weight_signed else 'unsigned'} range [{wlo}, {whi}]")
+        elif self.weight_bipolar:
+            xlo, xhi = arith.int_range(in_bits, in_signed)
         else:
             wlo, whi = arith.int_range(weight_bits, weight_signed)
             if w.min() < wlo or w.max() > whi:
@@ -122,10 +148,11 @@ class MatrixVectorUnit(wiring.Component):
         self.weights, self.bias = w, b
         self.has_bias = bias is not None
         self.out_features, self.in_features = n, k
-        self.in_bits, self.in_signed = in_bits, bool(in_signed) and not self.bipolar
-        self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed) and not self.bipolar
+        self.in_bits, self.in_signed = in_bits, bool(in_signed) and not self.input_bipolar
+        self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed) and not self.weight_bipolar
         self.pe, self.simd, self.acc_bits = pe, simd, acc_bits
-        self.style = self._style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style)
+        self.style = self._style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style,
+                                 self.weight_bipolar, self.input_bipolar)
         in_shape = Shape(in_bits, self.in_signed)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(in_shape, simd))),
@@ -135,9 +162,14 @@ class MatrixVectorUnit(wiring.Component):
     # -- structure shared by elaborate() and estimate() -------------------------------------
 
     @staticmethod
-    def _style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style):
-        if bipolar:
+    def _style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style, weight_bipolar=False,
+               input_bipolar=False):
+        if bipolar or (weight_bipolar and input_bipolar):
             return "xnor"
+        if weight_bipolar:
+            return "sign"
+        if input_bipolar:
+            return "negate"
         if mul_style != "auto":
             return mul_style
         return "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
@@ -183,7 +215,7 @@ class MatrixVectorUnit(wiring.Component):
                 m.d.sync += nf_i.eq(Mux(nf_i == nf - 1, 0, nf_i + 1))
 
         # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s.
-        fields = np.where(self.weights > 0, 1, 0) if self.bipolar else self.weights
+        fields = np.where(self.weights > 0, 1, 0) if self.weight_bipolar else self.weights
         rows = []
         for a in range(nf):
             for s in range(sf):
@@ -236,6 +268,11 @@ class MatrixVectorUnit(wiring.Component):
                 wv, xv = ws[p * simd + s], xs[s]
                 if self.style == "xnor":
                     e = ~(wv ^ xv)
+                elif self.style == "sign":   # w = +1: x; w = -1: ~x = -x - 1 (the -1 is in the bias)
+                    sx = xv if self.in_signed else Cat(xv, Const(0, 1)).as_signed()
+                    e = Mux(wv, sx, ~sx)
+                elif self.style == "negate":  # x = +1: w; x = -1: -w
+                    e = Mux(xv, wv, -wv)
                 elif self.style == "dsp":
                     e = wv * xv
                 else:
@@ -252,9 +289,11 @@ class MatrixVectorUnit(wiring.Component):
         ctls = delay(m, en, ctl, stages, name="ctl")
         ctl_acc, ctl_pre = ctls[-1], ctls[-2]
 
-        # Bias, read one stage ahead of the accumulator.
-        if self.has_bias:
-            bwords = pack_words(self.bias.reshape(nf, pe), ab)
+        # Bias, read one stage ahead of the accumulator (with "sign" products: plus the number of
+        # -1 weights of the row, stored modulo 2**acc_bits).
+        hw_bias = self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
+        if self.has_bias or np.any(hw_bias):
+            bwords = pack_words(hw_bias.reshape(nf, pe), ab)
             bdata = rom(m, bwords, pe * ab, ctl_pre.nf, en, "bias")
             biases = lanes(bdata, ab, pe, True)
         else:
@@ -278,7 +317,8 @@ class MatrixVectorUnit(wiring.Component):
 
     @classmethod
     def estimate(cls, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
-                 bipolar=False, pe=1, simd=1, acc_bits=None, mul_style="auto", family="ecp5"):
+                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, acc_bits=None,
+                 mul_style="auto", family="ecp5"):
         """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` (YoWASP 0.70).
 
         ``lut`` counts LUT4 equivalents: ``yosys_stat()["lut"] + 2 * yosys_stat()["ccu2c"]``
@@ -289,6 +329,7 @@ class MatrixVectorUnit(wiring.Component):
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         self = unelaborated(cls, weights, bias, in_bits=in_bits, in_signed=in_signed,
                      weight_bits=weight_bits, weight_signed=weight_signed, bipolar=bipolar,
+                     weight_bipolar=weight_bipolar, input_bipolar=input_bipolar,
                      pe=pe, simd=simd, acc_bits=acc_bits, mul_style=mul_style)
         return self._cost(family)
 
@@ -298,7 +339,8 @@ class MatrixVectorUnit(wiring.Component):
         ab, wb, ib = self.acc_bits, self.weight_bits, self.in_bits
         stages = self.pipeline_stages()
         mults = pe * simd
-        pw = 1 if self.style == "xnor" else wb + ib          # product width
+        pw = {"xnor": 1, "sign": ib + (0 if self.in_signed else 1),
+              "negate": wb + 1}.get(self.style, wb + ib)  # product width
         small, large = min(wb, ib), max(wb, ib)
         # LUT4 equivalents (a CCU2C carry cell counts 2): fitted to Yosys synth_ecp5 stat
         if self.style == "lut":
@@ -306,6 +348,10 @@ class MatrixVectorUnit(wiring.Component):
             prod = mults * (per if nf * sf > 1 else small * large / 2)   # constant weights
         elif self.style == "dsp":
             prod = 12 * mults
+        elif self.style == "sign":
+            prod = mults * pw * 2                              # inversion and the wider tree inputs
+        elif self.style == "negate":
+            prod = mults * pw * 3.4                            # negation (carry chain) and select
         else:
             prod = 0
         tree = pe * _tree_bits(simd, pw, ab)
