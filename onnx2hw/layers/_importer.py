@@ -201,10 +201,10 @@ class Builder:
                      narrow: bool = False) -> QT:
         check_scale(scale, f"node {node.name!r} input scale")
         shape = fin.onnx_shape
-        nchw = len(shape) == 3
-        if len(shape) not in (1, 3):
-            raise node_error(node, f"model input {fin.name!r} of shape {shape!r} is neither (N, F) nor (N, C, H, W)",
-                             UnsupportedError)
+        nchw = len(shape) in (2, 3)   # (C, L): a 1-D signal, held as a (1, L, C) image
+        if len(shape) not in (1, 2, 3):
+            raise node_error(node, f"model input {fin.name!r} of shape {shape!r} is neither (N, F), (N, C, L) nor "
+                             f"(N, C, H, W)", UnsupportedError)
         if fin.name in self.inputs:
             q, spec = self.inputs[fin.name]
             if (q.scale, q.zero_point, q.dtype, q.pre, q.narrow) != (float(scale), int(zp), dtype, fin.pre, narrow):
@@ -214,7 +214,7 @@ class Builder:
             spec = self.new_tensor(fin.name, nhwc(shape), dtype)
             model = next(tuple(vi.shape[1:]) for vi in self.graph.inputs if vi.name == fin.name)
             q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw, fin.pre,
-                              model if model != tuple(shape) else None, bool(narrow))
+                              model if model != tuple(shape) or len(shape) == 2 else None, bool(narrow))
             self.inputs[fin.name] = (q, spec)
         return QT(spec.name, float(scale), int(zp), dtype, False, shape)
 
@@ -327,7 +327,7 @@ class Builder:
                 what = "a float input" if isinstance(v, FloatIn) else "not quantized"
                 raise ModelError(f"model output {vi.name!r} is {what}: the graph must end in a quantizer")
             nchw = len(self.specs[v.tensor].shape) == 3
-            shape = v.onnx_shape if (v.perm is not None or not nchw) else None
+            shape = v.onnx_shape if (v.perm is not None or not nchw or len(v.onnx_shape) != 3) else None
             integer = not v.real
             outs.append(ig.OutputDequant(vi.name, v.scale, v.zp, nchw, vi.elem_type, integer, shape))
             if v.tensor not in rename and vi.name not in self.specs and vi.name not in rename.values():
