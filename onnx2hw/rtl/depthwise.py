@@ -247,14 +247,13 @@ class DepthwiseUnit(wiring.Component):
         words = nf * k
         pw = wb + ib
         small, large = min(wb, ib), max(wb, ib)
-        if self.style == "lut":
-            prod = lo * (small * small * (small + large) / 2 if words > 1 else small * large / 2)
-        else:
-            prod = 12 * lo
-        acc = lo * ab * 2
+        # LUT4 equivalents, least-squares fit to Yosys synth_ecp5 stat (9 instances, 1..16 lanes,
+        # 1..8-bit operands, within 30 %): accumulators with their first/bias mux (~2 per bit),
+        # the constant ROMs (partly absorbed), shift-and-add products, control
+        prod = lo * small * small * (small + large) / 2 if self.style == "lut" else 0
         rom_ebr, rom_lut = _rom_cost(words, lo * wb)
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
-        lut = prod + acc + rom_lut + bias_lut + pe * ib + 2 * (k.bit_length() + nf.bit_length()) + 20
+        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + 0.93 * prod + 74
         ff = (2 * pe * ib + lo * ab + lo * (2 * pw if self.style == "dsp" else pw)
               + (lo * wb if self.style == "dsp" else 0) + 4 * self.pipeline_stages()
               + 2 * (k.bit_length() + nf.bit_length()) + 10)
@@ -266,10 +265,11 @@ class DepthwiseUnit(wiring.Component):
 
 
 def _rom_cost(depth, width):
-    """(EBR blocks, LUT4 equivalents) of a constant ROM as Yosys maps it on ECP5."""
+    """(EBR blocks, LUT4 equivalents) of a constant ROM as Yosys maps it on ECP5 (logic up to
+    64 words or 2 kbit, block RAM beyond: checked on 72x64 -> 2 EBR, 144x4 -> logic)."""
     if depth <= 1:
         return 0, 0
-    if depth <= 64:
+    if depth <= 64 or depth * width <= 2048:
         return 0, int(1.4 * width * -(-depth // 16))
     best = min(-(-width // dw) * -(-depth // dd)
                for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)))
