@@ -156,8 +156,8 @@ def _qlinear_global_avgpool(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "AveragePool", "AvgPoolUnit + Requantize", _avgpool, ptq="layer"),
-    Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _global_avgpool, ptq="layer"),
+    Pattern("", "AveragePool", "AvgPoolUnit + Requantize (1-D and 2-D)", _avgpool, ptq="layer"),
+    Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize (1-D and 2-D)", _global_avgpool, ptq="layer"),
     Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
     Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )

@@ -231,10 +231,12 @@ def _conv_integer(b: Builder, node: Node):
     b.set(node, accumulate(b, node, x, w, None))
 
 
+_HW = ("SlidingWindow + MatrixVectorUnit (depthwise: DepthwiseUnit; grouped: block-diagonal weights){}; "
+       "1-D and 2-D")
 PATTERNS = (
-    Pattern("", "Conv", "SlidingWindow + MatrixVectorUnit + Requantize", _conv, ptq="layer"),
-    Pattern("", "QLinearConv", "SlidingWindow + MatrixVectorUnit + Requantize", _qlinear_conv, {"qoperator"}),
-    Pattern("", "ConvInteger", "SlidingWindow + MatrixVectorUnit", _conv_integer, {"qoperator"}),
+    Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer"),
+    Pattern("", "QLinearConv", _HW.format(" + Requantize"), _qlinear_conv, {"qoperator"}),
+    Pattern("", "ConvInteger", _HW.format(""), _conv_integer, {"qoperator"}),
 )
 
 #: the layer kind this module declares

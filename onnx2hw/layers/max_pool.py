@@ -95,8 +95,8 @@ def _global_maxpool(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "MaxPool", "MaxPoolUnit", _maxpool, ptq="pass"),
-    Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image", _global_maxpool, ptq="pass"),
+    Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D)", _maxpool, ptq="pass"),
+    Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image or signal", _global_maxpool, ptq="pass"),
 )
 
 #: the layer kind this module declares
