@@ -19,7 +19,7 @@ from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import UnsupportedError, load
 from onnx2hw.layers import Conv, IntType, dequantize_outputs, quantize_inputs
 from onnx2hw.layers.types import acc_bits_for
-from onnx2hw.quant import to_integer_graph
+from onnx2hw.quant import quantize, to_integer_graph
 from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, to_transfers
 from onnx2hw.sim.pysim import run_stream
@@ -306,3 +306,49 @@ def test_grouped_bipolar_conv_is_refused_naming_the_layer():
     assert problem is not None and "group=2" in problem
     with pytest.raises(UnsupportedError):
         compile_pipeline(type(g)(**{**g.__dict__, "layers": (bad,)}))
+
+
+def _reduce_mean_net(keepdims, axes=(2, 3)):
+    """Depthwise Conv + Relu + ReduceMean (opset 18, axes as an input: what torch's dynamo exporter
+    writes for adaptive_avg_pool2d(x, 1)) [+ Flatten] + Gemm."""
+    rng = np.random.default_rng(9)
+    k = 4 if tuple(axes) == (2, 3) else 36
+    inits = [numpy_helper.from_array(rng.normal(0, 0.4, (4, 1, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "b1"),
+             numpy_helper.from_array(np.array(axes, np.int64), "axes"),
+             numpy_helper.from_array(rng.normal(0, 0.5, (3, k)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 3).astype(np.float32), "b2")]
+    n = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1], group=4, name="dw"),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("ReduceMean", ["r", "axes"], ["m"], keepdims=keepdims, name="mean")]
+    src = "m"
+    if keepdims or k != 4:
+        n.append(helper.make_node("Flatten", ["m"], ["f"], name="flat"))
+        src = "f"
+    n.append(helper.make_node("Gemm", [src, "w2", "b2"], ["y"], transB=1, name="fc"))
+    g = helper.make_graph(n, "rmean", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_reduce_mean_over_space_is_a_global_average_pool(keepdims):
+    x = np.random.default_rng(3).random((200, 4, 6, 6), dtype=np.float32)
+    q = quantize(_reduce_mean_net(keepdims), {"x": x[:64]})
+    g = to_integer_graph(load(q))
+    assert [type(lay).__name__ for lay in g.layers] == ["Conv", "AvgPool", "Dense"]
+    want = run_spec(q, {"x": x})[0]
+    got = dequantize_outputs(g, golden.execute(g, quantize_inputs(g, {"x": x})))["y"]
+    lsb = lsb_apart(got, want, g.outputs[0].scale)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+    _hardware_equals_golden(g, n=2)
+
+
+def test_reduce_mean_over_channels_is_refused_in_one_line():
+    x = np.random.default_rng(3).random((16, 4, 6, 6), dtype=np.float32)
+    m = _reduce_mean_net(1, axes=(1,))
+    with pytest.raises(UnsupportedError, match=r"node 'mean' \(ReduceMean\): .*only the mean over the spatial axes"):
+        to_integer_graph(load(quantize(m, {"x": x})))

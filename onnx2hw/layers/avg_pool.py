@@ -1,7 +1,7 @@
 """AvgPool, NHWC: ``acc = window sum + bias`` (``bias = -kernel_area * input zero point``; padding
 adds ``pad_value``), then a :class:`Requant` whose ratio includes ``1 / kernel_area``.
 
-ONNX forms: AveragePool / GlobalAveragePool on dequantized views (QDQ, QONNX, float for the
+ONNX forms: AveragePool / GlobalAveragePool / ReduceMean over the spatial axes on dequantized views (QDQ, QONNX, float for the
 post-training quantizer), com.microsoft QLinearAveragePool / QLinearGlobalAveragePool.
 GlobalAvgPool is an AvgPool whose kernel is the whole image. A 1-D pool on ``(N, C, L)`` is the
 2-D one on an ``H = 1`` image. (The QONNX importer turns a pool
@@ -10,7 +10,7 @@ AvgPoolUnit or GlobalAvgPoolUnit window sum + a registered ``+ bias`` Cast + Req
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,7 +22,6 @@ from ..rtl.cost import Cost
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
 from ._importer import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
-from ._layout import nhwc
 from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
 from .types import Requant, elem_shape, window_out
@@ -99,13 +98,13 @@ def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads) -> Acc:
     ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
     return Acc("avgpool", emit, node, (x,), spatial_out(x.onnx_shape, c, oh, ow), np.full(c, x.scale / area),
                bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c),
-               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads)})
+               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)})
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
     bias, act = b.requant(v, t)
     x = v.inputs[0]
-    spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
+    spec = b.new_tensor(t.name, (*v.params["out_hw"], v.onnx_shape[0]), t.dtype)
     layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"], act,
                     int(bias[0]), x.zp)
     return b.emit(layer, v.onnx_shape, t)
@@ -133,6 +132,25 @@ def _global_avgpool(b: Builder, node: Node):
     b.set(node, _global(b, node, need(node, b.get(node.inputs[0], node), QT, "input")))
 
 
+def _reduce_mean(b: Builder, node: Node):
+    """ReduceMean over the spatial axes (what torch's dynamo exporter writes for a global average
+    pool): a GlobalAveragePool; with ``keepdims=0`` its output is the channel vector."""
+    x = need(node, b.get(node.inputs[0], node), QT, "input")
+    rank = len(x.onnx_shape) + 1
+    if len(node.inputs) > 1 and node.inputs[1]:
+        axes = [int(a) for a in np.asarray(b.const(node.inputs[1], node, "axes")).reshape(-1)]
+    else:
+        axes = list(node.attr("axes", []) or [])
+    spatial = list(range(2, rank))
+    if rank not in (3, 4) or sorted(a + rank if a < 0 else a for a in axes) != spatial:
+        raise node_error(node, f"ReduceMean over axes {axes!r} of a {rank}-D tensor: only the mean over the spatial "
+                         f"axes {spatial} (a global average pool) is supported", UnsupportedError)
+    acc = _global(b, node, x)
+    if not int(node.attr("keepdims", 1)):
+        acc = replace(acc, onnx_shape=acc.onnx_shape[:1])
+    b.set(node, acc)
+
+
 def _avgpool(b: Builder, node: Node):
     x = need(node, b.get(node.inputs[0], node), QT, "input")
     b.set(node, accumulate(b, node, x, *geometry(node, x)))
@@ -158,6 +176,8 @@ def _qlinear_global_avgpool(b: Builder, node: Node):
 PATTERNS = (
     Pattern("", "AveragePool", "AvgPoolUnit + Requantize (1-D and 2-D)", _avgpool, ptq="layer"),
     Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize (1-D and 2-D)", _global_avgpool, ptq="layer"),
+    Pattern("", "ReduceMean", "GlobalAvgPoolUnit + Requantize (mean over the spatial axes only)", _reduce_mean,
+            ptq="layer"),
     Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
     Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )

@@ -30,7 +30,6 @@ from ..rtl.stage import Block
 from ..rtl.window import SlidingWindow
 from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
                         quantize_output, real_view, scalar, int_view, zp_input)
-from ._layout import nhwc
 from ._windows import as_image, exact_matmul, pad_nhwc, spatial_out, windows
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
                    mvu_block, window_fill)
@@ -202,8 +201,12 @@ def emit(b: Builder, v: Acc, t: Target, act=None) -> QT:
     bias, act = (v.bias, act) if act is not None else b.requant(v, t)
     x = v.inputs[0]
     in_type = b.specs[x.tensor].dtype
-    spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
     p = v.params
+    h, w, _ = b.specs[x.tensor].shape
+    kh, kw = v.weights.shape[1:3]
+    oh = window_out(h, kh, p["stride"][0], p["pads"][0], p["pads"][2])
+    ow = window_out(w, kw, p["stride"][1], p["pads"][1], p["pads"][3])
+    spec = b.new_tensor(t.name, (oh, ow, v.weights.shape[0]), t.dtype)
     layer = Conv(v.node.name, (x.tensor,), spec, v.weights, bias, p["stride"], p["pads"], x.zp, p["group"], (1, 1),
                  in_type, v.w_type, acc_bits_for(v.weights, bias, in_type), act)
     return b.emit(layer, v.onnx_shape, t)

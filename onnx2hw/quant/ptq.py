@@ -362,7 +362,7 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
             for i, name in enumerate(ins):
                 if name in dq_name:
                     new_ins.append(dq_name[name])
-                elif name in g.initializers and (node.op_type in ("Reshape", "Clip") and i > 0):
+                elif name in g.initializers and (node.op_type in ("Reshape", "Clip", "ReduceMean") and i > 0):
                     new_ins.append(name)
                     inits.append(numpy_helper.from_array(np.asarray(g.initializers[name]), name))
                 else:
