@@ -230,6 +230,35 @@ def test_qonnx_average_pools_run_as_depthwise_units():
     assert sum(s.blocks[1].kind == "DepthwiseUnit" for s in p.stages if s.op == "conv") == 2
 
 
+@pytest.mark.parametrize("bits", [4, 8])
+def test_qonnx_depthwise_and_grouped_convs(bits):
+    """QONNX (Brevitas QuantConv2d with groups): a depthwise conv with a channel multiplier and a
+    grouped conv, Quant-ized weights and activations (output quantizers become thresholds);
+    the golden equals the QONNX float semantics and the hardware equals the golden."""
+    q = _Q(5 + bits)
+    x = q.quant("x", 1 / 256, 8)
+    y = q.quant(q.op("Relu", [q.op("Conv", [x, q.wquant((4, 1, 3, 3), bits), q.const(q.rng.normal(0, 0.1, 4))],
+                                   pads=[1, 1, 1, 1])]), 0.125, bits)
+    y = q.quant(q.op("Relu", [q.op("Conv", [y, q.wquant((8, 1, 3, 3), bits), q.const(q.rng.normal(0, 0.1, 8))],
+                                   pads=[1, 1, 1, 1], strides=[2, 2], group=4)]), 0.125, bits)
+    y = q.quant(q.op("Relu", [q.op("Conv", [y, q.wquant((4, 4, 1, 1), bits), q.const(q.rng.normal(0, 0.1, 4))],
+                                   group=2)]), 0.125, bits)
+    out = q.quant(q.op("Gemm", [q.op("Flatten", [y]), q.wquant((3, 64), bits), q.const(q.rng.normal(0, 0.1, 3))],
+                       transB=1), 1 / 16, 8, signed=True)
+    graph = load(q.model(out, [1, 8, 8], [3]))
+    g = to_integer_graph(graph)
+    convs = [lay for lay in g.layers if isinstance(lay, Conv)]
+    assert [c.group for c in convs] == [1, 4, 2] and convs[1].depthwise and convs[1].multiplier == 2
+    x = np.random.default_rng(0).random((64, 1, 8, 8), dtype=np.float32)
+    ref = golden.execute(graph, {"x": x})["y"]
+    got = dequantize_outputs(g, golden.execute(g, quantize_inputs(g, {"x": x})))["y"]
+    np.testing.assert_array_equal(np.rint(got * 16), np.rint(ref * 16))
+    p = _hardware_equals_golden(g, n=2)
+    assert [s.blocks[1].kind for s in p.stages if s.op == "conv"] == ["MatrixVectorUnit", "DepthwiseUnit",
+                                                                      "MatrixVectorUnit"]
+    assert p.stages[1].blocks[2].kind == "Thresholds"   # QONNX <= 8-bit outputs with a float bias
+
+
 def test_qonnx_cnn_with_global_pool_compiles():
     """The QONNX CNN of the import tests (its GlobalAveragePool + 8-bit Quant is a depthwise conv)
     now compiles to hardware and is bit-exact."""
