@@ -14,7 +14,9 @@ from _oracle import lsb_apart, run_spec
 from _quant_models import compare_with_ort, quantize as ort_quantize
 from _sim_fixtures import require_simulator
 from onnx2hw import golden
+from onnx2hw.build_info import build_info
 from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.driver import Accelerator
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import UnsupportedError, load
 from onnx2hw.layers import AvgPool, Conv, MaxPool, dequantize_outputs, quantize_inputs
@@ -157,3 +159,19 @@ def test_conv1d_net_simulates_bit_exact():
     assert y.shape == (3, 8, 5)
     want = dequantize_outputs(d.integer, golden.execute(d.integer, quantize_inputs(d.integer, {"x": x})))["y"]
     np.testing.assert_array_equal(y, want)
+
+
+def test_driver_quantizes_a_signal_as_the_golden_flow():
+    """The driver (from accelerator.json) takes the model's (N, C, L) input and quantizes it into
+    the (1, L, C) codes the golden flow makes; its output back in the model's (N, C, L) layout."""
+    g = to_integer_graph(load(quantize(net1d(7, "conv"), {"x": _x(64, 0)})))
+    p = compile_pipeline(g)
+    x = _x(5, 3)
+    want = quantize_inputs(g, {"x": x})["x"]
+    assert want.shape == (5, 1, L, 2)
+    with Accelerator.open(build_info(p, "ulx3s", 75e6, 3e6), "sim", pipeline=p) as acc:
+        assert acc.model_input_shape == (2, L)
+        np.testing.assert_array_equal(acc.quantize(x), want)
+        y = execute_integer(g, {g.input_specs[0].name: want})[g.output_specs[0].name]
+        np.testing.assert_array_equal(acc.dequantize(y), dequantize_outputs(g, {g.outputs[0].name: y})["y"])
+        assert acc.dequantize(y).shape == (5, 8, 5)
