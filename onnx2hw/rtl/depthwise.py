@@ -22,7 +22,7 @@ def _check_bits(name, bits):
 
 
 class DepthwiseUnit(wiring.Component):
-    """Per-channel dot products ``y[c] = sum_t W[c, t] * x[c, t] + bias[c]`` (depthwise convolution).
+    """Per-channel dot products ``y[o] = sum_t W[o, t] * x[o // M, t] + bias[o]`` (depthwise convolution).
 
     The input is the window stream of a :class:`~onnx2hw.rtl.window.SlidingWindow` built with
     ``depthwise=True`` and ``simd=pe``: per output pixel, for each channel group ``f`` of ``pe``
@@ -60,7 +60,8 @@ class DepthwiseUnit(wiring.Component):
 
     Timing
     ------
-    Initiation interval: one input transfer per cycle, ``C/pe * taps`` cycles per pixel.
+    Initiation interval: one input transfer per cycle, ``C/pe * taps`` cycles per pixel (one
+    kernel tap per cycle, as the window generator emits them; channels are the parallel axis).
     Latency (first input transfer to first output valid): ``taps - 1 + stages``
     (:meth:`pipeline_stages`). Backpressure: a global pipeline enable ``~o.valid | o.ready``
     stalls every stage; ``i.ready`` is a register (one-entry input skid buffer); ``o.valid`` and
