@@ -323,18 +323,38 @@ def test_float_depthwise_separable_net_simulates_bit_exact(dsnet_design):
     np.testing.assert_array_equal(y, want["y"])
 
 
-def test_grouped_bipolar_conv_is_refused_naming_the_layer():
+def test_grouped_conv_with_bipolar_weights_in_hardware():
+    """Weights of +-1 (1-bit bipolar, e.g. a QONNX BipolarQuant) in a grouped conv: 2-bit signed
+    products, bit-exact; a depthwise conv of bipolar inputs is refused naming the group."""
     model, _ = qdq_conv(4, 1, 2, (3, 3), pads=(1, 1, 1, 1), seed=2)
     g = to_integer_graph(load(model))
     [layer] = g.layers
     w = np.where(layer.weights >= 0, 1, -1)
-    bad = Conv(**{**layer.__dict__, "weights": w, "w_type": IntType(1, False, bipolar=True),
-                  "acc_bits": acc_bits_for(w, layer.bias, layer.in_type)})
-    bad.validate(list(g.input_specs))
-    problem = bad.hardware_problem(list(g.input_specs))
-    assert problem is not None and "group=2" in problem
-    with pytest.raises(UnsupportedError):
-        compile_pipeline(type(g)(**{**g.__dict__, "layers": (bad,)}))
+    pm = Conv(**{**layer.__dict__, "weights": w, "w_type": IntType(1, False, bipolar=True),
+                 "acc_bits": acc_bits_for(w, layer.bias, layer.in_type)})
+    pm.validate(list(g.input_specs))
+    _hardware_equals_golden(type(g)(**{**g.__dict__, "layers": (pm,)}), n=2)
+    dw, _ = qdq_conv(4, 1, 4, (3, 3), pads=(1, 1, 1, 1), seed=2)
+    [layer] = to_integer_graph(load(dw)).layers
+    bip = Conv(**{**layer.__dict__, "in_type": IntType(1, False, bipolar=True),
+                  "weights": np.where(layer.weights >= 0, 1, -1), "w_type": IntType(1, False, bipolar=True)})
+    assert "depthwise convolution (group=4) of bipolar inputs" in bip.hardware_problem(list(g.input_specs))
+
+
+@pytest.mark.parametrize("fold", [(1, 1), (3, 3), (6, 1), (2, 3)])
+def test_grouped_conv_foldings_are_bit_exact(fold):
+    """group 3, 9 -> 18 channels (3 in, 6 out per group): pe over a group's outputs, simd over a
+    group's input channels; each group reads only its own window."""
+    model, _ = qdq_conv(9, 2, 3, (2, 3), pads=(1, 0, 0, 1), seed=8)
+    g = to_integer_graph(load(model))
+    [layer] = g.layers
+    ins = [g.input_specs[0]]
+    assert (6, 3) in layer.fold_options(ins) and (12, 1) not in layer.fold_options(ins)
+    oh, ow, _ = layer.output.shape
+    macs = 18 * (2 * 3) * 3      # per output pixel: Cout * kh * kw * Cin/group
+    assert layer.cycles(ins, *fold) == max(7 * 6 * 9 // fold[1], oh * ow * macs // (fold[0] * fold[1]))
+    p = _hardware_equals_golden(g, n=2, folding={layer.name: fold})
+    assert p.stages[0].multipliers == fold[0] * fold[1]
 
 
 def _reduce_mean_net(keepdims, axes=(2, 3)):

@@ -196,13 +196,17 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
     return [Block(ThresholdsBlock, params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
 
 
-def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str) -> Block:
-    """The matrix-vector unit of a Dense or Conv layer (bipolar x bipolar is XNOR-popcount)."""
+def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str,
+              groups: int = 1) -> Block:
+    """The matrix-vector unit of a Dense or Conv layer (bipolar x bipolar is XNOR-popcount;
+    ``groups``: a grouped convolution, one input vector per row group)."""
     bipolar = in_t.bipolar and w_t.bipolar
     wb, ws = (2, True) if w_t.bipolar and not bipolar else (w_t.bits, w_t.signed)
     params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
                   weight_bits=wb, weight_signed=ws, bipolar=bipolar, pe=pe, simd=simd,
                   acc_bits=acc_bits)
+    if groups != 1:
+        params["groups"] = groups
     return Block(MatrixVectorUnit, params, MatrixVectorUnit.estimate(**params, family=family))
 
 

@@ -10,10 +10,10 @@ exact at borders). Hardware, by ``group``:
   average pools imported as all-ones depthwise convolutions): SlidingWindow in depthwise order
   + DepthwiseUnit (one MAC per output channel lane, ``pe`` input channels in parallel, one
   kernel tap per cycle) + Requantize or Thresholds;
-* grouped, ``1 < group < Cin``: the same as ``group == 1`` with the block-diagonal weight matrix
-  ``(Cout, kh, kw, Cin)`` (zero outside each group's channels). That is the grouped convolution
-  exactly (the zeros add nothing and do not widen the accumulator), at ``group`` times the
-  multiply-accumulates of a dedicated unit.
+* grouped, ``1 < group < Cin``: SlidingWindow in depthwise order (``simd`` divides ``Cin/group``,
+  so each group's window is ``kh*kw*Cin/group`` consecutive elements) + matrix-vector unit with
+  ``groups = group`` (each group of ``Cout/group`` rows reads its own window vector; weight
+  columns in the window's order) + Requantize or Thresholds.
 
 A 1-D convolution (ONNX ``(N, C, L)``) is imported as an ``H = 1`` image.
 """
@@ -102,39 +102,38 @@ class Conv(LayerKind):
         """Output channels per group (the depthwise channel multiplier)."""
         return self.weights.shape[0] // self.group
 
-    def dense_weights(self) -> np.ndarray:
-        """``(Cout, kh, kw, Cin)``: the block-diagonal weights of a grouped convolution (zero
-        outside each output channel's group), so that ``group == 1`` hardware computes it."""
+    def window_weights(self, simd: int) -> np.ndarray:
+        """``(Cout, kh*kw*Cin/group)``: each row in the order its input vector streams in:
+        ``(kh, kw, c)`` for ``group == 1``; for a grouped convolution the depthwise window order
+        ``(channel fold, kh, kw, lane)`` of ``simd`` lanes within the group."""
         co, kh, kw, cg = self.weights.shape
         if self.group == 1:
-            return self.weights
-        full = np.zeros((co, kh, kw, cg * self.group), np.int64)
-        cog = co // self.group
-        for g in range(self.group):
-            full[g * cog:(g + 1) * cog, :, :, g * cg:(g + 1) * cg] = self.weights[g * cog:(g + 1) * cog]
-        return full
+            return self.weights.reshape(co, -1)
+        return self.weights.reshape(co, kh, kw, cg // simd, simd).transpose(0, 3, 1, 2, 4).reshape(co, -1)
 
     def hardware_problem(self, ins):
         if len(ins[0].shape) != 3:
             return "convolution input must be an image (H, W, C)"
         problem = linear_problem(self)
-        if problem is None and self.group > 1 and (self.in_type.bipolar or self.w_type.bipolar):
-            return f"grouped/depthwise convolution (group={self.group}) with bipolar inputs or weights is not supported"
+        if problem is None and self.depthwise and self.in_type.bipolar:
+            return f"depthwise convolution (group={self.group}) of bipolar inputs is not supported"
         return problem
 
     def fold_options(self, ins):
-        cout, cin = self.weights.shape[0], ins[0].shape[-1]
+        cout, kh, kw, cg = self.weights.shape
+        cin = ins[0].shape[-1]
         if self.depthwise:  # pe * M output lanes from pe input channel lanes
             return [(d * self.multiplier, d) for d in divisors(cin)]
-        return sorted(((p, s) for p in divisors(cout) for s in divisors(cin)), key=lambda ps: (ps[0] * ps[1], ps))
+        pes = divisors(cout // self.group)    # grouped: lanes within a group's outputs and inputs
+        return sorted(((p, s) for p in pes for s in divisors(cg)), key=lambda ps: (ps[0] * ps[1], ps))
 
     def cycles(self, ins, pe, simd):
-        cout, kh, kw, _ = self.weights.shape
+        cout, kh, kw, cg = self.weights.shape
         oh, ow, _ = self.output.shape
         h, w, cin = ins[0].shape
         if self.depthwise:
             return max(h * w * cin // simd, oh * ow * kh * kw * cin // simd)
-        return max(h * w * cin // simd, oh * ow * (kh * kw * cin // simd) * (cout // pe))
+        return max(h * w * cin // simd, oh * ow * (kh * kw * cg // simd) * (cout // pe))
 
     def lower(self, ins, pe, simd, family):
         h, w, c = ins[0].shape
@@ -142,22 +141,22 @@ class Conv(LayerKind):
         oh, ow, _ = self.output.shape
         wparams = dict(height=h, width=w, channels=c, kernel=(kh, kw), stride=self.stride,
                        pads=self.pads, elem_shape=elem_shape(self.in_type), simd=simd,
-                       pad_value=self.pad_value, depthwise=self.depthwise)
+                       pad_value=self.pad_value, depthwise=self.group > 1)
         window = Block(SlidingWindow, wparams, SlidingWindow.estimate(**wparams, family=family))
         macs = oh * ow * cout * kh * kw * cg
         if self.depthwise:
             if pe != simd * self.multiplier:
                 raise ValueError(f"Conv {self.name!r}: a depthwise folding has pe = {self.multiplier} * simd, "
                                  f"not pe={pe!r}, simd={simd!r}")
+            wb, ws = (2, True) if self.w_type.bipolar else (self.w_type.bits, self.w_type.signed)
             params = dict(weights=self.weights.reshape(cout, kh * kw), bias=self.bias,
-                          in_bits=self.in_type.bits, in_signed=self.in_type.signed, weight_bits=self.w_type.bits,
-                          weight_signed=self.w_type.signed, pe=simd, multiplier=self.multiplier,
-                          acc_bits=self.acc_bits)
+                          in_bits=self.in_type.bits, in_signed=self.in_type.signed, weight_bits=wb,
+                          weight_signed=ws, pe=simd, multiplier=self.multiplier, acc_bits=self.acc_bits)
             unit = Block(DepthwiseUnit, params, DepthwiseUnit.estimate(**params, family=family))
             multipliers = pe
         else:
-            unit = mvu_block(self.dense_weights().reshape(cout, -1), self.bias, self.in_type, self.w_type,
-                             pe, simd, self.acc_bits, family)
+            unit = mvu_block(self.window_weights(simd), self.bias, self.in_type, self.w_type,
+                             pe, simd, self.acc_bits, family, groups=self.group)
             multipliers = pe * simd
         act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family)
         cycles = max(window.cost.cycles, oh * ow * unit.cost.cycles)
@@ -234,8 +233,7 @@ def _conv_integer(b: Builder, node: Node):
     b.set(node, accumulate(b, node, x, w, None))
 
 
-_HW = ("SlidingWindow + MatrixVectorUnit (depthwise: DepthwiseUnit; grouped: block-diagonal weights){}; "
-       "1-D and 2-D")
+_HW = "SlidingWindow + MatrixVectorUnit (grouped: one window per group; depthwise: DepthwiseUnit){}; 1-D and 2-D"
 PATTERNS = (
     Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer"),
     Pattern("", "QLinearConv", _HW.format(" + Requantize"), _qlinear_conv, {"qoperator"}),
