@@ -257,3 +257,29 @@ def test_mvu_bench_fmax_ecp5_85f(summary):
     fmax = nextpnr_fmax(factory())
     summary("mvu-fmax", f"{name}: Fmax {fmax:.1f} MHz on LFE5U-85F")
     assert fmax >= 100.0
+
+
+@pytest.mark.parametrize("n, k, groups, pe, simd, bipolar", [
+    (6, 8, 3, 1, 2, False), (6, 8, 3, 2, 8, False), (12, 4, 2, 3, 1, False), (8, 6, 4, 2, 3, True)])
+@pytest.mark.parametrize("pause", ["random", "3of4"])
+def test_mvu_groups_read_one_vector_each(n, k, groups, pe, simd, bipolar, pause):
+    """``groups``: row group g of N/G rows is computed from the g-th input vector of each
+    output vector (a grouped convolution), against the int64 formula."""
+    vectors = 5
+    w, b, feed, x = _case(n, k, 4, True, 4, False, bipolar=bipolar, vectors=vectors * groups, seed=k + groups)
+    dut = MatrixVectorUnit(w, b, in_bits=1 if bipolar else 4, in_signed=False, weight_bits=1 if bipolar else 4,
+                           weight_signed=not bipolar, bipolar=bipolar, pe=pe, simd=simd, groups=groups)
+    out, _ = run_stream(dut, {"i": feed.reshape(-1, simd)}, {"o": vectors * n // pe},
+                        src_pause=pause, sink_pause=pause, seed=3)
+    xg = x.reshape(vectors, groups, k).astype(np.int64)
+    wg = w.reshape(groups, n // groups, k).astype(np.int64)
+    want = np.einsum("vgk,gnk->vgn", xg, wg).reshape(vectors, n) + b
+    np.testing.assert_array_equal(out["o"].reshape(vectors, n), want)
+
+
+def test_mvu_groups_rejects_bad_parameters():
+    w = np.ones((6, 4), np.int64)
+    with pytest.raises(ValueError, match="groups must be a positive divisor of 6"):
+        MatrixVectorUnit(w, in_bits=4, in_signed=False, weight_bits=4, weight_signed=True, groups=4)
+    with pytest.raises(ValueError, match="pe must be a positive divisor of 2"):
+        MatrixVectorUnit(w, in_bits=4, in_signed=False, weight_bits=4, weight_signed=True, groups=3, pe=3)

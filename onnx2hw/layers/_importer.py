@@ -220,10 +220,10 @@ class Builder:
                      narrow: bool = False) -> QT:
         check_scale(scale, f"node {node.name!r} input scale")
         shape = fin.onnx_shape
-        nchw = len(shape) == 3 and fin.layout == "onnx"
-        if len(shape) not in (1, 3):
-            raise node_error(node, f"model input {fin.name!r} of shape {shape!r} is neither (N, F) nor (N, C, H, W)",
-                             UnsupportedError)
+        nchw = len(shape) in (2, 3) and fin.layout == "onnx"   # (C, L): a 1-D signal, held as a (1, L, C) image
+        if len(shape) not in (1, 2, 3):
+            raise node_error(node, f"model input {fin.name!r} of shape {shape!r} is neither (N, F), (N, C, L) nor "
+                             f"(N, C, H, W)", UnsupportedError)
         if fin.integer and dtype != _ELEM_TYPES.get(self.graph.value_info[fin.name].elem_type):
             raise node_error(node, f"integer model input {fin.name!r} is read as {dtype}, not as its own type",
                              UnsupportedError)
@@ -236,8 +236,8 @@ class Builder:
             spec = self.new_tensor(fin.name, shape if fin.layout == "hwc" else nhwc(shape), dtype)
             model = next(tuple(vi.shape[1:]) for vi in self.graph.inputs if vi.name == fin.name)
             q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw, fin.pre,
-                              model if model != tuple(spec.shape if not nchw else shape) else None, bool(narrow),
-                              integer_input=fin.integer)
+                              model if model != tuple(spec.shape if not nchw else shape) or len(shape) == 2 else None,
+                              bool(narrow), integer_input=fin.integer)
             self.inputs[fin.name] = (q, spec)
         return QT(spec.name, float(scale), int(zp), dtype, False, shape, hwc=fin.layout == "hwc")
 
@@ -389,7 +389,7 @@ class Builder:
                 raise ModelError(f"model output {vi.name!r} is {what}: the graph must end in a quantizer "
                                  f"or a linear layer")
             nchw = len(self.specs[v.tensor].shape) == 3
-            shape = v.onnx_shape if (v.perm is not None or not nchw) else None
+            shape = v.onnx_shape if (v.perm is not None or not nchw or len(v.onnx_shape) != 3) else None
             integer = not v.real
             outs.append(ig.OutputDequant(vi.name, v.scale, v.zp, nchw, vi.elem_type, integer, shape))
             if v.tensor not in rename and vi.name not in self.specs and vi.name not in rename.values():

@@ -1,9 +1,52 @@
-"""Exact integer matmul and NHWC window helpers of the golden integer layers."""
+"""Exact integer matmul and NHWC window helpers of the golden integer layers; the 1-D window ops
+(Conv, MaxPool, AveragePool on ``(N, C, L)``) seen as the 2-D ops on ``H = 1`` images."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
-__all__ = ["exact_matmul", "pad_nhwc", "windows"]
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Node
+from ._importer import node_error
+
+__all__ = ["exact_matmul", "pad_nhwc", "windows", "as_image", "spatial_out"]
+
+_LIFT = {"kernel_shape": 1, "strides": 1, "dilations": 1}
+
+
+def as_image(node: Node, onnx_shape) -> tuple[Node, tuple[int, int, int]]:
+    """``(node, (C, H, W))`` of a window op on an input of ONNX shape ``onnx_shape`` (no batch).
+
+    A 1-D input ``(C, L)`` is the image ``(C, 1, L)``: the node comes back with its 1-D
+    ``kernel_shape``/``strides``/``dilations`` lifted to ``(1, k)`` and ``pads`` ``(b, e)`` to
+    ``(0, b, 0, e)`` (``auto_pad`` then pads nothing along the unit axis), so the 2-D handlers
+    apply unchanged. A 2-D input ``(C, H, W)`` comes back as it is.
+    """
+    shape = tuple(int(d) for d in onnx_shape)
+    if len(shape) == 3:
+        return node, shape
+    if len(shape) != 2:
+        raise node_error(node, f"input {shape!r} must be (N, C, L) or (N, C, H, W)", UnsupportedError)
+    attrs = dict(node.attrs)
+    for key in _LIFT:
+        if key in attrs:
+            v = tuple(int(d) for d in attrs[key])
+            if len(v) != 1:
+                raise node_error(node, f"{key} {list(v)!r} does not match the 1-D input {shape!r}", UnsupportedError)
+            attrs[key] = (1, v[0])
+    if "pads" in attrs:
+        p = tuple(int(d) for d in attrs["pads"])
+        if len(p) != 2:
+            raise node_error(node, f"pads {list(p)!r} do not match the 1-D input {shape!r}", UnsupportedError)
+        attrs["pads"] = (0, p[0], 0, p[1])
+    return replace(node, attrs=attrs), (shape[0], 1, shape[1])
+
+
+def spatial_out(onnx_shape, channels: int, oh: int, ow: int) -> tuple[int, ...]:
+    """The ONNX output shape (no batch) of a window op on ``onnx_shape``: ``(C, OH, OW)``, or
+    ``(C, OW)`` for a 1-D input."""
+    return (channels, ow) if len(onnx_shape) == 2 else (channels, oh, ow)
 
 _FLOAT_EXACT = 1 << 53
 

@@ -1,15 +1,16 @@
 """AvgPool, NHWC: ``acc = window sum + bias`` (``bias = -kernel_area * input zero point``; padding
 adds ``pad_value``), then a :class:`Requant` whose ratio includes ``1 / kernel_area``.
 
-ONNX forms: AveragePool / GlobalAveragePool on dequantized views (QDQ, QONNX, float for the
+ONNX forms: AveragePool / GlobalAveragePool / ReduceMean over the spatial axes on dequantized views (QDQ, QONNX, float for the
 post-training quantizer), com.microsoft QLinearAveragePool / QLinearGlobalAveragePool.
-GlobalAvgPool is an AvgPool whose kernel is the whole image. (The QONNX importer turns a pool
+GlobalAvgPool is an AvgPool whose kernel is the whole image. A 1-D pool on ``(N, C, L)`` is the
+2-D one on an ``H = 1`` image. (The QONNX importer turns a pool
 with a narrow output quantizer into a depthwise Conv with thresholds instead.) Hardware:
 AvgPoolUnit or GlobalAvgPoolUnit window sum + a registered ``+ bias`` Cast + Requantize.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from ..rtl.cost import Cost
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
 from ._importer import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
-from ._windows import pad_nhwc, windows
+from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
 from .types import Requant, elem_shape, window_out
 
@@ -89,34 +90,32 @@ def _offset_block(bits: int, offset: int) -> Block:
 # ---- import ---------------------------------------------------------------------------------------
 
 def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads) -> Acc:
-    """The pending average pool of the dequantized image ``x``."""
+    """The pending average pool of the dequantized image (or 1-D signal, an ``H = 1`` image) ``x``."""
     x = b.natural(x, node)
-    c, h, w = x.onnx_shape
+    _, (c, h, w) = as_image(node, x.onnx_shape)
     area = kernel[0] * kernel[1]
     oh = window_out(h, kernel[0], strides[0], pads[0], pads[2])
     ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
-    return Acc("avgpool", emit, node, (x,), (c, oh, ow), np.full(c, x.scale / area),
+    return Acc("avgpool", emit, node, (x,), spatial_out(x.onnx_shape, c, oh, ow), np.full(c, x.scale / area),
                bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c),
-               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads)})
+               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)})
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
     bias, act = b.requant(v, t)
     x = v.inputs[0]
-    c, oh, ow = v.onnx_shape
-    spec = b.new_tensor(t.name, (oh, ow, c), t.dtype)
+    spec = b.new_tensor(t.name, (*v.params["out_hw"], v.onnx_shape[0]), t.dtype)
     layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"], act,
                     int(bias[0]), x.zp)
     return b.emit(layer, v.onnx_shape, t)
 
 
 def geometry(node: Node, x: QT):
-    """``(kernel, strides, pads)`` of an AveragePool node on ``x``."""
-    if len(x.onnx_shape) != 3:
-        raise node_error(node, f"input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
+    """``(kernel, strides, pads)`` of an AveragePool node on ``x`` (a 1-D pool as the 2-D one on ``H = 1``)."""
+    node, (_, h, w) = as_image(node, x.onnx_shape)
     kernel = tuple(node.attr("kernel_shape"))
     strides = tuple(node.attr("strides", (1, 1)))
-    pads = pads_of(node, x.onnx_shape[1:], kernel, strides)
+    pads = pads_of(node, (h, w), kernel, strides)
     if any(pads) and not int(node.attr("count_include_pad", 0)):
         raise node_error(node, "padding with count_include_pad=0 divides by a varying count", UnsupportedError)
     if tuple(node.attr("dilations", (1, 1))) != (1, 1):
@@ -125,13 +124,31 @@ def geometry(node: Node, x: QT):
 
 
 def _global(b: Builder, node: Node, x: QT) -> Acc:
-    if len(x.onnx_shape) != 3:
-        raise node_error(node, f"input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
-    return accumulate(b, node, x, x.onnx_shape[1:], (1, 1), (0, 0, 0, 0))
+    _, (_, h, w) = as_image(node, x.onnx_shape)
+    return accumulate(b, node, x, (h, w), (1, 1), (0, 0, 0, 0))
 
 
 def _global_avgpool(b: Builder, node: Node):
     b.set(node, _global(b, node, need(node, b.get(node.inputs[0], node), QT, "input")))
+
+
+def _reduce_mean(b: Builder, node: Node):
+    """ReduceMean over the spatial axes (what torch's dynamo exporter writes for a global average
+    pool): a GlobalAveragePool; with ``keepdims=0`` its output is the channel vector."""
+    x = need(node, b.get(node.inputs[0], node), QT, "input")
+    rank = len(x.onnx_shape) + 1
+    if len(node.inputs) > 1 and node.inputs[1]:
+        axes = [int(a) for a in np.asarray(b.const(node.inputs[1], node, "axes")).reshape(-1)]
+    else:
+        axes = list(node.attr("axes", []) or [])
+    spatial = list(range(2, rank))
+    if rank not in (3, 4) or sorted(a + rank if a < 0 else a for a in axes) != spatial:
+        raise node_error(node, f"ReduceMean over axes {axes!r} of a {rank}-D tensor: only the mean over the spatial "
+                         f"axes {spatial} (a global average pool) is supported", UnsupportedError)
+    acc = _global(b, node, x)
+    if not int(node.attr("keepdims", 1)):
+        acc = replace(acc, onnx_shape=acc.onnx_shape[:1])
+    b.set(node, acc)
 
 
 def _avgpool(b: Builder, node: Node):
@@ -157,8 +174,10 @@ def _qlinear_global_avgpool(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "AveragePool", "AvgPoolUnit + Requantize", _avgpool, ptq="layer"),
-    Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _global_avgpool, ptq="layer"),
+    Pattern("", "AveragePool", "AvgPoolUnit + Requantize (1-D and 2-D)", _avgpool, ptq="layer"),
+    Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize (1-D and 2-D)", _global_avgpool, ptq="layer"),
+    Pattern("", "ReduceMean", "GlobalAvgPoolUnit + Requantize (mean over the spatial axes only)", _reduce_mean,
+            ptq="layer"),
     Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
     Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )

@@ -201,14 +201,18 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
     return [Block(ThresholdsBlock, params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
 
 
-def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str) -> Block:
+def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str,
+              groups: int = 1) -> Block:
     """The matrix-vector unit of a Dense or Conv layer: bipolar x bipolar is XNOR-popcount;
     bipolar weights with integer inputs are stored as one bit each (select/invert, no multiplier);
-    bipolar inputs with integer weights select ``w`` or ``-w``."""
+    bipolar inputs with integer weights select ``w`` or ``-w``; ``groups``: a grouped convolution,
+    one input vector per row group."""
     bipolar = in_t.bipolar and w_t.bipolar
     params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
                   weight_bits=w_t.bits, weight_signed=w_t.signed, bipolar=bipolar,
                   weight_bipolar=w_t.bipolar, input_bipolar=in_t.bipolar, pe=pe, simd=simd, acc_bits=acc_bits)
+    if groups != 1:
+        params["groups"] = groups
     return Block(MatrixVectorUnit, params, MatrixVectorUnit.estimate(**params, family=family))
 
 

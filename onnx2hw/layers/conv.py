@@ -3,22 +3,34 @@
 ONNX forms: Conv on dequantized views (QDQ, QONNX, float for the post-training quantizer),
 QLinearConv, ConvInteger (+ Cast, rescale Mul, bias Add). Weights become ``(Cout, kh, kw,
 Cin/group)``; padding uses ``pad_value`` (the input zero point, so the zero-point fold stays
-exact at borders). Hardware (group 1): SlidingWindow + matrix-vector unit + Requantize or
-Thresholds.
+exact at borders). Hardware, by ``group``:
+
+* ``group == 1``: SlidingWindow + matrix-vector unit + Requantize or Thresholds;
+* depthwise, ``group == Cin`` (``Cout = M * Cin``, channel multiplier ``M``; also the QONNX
+  average pools imported as all-ones depthwise convolutions): SlidingWindow in depthwise order
+  + DepthwiseUnit (one MAC per output channel lane, ``pe`` input channels in parallel, one
+  kernel tap per cycle) + Requantize or Thresholds;
+* grouped, ``1 < group < Cin``: SlidingWindow in depthwise order (``simd`` divides ``Cin/group``,
+  so each group's window is ``kh*kw*Cin/group`` consecutive elements) + matrix-vector unit with
+  ``groups = group`` (each group of ``Cout/group`` rows reads its own window vector; weight
+  columns in the window's order) + Requantize or Thresholds.
+
+A 1-D convolution (ONNX ``(N, C, L)``) is imported as an ``H = 1`` image.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
+from ..rtl.depthwise import DepthwiseUnit
 from ..rtl.stage import Block
 from ..rtl.window import SlidingWindow
 from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
                         quantize_output, real_view, scalar, int_view, zp_input)
-from ._windows import exact_matmul, pad_nhwc, windows
+from ._windows import as_image, exact_matmul, pad_nhwc, spatial_out, windows
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
                    mvu_block, window_fill)
 from .types import Act, IntType, acc_bits_for, apply_act, elem_shape, readonly, window_out
@@ -80,51 +92,93 @@ class Conv(LayerKind):
         acc = np.concatenate(parts, axis=1).reshape(n, oh, ow, co) + self.bias
         return apply_act(acc, self.act)
 
+    @property
+    def depthwise(self) -> bool:
+        """One input channel per group (``group == Cin``): built as a DepthwiseUnit."""
+        return self.group > 1 and self.weights.shape[3] == 1
+
+    @property
+    def multiplier(self) -> int:
+        """Output channels per group (the depthwise channel multiplier)."""
+        return self.weights.shape[0] // self.group
+
+    def window_weights(self, simd: int) -> np.ndarray:
+        """``(Cout, kh*kw*Cin/group)``: each row in the order its input vector streams in:
+        ``(kh, kw, c)`` for ``group == 1``; for a grouped convolution the depthwise window order
+        ``(channel fold, kh, kw, lane)`` of ``simd`` lanes within the group."""
+        co, kh, kw, cg = self.weights.shape
+        if self.group == 1:
+            return self.weights.reshape(co, -1)
+        return self.weights.reshape(co, kh, kw, cg // simd, simd).transpose(0, 3, 1, 2, 4).reshape(co, -1)
+
     def hardware_problem(self, ins):
-        if self.group != 1:
-            return f"grouped/depthwise convolution (group={self.group}) is not supported yet"
         if len(ins[0].shape) != 3:
             return "convolution input must be an image (H, W, C)"
-        return linear_problem(self)
+        problem = linear_problem(self)
+        if problem is None and self.depthwise and self.in_type.bipolar:
+            return f"depthwise convolution (group={self.group}) of bipolar inputs is not supported"
+        return problem
 
     def fold_options(self, ins):
-        cout, cin = self.weights.shape[0], ins[0].shape[-1]
-        return sorted(((p, s) for p in divisors(cout) for s in divisors(cin)), key=lambda ps: (ps[0] * ps[1], ps))
+        cout, kh, kw, cg = self.weights.shape
+        cin = ins[0].shape[-1]
+        if self.depthwise:  # pe * M output lanes from pe input channel lanes
+            return [(d * self.multiplier, d) for d in divisors(cin)]
+        pes = divisors(cout // self.group)    # grouped: lanes within a group's outputs and inputs
+        return sorted(((p, s) for p in pes for s in divisors(cg)), key=lambda ps: (ps[0] * ps[1], ps))
 
     def cycles(self, ins, pe, simd):
-        cout, kh, kw, cin = self.weights.shape
+        cout, kh, kw, cg = self.weights.shape
         oh, ow, _ = self.output.shape
-        h, w, _ = ins[0].shape
-        return max(h * w * cin // simd, oh * ow * (kh * kw * cin // simd) * (cout // pe))
+        h, w, cin = ins[0].shape
+        if self.depthwise:
+            return max(h * w * cin // simd, oh * ow * kh * kw * cin // simd)
+        return max(h * w * cin // simd, oh * ow * (kh * kw * cg // simd) * (cout // pe))
 
     def lower(self, ins, pe, simd, family):
         h, w, c = ins[0].shape
-        cout, kh, kw, _ = self.weights.shape
+        cout, kh, kw, cg = self.weights.shape
         oh, ow, _ = self.output.shape
         wparams = dict(height=h, width=w, channels=c, kernel=(kh, kw), stride=self.stride,
                        pads=self.pads, elem_shape=elem_shape(self.in_type), simd=simd,
-                       pad_value=self.pad_value)
+                       pad_value=self.pad_value, depthwise=self.group > 1)
         window = Block(SlidingWindow, wparams, SlidingWindow.estimate(**wparams, family=family))
-        mvu = mvu_block(self.weights.reshape(cout, -1), self.bias, self.in_type, self.w_type,
-                        pe, simd, self.acc_bits, family)
+        macs = oh * ow * cout * kh * kw * cg
+        if self.depthwise:
+            if pe != simd * self.multiplier:
+                raise ValueError(f"Conv {self.name!r}: a depthwise folding has pe = {self.multiplier} * simd, "
+                                 f"not pe={pe!r}, simd={simd!r}")
+            wb, ws = (2, True) if self.w_type.bipolar else (self.w_type.bits, self.w_type.signed)
+            params = dict(weights=self.weights.reshape(cout, kh * kw), bias=self.bias,
+                          in_bits=self.in_type.bits, in_signed=self.in_type.signed, weight_bits=wb,
+                          weight_signed=ws, pe=simd, multiplier=self.multiplier, acc_bits=self.acc_bits)
+            unit = Block(DepthwiseUnit, params, DepthwiseUnit.estimate(**params, family=family))
+            multipliers = pe
+        else:
+            unit = mvu_block(self.window_weights(simd), self.bias, self.in_type, self.w_type,
+                             pe, simd, self.acc_bits, family, groups=self.group)
+            multipliers = pe * simd
         act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family)
-        cycles = max(window.cost.cycles, oh * ow * mvu.cost.cycles)
-        return Lowered((window, mvu, *act), cycles, ob, osg, fill=window_fill(kh, self.pads[0], h),
-                       macs=oh * ow * cout * kh * kw * c, multipliers=pe * simd)
+        cycles = max(window.cost.cycles, oh * ow * unit.cost.cycles)
+        return Lowered((window, unit, *act), cycles, ob, osg, fill=window_fill(kh, self.pads[0], h),
+                       macs=macs, multipliers=multipliers)
 
 
 # ---- import ---------------------------------------------------------------------------------------
 
 def accumulate(b: Builder, node: Node, x: QT, w: QConst, bias) -> Acc:
-    """The pending convolution of the dequantized view ``x`` (ONNX NCHW weights -> NHWC)."""
+    """The pending convolution of the dequantized view ``x`` (ONNX NCHW weights -> NHWC); a 1-D
+    convolution (input ``(N, C, L)``, weight ``(M, C/group, k)``) is the 2-D one on ``H = 1``."""
     x = b.natural(x, node)
-    if len(x.onnx_shape) != 3 or w.q.ndim != 4:
-        raise node_error(node, f"only 2-D convolution is supported (input {x.onnx_shape!r}, weight {w.q.shape!r})",
-                         UnsupportedError)
-    c, h, wd = x.onnx_shape
+    if len(x.onnx_shape) == 2 and w.q.ndim == 3:
+        w = replace(w, q=w.q[:, :, None, :])
+    if len(x.onnx_shape) not in (2, 3) or w.q.ndim != 4:
+        raise node_error(node, f"only 1-D and 2-D convolutions are supported (input {x.onnx_shape!r}, weight "
+                         f"{w.q.shape!r})", UnsupportedError)
+    node, (c, h, wd) = as_image(node, x.onnx_shape)
     co, cg, kh, kw = w.q.shape
     group = int(node.attr("group", 1))
-    if cg * group != c:
+    if group < 1 or cg * group != c or co % group:
         raise node_error(node, f"weight {w.q.shape!r} with group {group} does not match {c} input channels")
     if tuple(node.attr("dilations", (1, 1))) != (1, 1):
         raise node_error(node, f"dilations {node.attr('dilations')!r} are not supported", UnsupportedError)
@@ -137,7 +191,7 @@ def accumulate(b: Builder, node: Node, x: QT, w: QConst, bias) -> Acc:
     ib = ib - x.zp * wi.reshape(co, -1).sum(axis=1)
     oh = window_out(h, kh, strides[0], pads[0], pads[2])
     ow = window_out(wd, kw, strides[1], pads[1], pads[3])
-    return Acc("conv", emit, node, (x,), (co, oh, ow), scale, wi, wtype, ib, bias_real,
+    return Acc("conv", emit, node, (x,), spatial_out(x.onnx_shape, co, oh, ow), scale, wi, wtype, ib, bias_real,
                {"stride": strides, "pads": pads, "group": group})
 
 
@@ -146,9 +200,12 @@ def emit(b: Builder, v: Acc, t: Target, act=None) -> QT:
     bias, act = (v.bias, act) if act is not None else b.requant(v, t)
     x = v.inputs[0]
     in_type = b.specs[x.tensor].dtype
-    co, oh, ow = v.onnx_shape
-    spec = b.new_tensor(t.name, (oh, ow, co), t.dtype)
     p = v.params
+    h, w, _ = b.specs[x.tensor].shape
+    kh, kw = v.weights.shape[1:3]
+    oh = window_out(h, kh, p["stride"][0], p["pads"][0], p["pads"][2])
+    ow = window_out(w, kw, p["stride"][1], p["pads"][1], p["pads"][3])
+    spec = b.new_tensor(t.name, (oh, ow, v.weights.shape[0]), t.dtype)
     layer = Conv(v.node.name, (x.tensor,), spec, v.weights, bias, p["stride"], p["pads"], x.zp, p["group"], (1, 1),
                  in_type, v.w_type, acc_bits_for(v.weights, bias, in_type), act)
     return b.emit(layer, v.onnx_shape, t)
@@ -176,10 +233,11 @@ def _conv_integer(b: Builder, node: Node):
     b.set(node, accumulate(b, node, x, w, None))
 
 
+_HW = "SlidingWindow + MatrixVectorUnit (grouped: one window per group; depthwise: DepthwiseUnit){}; 1-D and 2-D"
 PATTERNS = (
-    Pattern("", "Conv", "SlidingWindow + MatrixVectorUnit + Requantize", _conv, ptq="layer"),
-    Pattern("", "QLinearConv", "SlidingWindow + MatrixVectorUnit + Requantize", _qlinear_conv, {"qoperator"}),
-    Pattern("", "ConvInteger", "SlidingWindow + MatrixVectorUnit", _conv_integer, {"qoperator"}),
+    Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer"),
+    Pattern("", "QLinearConv", _HW.format(" + Requantize"), _qlinear_conv, {"qoperator"}),
+    Pattern("", "ConvInteger", _HW.format(""), _conv_integer, {"qoperator"}),
 )
 
 #: the layer kind this module declares

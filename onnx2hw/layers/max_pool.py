@@ -2,7 +2,8 @@
 
 ONNX forms: MaxPool and GlobalMaxPool on integer tensors (any flavour; for the post-training
 quantizer they reuse their input's quantization, exact for integers). Hardware: the MaxPoolUnit
-window block, channels folded into lanes.
+window block, channels folded into lanes. A 1-D pool on ``(N, C, L)`` is the 2-D one on an
+``H = 1`` image.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..ir.graph import Node
 from ..rtl.pool import MaxPoolUnit
 from ..rtl.stage import Block
 from ._importer import QT, Builder, node_error, pads_of
-from ._windows import pad_nhwc, windows
+from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, check_window, window_fill, window_problem
 from .types import elem_shape, window_out
 
@@ -57,12 +58,12 @@ class MaxPool(LayerKind):
 # ---- import ---------------------------------------------------------------------------------------
 
 def _emit(b: Builder, node: Node, x: QT, kernel, strides, pads) -> QT:
-    c, h, w = x.onnx_shape
+    _, (c, h, w) = as_image(node, x.onnx_shape)
     oh = window_out(h, kernel[0], strides[0], pads[0], pads[2])
     ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
     spec = b.new_tensor(node.outputs[0], (oh, ow, c), x.dtype)
     b.layers.append(MaxPool(node.name, (x.tensor,), spec, kernel, strides, pads))
-    return replace(x, tensor=spec.name, onnx_shape=(c, oh, ow))
+    return replace(x, tensor=spec.name, onnx_shape=spatial_out(x.onnx_shape, c, oh, ow))
 
 
 def _image(b: Builder, node: Node) -> QT:
@@ -70,31 +71,32 @@ def _image(b: Builder, node: Node) -> QT:
     if not isinstance(x, QT):
         raise node_error(node, f"{node.op_type} of a value that is not a quantized tensor", UnsupportedError)
     x = b.natural(x, node)
-    if len(x.onnx_shape) != 3:
-        raise node_error(node, f"{node.op_type} input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
+    as_image(node, x.onnx_shape)  # (N, C, L) or (N, C, H, W)
     return x
 
 
 def _maxpool(b: Builder, node: Node):
     x = _image(b, node)
-    if tuple(node.attr("dilations", (1, 1))) != (1, 1) or int(node.attr("storage_order", 0)) != 0:
+    node2d, (_, h, w) = as_image(node, x.onnx_shape)
+    if tuple(node2d.attr("dilations", (1, 1))) != (1, 1) or int(node.attr("storage_order", 0)) != 0:
         raise node_error(node, "dilations / storage_order are not supported", UnsupportedError)
     if len(node.outputs) > 1 and node.outputs[1]:
         raise node_error(node, "the Indices output is not supported", UnsupportedError)
-    kernel = tuple(node.attr("kernel_shape"))
-    strides = tuple(node.attr("strides", (1, 1)))
-    pads = pads_of(node, x.onnx_shape[1:], kernel, strides)
+    kernel = tuple(node2d.attr("kernel_shape"))
+    strides = tuple(node2d.attr("strides", (1, 1)))
+    pads = pads_of(node2d, (h, w), kernel, strides)
     b.set(node, _emit(b, node, x, kernel, strides, pads))
 
 
 def _global_maxpool(b: Builder, node: Node):
     x = _image(b, node)
-    b.set(node, _emit(b, node, x, x.onnx_shape[1:], (1, 1), (0, 0, 0, 0)))
+    _, (_, h, w) = as_image(node, x.onnx_shape)
+    b.set(node, _emit(b, node, x, (h, w), (1, 1), (0, 0, 0, 0)))
 
 
 PATTERNS = (
-    Pattern("", "MaxPool", "MaxPoolUnit", _maxpool, ptq="pass"),
-    Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image", _global_maxpool, ptq="pass"),
+    Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D)", _maxpool, ptq="pass"),
+    Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image or signal", _global_maxpool, ptq="pass"),
 )
 
 #: the layer kind this module declares

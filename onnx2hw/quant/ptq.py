@@ -75,7 +75,7 @@ _ACTS = frozenset({"Relu", "Clip"})
 #: layers a positive constant Mul right after is fused with (the importer folds it into their scale)
 _LINEAR = frozenset({"Conv", "Gemm", "MatMul"})
 #: ops whose constant inputs after the first (shape, bounds, scales, slope, factor) stay float constants
-_PARAM_OPS = frozenset({"Reshape", "Clip", "Resize", "Upsample", "Mul", "PRelu"})
+_PARAM_OPS = frozenset({"Reshape", "Clip", "Resize", "Upsample", "Mul", "PRelu", "ReduceMean"})
 _FLT32_TINY = float(np.finfo(np.float32).tiny)
 #: per-channel weight scales are at least the per-tensor scale / 2**_CH_FLOOR_LOG2
 _CH_FLOOR_LOG2 = 10

@@ -36,7 +36,9 @@ class MatrixVectorUnit(wiring.Component):
     ``PE`` outputs are computed in parallel, each from ``SIMD`` inputs per cycle, so one vector
     takes ``(K/SIMD) * (N/PE)`` cycles. The first output fold reads the input stream and stores
     the vector; the other folds re-read it from a buffer. Consecutive vectors follow without a
-    bubble.
+    bubble. With ``groups = G`` (a grouped convolution) the rows form ``G`` consecutive groups of
+    ``N/G`` outputs and each group reads its own input vector of ``K``: one output vector of ``N``
+    takes ``G`` input vectors.
 
     Parameters
     ----------
@@ -61,7 +63,9 @@ class MatrixVectorUnit(wiring.Component):
         ±1 inputs (1-bit lanes, 1 = +1) with integer weights: a product is ``w`` or ``-w`` (a
         negation and a select in LUTs). Needs ``in_bits=1``; implied by ``bipolar``.
     pe, simd : int
-        Output / input parallelism; must divide N / K.
+        Output / input parallelism; must divide N / K (``pe`` must divide ``N/G``).
+    groups : int
+        Row groups ``G`` (default 1), each computed from its own input vector; must divide N.
     acc_bits : int, optional
         Accumulator / output width. Default: the smallest width that holds every possible result
         given the actual weights, bias and input range (``arith.acc_bits`` of exact per-row bounds).
@@ -72,7 +76,8 @@ class MatrixVectorUnit(wiring.Component):
     Ports
     -----
     i : In(stream.Signature(ArrayLayout(in_shape, simd)))
-        ``K/simd`` transfers per vector; lane ``j`` of transfer ``t`` is ``x[t*simd + j]``.
+        ``K/simd`` transfers per vector (``G`` vectors per output vector); lane ``j`` of transfer
+        ``t`` is ``x[t*simd + j]``.
     o : Out(stream.Signature(ArrayLayout(signed(acc_bits), pe)))
         ``N/pe`` transfers per vector; lane ``j`` of transfer ``t`` is ``y[t*pe + j]``.
 
@@ -86,7 +91,7 @@ class MatrixVectorUnit(wiring.Component):
     """
 
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
-                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, acc_bits=None,
+                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, groups=1, acc_bits=None,
                  mul_style="auto"):
         w = _int_matrix("weights", weights, 2)
         n, k = w.shape
@@ -96,9 +101,12 @@ class MatrixVectorUnit(wiring.Component):
         _check_bits("weight_bits", weight_bits)
         if mul_style not in MUL_STYLES:
             raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
-        for name, v, full in (("pe", pe, n), ("simd", simd, k)):
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or n % groups:
+            raise ValueError(f"groups must be a positive divisor of {n}, not {groups!r}")
+        for name, v, full in (("pe", pe, n // groups), ("simd", simd, k)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1 or full % v:
                 raise ValueError(f"{name} must be a positive divisor of {full}, not {v!r}")
+        self.groups = groups
         self.bipolar = bool(bipolar)
         self.weight_bipolar = bool(weight_bipolar) or self.bipolar
         self.input_bipolar = bool(input_bipolar) or self.bipolar
@@ -190,6 +198,7 @@ class MatrixVectorUnit(wiring.Component):
         m = Module()
         n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
         nf, sf = n // pe, k // simd
+        nfg = nf // self.groups          # output folds per input vector
         wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
         en = Signal()
         out_valid = Signal()
@@ -203,8 +212,14 @@ class MatrixVectorUnit(wiring.Component):
         src_valid, src_data = input_skid(m, self.i, take)
         need_in = Signal()
         issue = Signal()
+        if self.groups > 1:
+            gf_i = Signal(range(nfg), name="gf_i")     # output fold within the group
+            with m.If(issue & (sf_i == sf - 1)):
+                m.d.sync += gf_i.eq(Mux(gf_i == nfg - 1, 0, gf_i + 1))
+        else:
+            gf_i = nf_i
         m.d.comb += [
-            need_in.eq(nf_i == 0),
+            need_in.eq(gf_i == 0),
             issue.eq(en & (~need_in | src_valid)),
             take.eq(issue & need_in),
         ]
@@ -231,7 +246,7 @@ class MatrixVectorUnit(wiring.Component):
         xsel = Signal(name="x_sel")
         with m.If(en):
             m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
-        if nf > 1:
+        if nfg > 1:
             buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[])
             m.submodules.xbuf = buf
             wr = buf.write_port()
@@ -317,7 +332,7 @@ class MatrixVectorUnit(wiring.Component):
 
     @classmethod
     def estimate(cls, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
-                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, acc_bits=None,
+                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, groups=1, acc_bits=None,
                  mul_style="auto", family="ecp5"):
         """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` (YoWASP 0.70).
 
@@ -330,12 +345,13 @@ class MatrixVectorUnit(wiring.Component):
         self = unelaborated(cls, weights, bias, in_bits=in_bits, in_signed=in_signed,
                      weight_bits=weight_bits, weight_signed=weight_signed, bipolar=bipolar,
                      weight_bipolar=weight_bipolar, input_bipolar=input_bipolar,
-                     pe=pe, simd=simd, acc_bits=acc_bits, mul_style=mul_style)
+                     pe=pe, simd=simd, groups=groups, acc_bits=acc_bits, mul_style=mul_style)
         return self._cost(family)
 
     def _cost(self, family):
         n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
         nf, sf = n // pe, k // simd
+        nfg = nf // self.groups
         ab, wb, ib = self.acc_bits, self.weight_bits, self.in_bits
         stages = self.pipeline_stages()
         mults = pe * simd
@@ -357,8 +373,8 @@ class MatrixVectorUnit(wiring.Component):
         tree = pe * _tree_bits(simd, pw, ab)
         acc = pe * ab * 2                                      # adder + first/bias mux
         rom_ebr, rom_lut = _mem_cost(nf * sf, mults * wb)
-        buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nf > 1 else (0, 0)
-        io = simd * ib * (2 if nf > 1 else 1)                  # input skid mux, buffer mux
+        buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
+        io = simd * ib * (2 if nfg > 1 else 1)                  # input skid mux, buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
         ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw)
               + (mults * wb if self.style == "dsp" else 0)

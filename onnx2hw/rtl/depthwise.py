@@ -1,0 +1,291 @@
+"""Depthwise multiply-accumulate unit: one MAC per channel lane over a depthwise window stream."""
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Module, Mux, Shape, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .. import arith
+from ._arith_pipe import delay, input_skid, pack_words, rom
+from ._mul import lut_product, n_dsp
+from .cost import FAMILIES, Cost, unelaborated
+
+__all__ = ["DepthwiseUnit", "bench_config"]
+
+MUL_STYLES = ("auto", "dsp", "lut")
+
+
+def _check_bits(name, bits):
+    if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
+        raise ValueError(f"{name} must be an int in 1..32, not {bits!r}")
+
+
+class DepthwiseUnit(wiring.Component):
+    """Per-channel dot products ``y[o] = sum_t W[o, t] * x[o // M, t] + bias[o]`` (depthwise convolution).
+
+    The input is the window stream of a :class:`~onnx2hw.rtl.window.SlidingWindow` built with
+    ``depthwise=True`` and ``simd=pe``: per output pixel, for each channel group ``f`` of ``pe``
+    channels, the ``taps`` (``KH*KW``) transfers of that group, kernel position fastest. With a
+    channel ``multiplier`` ``M`` (ONNX Conv with ``group = C`` and ``M*C`` outputs), output
+    channel ``o`` reads input channel ``o // M``. Each of the ``pe*M`` output lanes has its own
+    multiplier and accumulator (output channel ``f*pe*M + q`` is lane ``q``, fed by input lane
+    ``q // M``); after the last tap of a group the sums leave as one transfer, so the output is
+    the NHWC pixel stream with ``pe*M`` channels per transfer (what ``Requantize`` takes).
+
+    Parameters
+    ----------
+    weights : int ndarray, shape (C*M, taps)
+        ``W[o, t]`` within ``int_range(weight_bits, weight_signed)``; ``t = kh*KW + kw``.
+    bias : int ndarray, shape (C*M,), optional
+    in_bits, in_signed, weight_bits, weight_signed : int, bool
+        Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
+        at least 5 bits use ``*`` (one ECP5 ``MULT18X18D`` per lane for operands that fit a
+        signed 18-bit port); others are shift-and-add LUT logic (``mul_style`` forces one).
+    pe : int
+        Input channel lanes; must divide ``C``.
+    multiplier : int
+        Output channels per input channel ``M`` (default 1); must divide the weight rows.
+    acc_bits : int, optional
+        Accumulator / output width. Default: the exact bound of ``W``, ``bias`` and the input
+        range (as the matrix-vector unit); a narrower value is rejected.
+    mul_style : {"auto", "dsp", "lut"}
+
+    Ports
+    -----
+    i : In(stream.Signature(ArrayLayout(in_shape, pe)))
+        ``C/pe * taps`` transfers per pixel, order (channel group, tap).
+    o : Out(stream.Signature(ArrayLayout(signed(acc_bits), pe*M)))
+        ``C/pe`` transfers per pixel.
+
+    Timing
+    ------
+    Initiation interval: one input transfer per cycle, ``C/pe * taps`` cycles per pixel (one
+    kernel tap per cycle, as the window generator emits them; channels are the parallel axis).
+    Latency (first input transfer to first output valid): ``taps - 1 + stages``
+    (:meth:`pipeline_stages`). Backpressure: a global pipeline enable ``~o.valid | o.ready``
+    stalls every stage; ``i.ready`` is a register (one-entry input skid buffer); ``o.valid`` and
+    ``o.payload`` are registers, so ``o.valid`` never depends on ``o.ready`` and the payload
+    holds until taken.
+    """
+
+    def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
+                 pe=1, multiplier=1, acc_bits=None, mul_style="auto"):
+        w = np.asarray(weights)
+        if w.dtype.kind not in "iub":
+            raise TypeError(f"weights must be an integer array, not dtype {w.dtype!r}")
+        if w.ndim != 2 or w.shape[0] < 1 or w.shape[1] < 1:
+            raise ValueError(f"weights must be a non-empty (channels, taps) array, not shape {w.shape!r}")
+        w = w.astype(np.int64)
+        co, k = w.shape
+        if not isinstance(multiplier, int) or isinstance(multiplier, bool) or multiplier < 1 or co % multiplier:
+            raise ValueError(f"multiplier must be a positive divisor of the {co} weight rows, not {multiplier!r}")
+        c = co // multiplier
+        _check_bits("in_bits", in_bits)
+        _check_bits("weight_bits", weight_bits)
+        if mul_style not in MUL_STYLES:
+            raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
+        if not isinstance(pe, int) or isinstance(pe, bool) or pe < 1 or c % pe:
+            raise ValueError(f"pe must be a positive divisor of {c}, not {pe!r}")
+        wlo, whi = arith.int_range(weight_bits, weight_signed)
+        if w.min() < wlo or w.max() > whi:
+            bad = w.min() if w.min() < wlo else w.max()
+            raise ValueError(f"weight {int(bad)!r} outside the {weight_bits}-bit "
+                             f"{'signed' if weight_signed else 'unsigned'} range [{wlo}, {whi}]")
+        xlo, xhi = arith.int_range(in_bits, in_signed)
+        if bias is None:
+            b = np.zeros(co, dtype=np.int64)
+        else:
+            b = np.asarray(bias)
+            if b.dtype.kind not in "iub":
+                raise TypeError(f"bias must be an integer array, not dtype {b.dtype!r}")
+            b = b.astype(np.int64)
+            if b.shape != (co,):
+                raise ValueError(f"bias must have shape ({co},), not {b.shape!r}")
+        lo_rows = b + np.minimum(w * xlo, w * xhi).sum(axis=1)
+        hi_rows = b + np.maximum(w * xlo, w * xhi).sum(axis=1)
+        need = arith.acc_bits(int(lo_rows.min()), int(hi_rows.max()))
+        if acc_bits is None:
+            acc_bits = need
+        elif not isinstance(acc_bits, int) or isinstance(acc_bits, bool) or acc_bits < need:
+            raise ValueError(f"acc_bits must be an int >= {need} (the exact bound for these "
+                             f"weights), not {acc_bits!r}")
+        self.weights, self.bias, self.has_bias = w, b, bias is not None
+        self.channels, self.taps, self.pe, self.acc_bits = c, k, pe, acc_bits
+        self.multiplier, self.lanes_out = multiplier, pe * multiplier
+        self.in_bits, self.in_signed = in_bits, bool(in_signed)
+        self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed)
+        if mul_style != "auto":
+            self.style = mul_style
+        else:
+            self.style = "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
+        super().__init__({
+            "i": In(stream.Signature(data.ArrayLayout(Shape(in_bits, self.in_signed), pe))),
+            "o": Out(stream.Signature(data.ArrayLayout(signed(acc_bits), self.lanes_out))),
+        })
+
+    @staticmethod
+    def _stages(style):
+        # input register / weight ROM; DSP: operand registers; product registers; accumulator
+        return 1 + (1 if style == "dsp" else 0) + 1 + 1
+
+    def pipeline_stages(self):
+        """Register stages from the issue cycle to the output register (inclusive)."""
+        return self._stages(self.style)
+
+    @property
+    def in_transfers(self) -> int:
+        """Input transfers per pixel."""
+        return self.channels // self.pe * self.taps
+
+    @property
+    def out_transfers(self) -> int:
+        """Output transfers per pixel."""
+        return self.channels // self.pe
+
+    # -- hardware -------------------------------------------------------------------------
+
+    def elaborate(self, platform):
+        m = Module()
+        c, k, pe, mult, lo = self.channels, self.taps, self.pe, self.multiplier, self.lanes_out
+        nf = c // pe
+        wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
+        en = Signal()
+        out_valid = Signal()
+        m.d.comb += [en.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid)]
+
+        # Issue stage: tap and channel-group counters, weight address.
+        take = Signal()
+        src_valid, src_data = input_skid(m, self.i, take)
+        m.d.comb += take.eq(en & src_valid)
+        tap = Signal(range(k), name="tap")
+        grp = Signal(range(nf), name="grp")
+        addr = Signal(range(nf * k), name="waddr")
+        with m.If(take):
+            m.d.sync += [addr.eq(Mux(addr == nf * k - 1, 0, addr + 1)),
+                         tap.eq(Mux(tap == k - 1, 0, tap + 1))]
+            with m.If(tap == k - 1):
+                m.d.sync += grp.eq(Mux(grp == nf - 1, 0, grp + 1))
+
+        # Weight ROM: word (f, t) holds W[f*pe*M + q, t] at field q.
+        rows = [self.weights[f * lo:(f + 1) * lo, t] for f in range(nf) for t in range(k)]
+        wdata = rom(m, pack_words(rows, wb), lo * wb, addr, en, "weights")
+
+        ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "grp": range(nf)}))
+        m.d.comb += [ctl.v.eq(take), ctl.first.eq(tap == 0), ctl.last.eq(tap == k - 1),
+                     ctl.grp.eq(grp)]
+        xin = Signal(pe * ib, name="x_in")
+        with m.If(en):
+            m.d.sync += xin.eq(src_data)
+
+        def lanes(flat, width, sgn, count):
+            out = []
+            for j in range(count):
+                v = flat[j * width:(j + 1) * width]
+                out.append(v.as_signed() if sgn else v)
+            return out
+
+        xs = lanes(xin, ib, self.in_signed, pe)
+        ws = lanes(wdata, wb, self.weight_signed, lo)
+        stages = 1
+        if self.style == "dsp":
+            xr = [Signal(v.shape(), name=f"x_r{j}") for j, v in enumerate(xs)]
+            wr = [Signal(v.shape(), name=f"w_r{j}") for j, v in enumerate(ws)]
+            with m.If(en):
+                m.d.sync += [r.eq(v) for r, v in zip(xr + wr, xs + ws)]
+            xs, ws = xr, wr
+            stages += 1
+        prods = []
+        for q in range(lo):
+            wq, xq = ws[q], xs[q // mult]
+            e = wq * xq if self.style == "dsp" else lut_product(wq, xq)
+            r = Signal(e.shape(), name=f"prod{q}")
+            with m.If(en):
+                m.d.sync += r.eq(e)
+            prods.append(r)
+        stages += 1
+        ctls = delay(m, en, ctl, stages, name="ctl")
+        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+
+        if self.has_bias:
+            bdata = rom(m, pack_words(self.bias.reshape(nf, lo), ab), lo * ab, ctl_pre.grp, en, "bias")
+            biases = [bdata[q * ab:(q + 1) * ab].as_signed() for q in range(lo)]
+        else:
+            biases = [0] * lo
+        accs = [Signal(signed(ab), name=f"acc{q}") for q in range(lo)]
+        with m.If(en):
+            m.d.sync += out_valid.eq(ctl_acc.v & ctl_acc.last)
+            with m.If(ctl_acc.v):
+                for q in range(lo):
+                    m.d.sync += accs[q].eq(Mux(ctl_acc.first, biases[q], accs[q]) + prods[q])
+        for p in range(lo):
+            m.d.comb += self.o.payload[p].eq(accs[p])
+        assert stages + 1 == self.pipeline_stages()
+        return m
+
+    # -- cost model -------------------------------------------------------------------------
+
+    @classmethod
+    def estimate(cls, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
+                 pe=1, multiplier=1, acc_bits=None, mul_style="auto", family="ecp5") -> Cost:
+        """Cost without elaboration, fitted to Yosys ``synth_ecp5`` (YoWASP) ``stat``.
+
+        ``lut`` counts LUT4 equivalents (LUT4, 2 per CCU2C carry cell, 6 per distributed-RAM
+        cell), as the other arithmetic blocks. ``cycles`` is per pixel (``C/pe * taps``);
+        ``family="ice40"`` scales the ECP5 figures (not calibrated separately).
+        """
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
+        self = unelaborated(cls, weights, bias, in_bits=in_bits, in_signed=in_signed,
+                            weight_bits=weight_bits, weight_signed=weight_signed, pe=pe,
+                            multiplier=multiplier, acc_bits=acc_bits, mul_style=mul_style)
+        return self._cost(family)
+
+    def _cost(self, family):
+        c, k, pe, lo = self.channels, self.taps, self.pe, self.lanes_out
+        nf = c // pe
+        ab, wb, ib = self.acc_bits, self.weight_bits, self.in_bits
+        words = nf * k
+        pw = wb + ib
+        small, large = min(wb, ib), max(wb, ib)
+        # LUT4 equivalents, least-squares fit to Yosys synth_ecp5 stat (9 instances, 1..16 lanes,
+        # 1..8-bit operands, within 30 %): accumulators with their first/bias mux (~2 per bit),
+        # the constant ROMs (partly absorbed), shift-and-add products, control
+        prod = lo * small * small * (small + large) / 2 if self.style == "lut" else 0
+        rom_ebr, rom_lut = _rom_cost(words, lo * wb)
+        bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
+        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + 0.93 * prod + 74
+        ff = (2 * pe * ib + lo * ab + lo * (2 * pw if self.style == "dsp" else pw)
+              + (lo * wb if self.style == "dsp" else 0) + 4 * self.pipeline_stages()
+              + 2 * (k.bit_length() + nf.bit_length()) + 10)
+        if family == "ice40":
+            lut *= 1.1
+        dsp = lo * n_dsp(wb, self.weight_signed, ib, self.in_signed) if self.style == "dsp" else 0
+        return Cost(cycles=nf * k, latency=k - 1 + self.pipeline_stages(), lut=int(round(lut)),
+                    ff=int(ff), dsp=dsp, ebr=rom_ebr + bias_ebr)
+
+
+def _rom_cost(depth, width):
+    """(EBR blocks, LUT4 equivalents) of a constant ROM as Yosys maps it on ECP5 (logic up to
+    64 words or 2 kbit, block RAM beyond: checked on 72x64 -> 2 EBR, 144x4 -> logic)."""
+    if depth <= 1:
+        return 0, 0
+    if depth <= 64 or depth * width <= 2048:
+        return 0, int(1.4 * width * -(-depth // 16))
+    best = min(-(-width // dw) * -(-depth // dd)
+               for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)))
+    return best, 0
+
+
+def bench_config():
+    """Bench entries ``[(name, factory, feeds, expect)]``: a 3x3 depthwise layer of 32 channels."""
+    rng = np.random.default_rng(3)
+    c, k, pe = 32, 9, 8
+    w = rng.integers(-128, 128, size=(c, k))
+    b = rng.integers(-1000, 1000, size=c)
+    pixels = 16
+    x = rng.integers(0, 256, size=(pixels * c // pe * k, pe))
+
+    def factory():
+        return DepthwiseUnit(w, b, in_bits=8, in_signed=False, weight_bits=8, weight_signed=True, pe=pe)
+    return [("depthwise_3x3_c32_pe8", factory, {"i": x}, {"o": pixels * c // pe})]
