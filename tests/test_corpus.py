@@ -19,7 +19,7 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 
 import onnx2hw
-from _oracle import spec_session
+from _oracle import run_kernels, spec_session
 from _paths import ROOT
 from onnx2hw.cli import main
 from onnx2hw.golden.integer import execute_integer
@@ -354,7 +354,7 @@ def _words(exc: BaseException) -> str:
 # ------------------------------------------------------------------ oracles
 
 
-class _QGemm(OpRun):
+class QGemm(OpRun):  # onnx.reference takes the op type from the class name
     """com.microsoft QGemm from its contrib-op documentation: Y = alpha * (A - a_zp)(B - b_zp)
     a_scale b_scale + C a_scale b_scale (C int32 bias, zero point 0); quantized with (y_scale,
     y_zp) when given (round half to even, saturate), else float. Integer products in int64."""
@@ -377,7 +377,7 @@ class _QGemm(OpRun):
         return (np.clip(q, info.min, info.max).astype(y_zp.dtype),)
 
 
-class _QLinearSoftmax(OpRun):
+class QLinearSoftmax(OpRun):
     """com.microsoft QLinearSoftmax from its documentation: quantize(softmax(dequantize(X)))
     along ``axis`` (float32 softmax; round half to even, saturate)."""
     op_domain = "com.microsoft"
@@ -422,7 +422,7 @@ def _oracle(name: str, feeds: dict) -> dict[str, np.ndarray]:
     else:
         model = onnx.load(CORPUS / name)
     if any(n.domain == "com.microsoft" for n in model.graph.node):
-        ev = ReferenceEvaluator(model, new_ops=[_QGemm, _QLinearSoftmax])
+        ev = ReferenceEvaluator(model, new_ops=[QGemm, QLinearSoftmax])
         ys = _batched(lambda f: ev.run(None, f), feeds, batch)
     else:
         sess = spec_session(model)
@@ -442,6 +442,34 @@ def _assert_close(name: str, got: dict, want: dict) -> None:
             tol = 1e-6 * max(float(np.abs(w).max()), np.finfo(np.float32).tiny)
             np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=0, atol=tol,
                                        err_msg=f"{name}: output {k!r} (1e-6 of its largest magnitude)")
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in ENTRIES.items() if e["kind"] == "quantized"))
+def test_oracle_of_quantized_file_agrees_with_its_framework(name):
+    """The oracles need no onnx2hw: each quantized file's runs and agrees with what the exporting
+    framework computed (so a model that starts passing meets a working oracle). Tolerances:
+    Brevitas' own outputs 1e-5 of the largest magnitude (the qonnx executor and PyTorch sum in
+    different orders); TFLite's interpreter one int8 step; onnxruntime's own integer kernels one
+    output step (not exact, see _oracle); the float model a quantized one came from, 5 % of its
+    largest magnitude (8-bit quantization error)."""
+    e = ENTRIES[name]
+    feeds = _inputs(name)
+    outs = _oracle(name, feeds)
+    assert list(outs) == [o["name"] for o in e["outputs"]] and len(outs) == 1
+    y = next(iter(outs.values())).astype(np.float64)
+    d = _data(e)
+    if e["family"] == "brevitas":
+        ref = d["output"][:SAMPLES]
+        assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+    elif e["inputs"][0]["dtype"] == "int8":
+        assert np.abs(y - d["output_tflite_int8"][:SAMPLES]).max() <= 1
+    else:
+        ref = d["output"][:SAMPLES]
+        assert np.abs(y - ref).max() <= 0.05 * np.abs(ref).max()
+        if any(n.domain == "com.microsoft" for n in onnx.load(CORPUS / name).graph.node):
+            k = run_kernels(str(CORPUS / name), feeds)[0]
+            step = np.abs(np.diff(np.unique(k))).min() if np.unique(k).size > 1 else 1.0
+            assert np.abs(y - k).max() <= step * 1.001
 
 
 # ------------------------------------------------------------------ the tests
