@@ -299,32 +299,62 @@ def _strip_doc(model):
     return model
 
 
-def tidy(path: Path) -> None:
+def _role(n, k: int, fallback: str) -> str:
+    """The name the op's schema gives input ``k`` of node ``n`` (the last one for variadic inputs)."""
+    try:
+        inputs = onnx.defs.get_schema(n.op_type, n.domain).inputs
+        return inputs[min(k, len(inputs) - 1)].name
+    except Exception:  # noqa: BLE001 - no schema (custom domain): the exporter's word
+        return fallback
+
+
+def tidy(path: Path, tf2onnx: bool = False) -> None:
     """Keep the exported graph as written, made repeatable: drop source text and stray external
     data files, give tf2onnx's run-dependent initializer names (``const_fold_opt__N``,
-    ``scale__N``) a name from their consumer, sort the initializers by name, serialize deterministically."""
+    ``scale__N``) a name from their consumer, sort the initializers by name, serialize deterministically.
+
+    ``tf2onnx``: also the rest of what tf2onnx names differently from run to run: an initializer
+    several nodes read (tf2onnx keeps one of equal constants, under the name of whichever it met
+    first) is named after its first reader, and the global counters in names (``__N``) are
+    renumbered in order of appearance (node order, which is stable)."""
     import re
     model = _strip_doc(onnx.load(path))
     g = model.graph
     renames, inits = {}, {t.name for t in g.initializer}
+    readers = collections.Counter(i for n in g.node for i in n.input)
     for n in g.node:
         for k, i in enumerate(n.input):
             m = re.fullmatch(r"([A-Za-z_]+?)_*__\d+", i)
+            if tf2onnx and not m and i in inits and i not in renames and (readers[i] > 1 or "__" in i):
+                renames[i] = f"{n.name}/{_role(n, k, 'const')}{k}"
             if m and i in inits and i not in renames:
                 # named after the consumer's input (tf2onnx shares one tensor between equal
                 # constants, e.g. a Slice's starts and axes, under either name from run to run)
-                try:
-                    role = onnx.defs.get_schema(n.op_type, n.domain).inputs[min(k, len(
-                        onnx.defs.get_schema(n.op_type, n.domain).inputs) - 1)].name
-                except Exception:  # noqa: BLE001 - no schema (custom domain): the exporter's word
-                    role = m.group(1)
-                renames[i] = f"{n.name}/{role}{k}"
+                renames[i] = f"{n.name}/{_role(n, k, m.group(1))}{k}"
     if renames:
         for t in g.initializer:
             t.name = renames.get(t.name, t.name)
         for n in g.node:
             for k, i in enumerate(n.input):
                 n.input[k] = renames.get(i, i)
+    if tf2onnx:
+        numbers: dict[str, str] = {}
+        ends = {v.name for v in list(g.input) + list(g.output)}
+
+        def canon(name: str) -> str:
+            if name in ends:
+                return name
+            return re.sub(r"__(\d+)", lambda mm: "__" + numbers.setdefault(mm.group(1), str(len(numbers))), name)
+        for n in g.node:
+            n.name = canon(n.name)
+            for k, i in enumerate(n.input):
+                n.input[k] = canon(i)
+            for k, o in enumerate(n.output):
+                n.output[k] = canon(o)
+        for t in g.initializer:
+            t.name = canon(t.name)
+        for v in g.value_info:
+            v.name = canon(v.name)
     inits = sorted(g.initializer, key=lambda t: t.name)
     del g.initializer[:]
     g.initializer.extend(inits)
@@ -626,7 +656,8 @@ def build_ort():
         calib = np.load(HERE / f"torch_{name}.npz")["input"]
         ftag = "qdq" if fmt == QuantFormat.QDQ else "qop"
         fname = f"ort_{name}_{ftag}{'_perchannel' if per_channel else ''}.onnx"
-        with tempfile.TemporaryDirectory() as tmp, quiet():
+        # in a scratch folder: the symbolic shape inference leaves files in the working directory
+        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp), quiet():
             pre = Path(tmp) / "pre.onnx"
             # its symbolic shape inference cannot follow Resize's computed sizes: skipped, as its error advises
             quant_pre_process(str(src), str(pre), skip_symbolic_shape=name in _ORT_SKIP_SYMBOLIC)
@@ -910,7 +941,7 @@ def build_keras():
         if "tf2onnx" in variants:
             with quiet():
                 tf2onnx.convert.from_function(fn, input_signature=spec, opset=13, output_path=str(HERE / fname))
-            tidy(HERE / fname)
+            tidy(HERE / fname, tf2onnx=True)
             record(fname, "keras", "float", "tf2onnx.convert.from_function", tv,
                    "Keras 3 model called in a tf.function, opset=13, batch dynamic", data=data,
                    notes=build.__doc__ or "")
@@ -961,7 +992,7 @@ def _tflite_to_onnx(tf2onnx, tflite: bytes, fname: str) -> None:
         p = Path(tmp) / "m.tflite"
         p.write_bytes(tflite)
         tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
-    tidy(HERE / fname)
+    tidy(HERE / fname, tf2onnx=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -184,7 +184,7 @@ FAILS: dict[str, tuple[str, str]] = {
     'brevitas_tfc_w2a2_ts.onnx': ('UnsupportedError', '5 node(s) not supported by the hardware path: /features.2/Transpose (Transpose), /features.6/Transpose (Transpose), /fea'),
     'brevitas_tfc_w4a4_clean.onnx': ('UnsupportedError', "node 'Sub_1' (Sub): Sub is only supported as scaling of a model input by a constant (folded into the host-side input qua"),
     'brevitas_tfc_w4a4_raw.onnx': ('UnsupportedError', "node 'node_sub_1' (Sub): Sub is only supported as scaling of a model input by a constant (folded into the host-side inpu"),
-    'keras_cnn_softmax_tf2onnx.onnx': ('UnsupportedError', '7 node(s) not supported by the hardware path: sequential_1/conv2d_1/BiasAdd__6 (Transpose), Transpose__34 (Transpose), S'),
+    'keras_cnn_softmax_tf2onnx.onnx': ('UnsupportedError', '7 node(s) not supported by the hardware path: sequential_1/conv2d_1/BiasAdd__0 (Transpose), Transpose__1 (Transpose), Sh'),
     'keras_conv1d_tf2onnx.onnx': ('UnsupportedError', '6 node(s) not supported by the hardware path: sequential_3_1/conv1d_1/convolution/ExpandDims (Unsqueeze), sequential_3_1'),
     'keras_dscnn_tf2onnx.onnx': ('UnsupportedError', '1 node(s) not supported by the hardware path: sequential_2_1/dense_4_1/Softmax (Softmax)'),
     'keras_mlp_softmax_tf2onnx.onnx': ('UnsupportedError', '1 node(s) not supported by the hardware path: sequential_1_1/dense_3_1/Softmax (Softmax)'),
