@@ -137,17 +137,50 @@ def patterns(model) -> list[str]:
         if n is not None:
             tail_ops.append(n.op_type)
     for op, what in (("Softmax", "trailing Softmax"), ("QLinearSoftmax", "trailing QLinearSoftmax"), ("LogSoftmax", "trailing LogSoftmax"),
-                     ("Sigmoid", "Sigmoid head"), ("LeakyRelu", "LeakyRelu head")):
+                     ("Sigmoid", "Sigmoid head"), ("LeakyRelu", "LeakyRelu head"), ("ArgMax", "ArgMax head"),
+                     ("TopK", "TopK head")):
         if op in tail_ops:
             found.append(what)
     if ops.count("LeakyRelu") > tail_ops.count("LeakyRelu"):
         found.append("LeakyRelu activations")
+    acts = [op for op in ("Selu", "Elu", "HardSigmoid", "HardSwish", "PRelu", "Tanh", "Sigmoid")
+            if ops.count(op) > tail_ops.count(op)]
+    if acts:
+        found.append("activations " + ", ".join(acts))
+    shapes = {vi.name: _dims(vi) for vi in list(g.value_info) + list(g.input) + list(g.output)}
+    for n in g.node:
+        if n.op_type in ("Conv", "ConvInteger", "QLinearConv"):
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+            w = n.input[3 if n.op_type == "QLinearConv" else 1]
+            wshape = list(consts[w].shape) if w in consts else shapes.get(w)
+            if wshape is None and w in producers and producers[w].op_type == "DequantizeLinear":
+                src = producers[w].input[0]
+                wshape = list(consts[src].shape) if src in consts else None
+            if attrs.get("group", 1) > 1:
+                found.append("depthwise Conv (group=C)" if wshape and wshape[1] == 1 else "grouped Conv")
+            if wshape and len(wshape) == 3:
+                found.append("1-D Conv")
+        if n.op_type in ("MaxPool", "AveragePool") and len(
+                next(onnx.helper.get_attribute_value(a) for a in n.attribute if a.name == "kernel_shape")) == 1:
+            found.append(f"1-D {n.op_type}")
+        if n.op_type == "Clip":
+            found.append("Clip (ReLU6)")
+        def computed(v):  # not a constant, nor a constant read through DequantizeLinear
+            src = producers.get(v)
+            return v not in consts and not (src is not None and src.op_type == "DequantizeLinear"
+                                            and src.input[0] in consts)
+        if (n.op_type == "Add" and all(computed(i) for i in n.input)) or \
+                (n.op_type == "QLinearAdd" and computed(n.input[0]) and computed(n.input[3])):
+            found.append("residual Add (two computed inputs)")
+        if n.op_type == "Resize":
+            mode = next((onnx.helper.get_attribute_value(a) for a in n.attribute if a.name == "mode"), b"nearest")
+            found.append(f"Resize ({mode.decode()})")
     if "Transpose" in ops:
         found.append(f"Transpose x{ops.count('Transpose')} (NHWC layout)" if any(
             d == 3 and vi["shape"][-1] in (1, 3) for vi in ins for d in [len(vi["shape"]) - 1]) else
             f"Transpose x{ops.count('Transpose')}")
     for op in ("Squeeze", "Unsqueeze", "Flatten", "Shape", "Gather", "Concat", "Expand", "Identity",
-               "BatchNormalization", "MatMul", "Cast", "Div", "Pad"):
+               "BatchNormalization", "MatMul", "Cast", "Div", "Pad", "ReduceMean", "Upsample"):
         if op in ops:
             found.append(op)
     for n in g.node:
@@ -181,6 +214,12 @@ def patterns(model) -> list[str]:
         found.append("onnx.brevitas domain")
     if "BipolarQuant" in ops:
         found.append("BipolarQuant (bipolar activations/weights)")
+    for n in g.node:
+        if n.op_type == "Quant" and n.input[1] in consts and consts[n.input[1]].size > 1:
+            found.append("per-channel weight scales" if n.input[0] in consts else "per-channel activation scales")
+    for vi in outs:
+        if vi["name"] in producers and producers[vi["name"]].op_type in ("Quant", "BipolarQuant"):
+            found.append("graph ends in a quantizer (output Quant)")
     # the first quantizer reached from the graph input (through Reshape, Mul, Sub, ...)
     frontier, seen_n = [vi["name"] for vi in ins], set()
     while frontier:
@@ -260,25 +299,62 @@ def _strip_doc(model):
     return model
 
 
-def tidy(path: Path) -> None:
+def _role(n, k: int, fallback: str) -> str:
+    """The name the op's schema gives input ``k`` of node ``n`` (the last one for variadic inputs)."""
+    try:
+        inputs = onnx.defs.get_schema(n.op_type, n.domain).inputs
+        return inputs[min(k, len(inputs) - 1)].name
+    except Exception:  # noqa: BLE001 - no schema (custom domain): the exporter's word
+        return fallback
+
+
+def tidy(path: Path, tf2onnx: bool = False) -> None:
     """Keep the exported graph as written, made repeatable: drop source text and stray external
     data files, give tf2onnx's run-dependent initializer names (``const_fold_opt__N``,
-    ``scale__N``) a name from their consumer, sort the initializers by name, serialize deterministically."""
+    ``scale__N``) a name from their consumer, sort the initializers by name, serialize deterministically.
+
+    ``tf2onnx``: also the rest of what tf2onnx names differently from run to run: an initializer
+    several nodes read (tf2onnx keeps one of equal constants, under the name of whichever it met
+    first) is named after its first reader, and the global counters in names (``__N``) are
+    renumbered in order of appearance (node order, which is stable)."""
     import re
     model = _strip_doc(onnx.load(path))
     g = model.graph
     renames, inits = {}, {t.name for t in g.initializer}
+    readers = collections.Counter(i for n in g.node for i in n.input)
     for n in g.node:
         for k, i in enumerate(n.input):
             m = re.fullmatch(r"([A-Za-z_]+?)_*__\d+", i)
+            if tf2onnx and not m and i in inits and i not in renames and (readers[i] > 1 or "__" in i):
+                renames[i] = f"{n.name}/{_role(n, k, 'const')}{k}"
             if m and i in inits and i not in renames:
-                renames[i] = f"{n.name}/{m.group(1)}{k}"
+                # named after the consumer's input (tf2onnx shares one tensor between equal
+                # constants, e.g. a Slice's starts and axes, under either name from run to run)
+                renames[i] = f"{n.name}/{_role(n, k, m.group(1))}{k}"
     if renames:
         for t in g.initializer:
             t.name = renames.get(t.name, t.name)
         for n in g.node:
             for k, i in enumerate(n.input):
                 n.input[k] = renames.get(i, i)
+    if tf2onnx:
+        numbers: dict[str, str] = {}
+        ends = {v.name for v in list(g.input) + list(g.output)}
+
+        def canon(name: str) -> str:
+            if name in ends:
+                return name
+            return re.sub(r"__(\d+)", lambda mm: "__" + numbers.setdefault(mm.group(1), str(len(numbers))), name)
+        for n in g.node:
+            n.name = canon(n.name)
+            for k, i in enumerate(n.input):
+                n.input[k] = canon(i)
+            for k, o in enumerate(n.output):
+                n.output[k] = canon(o)
+        for t in g.initializer:
+            t.name = canon(t.name)
+        for v in g.value_info:
+            v.name = canon(v.name)
     inits = sorted(g.initializer, key=lambda t: t.name)
     del g.initializer[:]
     g.initializer.extend(inits)
@@ -352,9 +428,131 @@ def torch_models():
         def forward(self, x):
             return self.act(self.fc(torch.flatten(self.features(x), 1)))
 
+    class DSCNN(nn.Module):
+        """Keyword-spotting DS-CNN (MobileNet style) on 1x16x10 MFCC frames: Conv-BN-ReLU, two
+        depthwise-separable blocks (depthwise Conv group=C, BN, ReLU/ReLU6; pointwise Conv, BN,
+        ReLU/ReLU6), global average pool, Linear, Softmax."""
+        def __init__(self):
+            super().__init__()
+            c = 16
+            self.stem = nn.Sequential(nn.Conv2d(1, c, (5, 3), stride=2, padding=(2, 1)), nn.BatchNorm2d(c), nn.ReLU())
+            self.blocks = nn.Sequential(
+                nn.Conv2d(c, c, 3, padding=1, groups=c), nn.BatchNorm2d(c), nn.ReLU(),
+                nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU(),
+                nn.Conv2d(c, c, 3, padding=1, groups=c), nn.BatchNorm2d(c), nn.ReLU6(),
+                nn.Conv2d(c, c, 1), nn.BatchNorm2d(c), nn.ReLU6())
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10), nn.Softmax(dim=1))
+
+        def forward(self, x):
+            return self.head(self.blocks(self.stem(x)))
+
+    class ResNet(nn.Module):
+        """Small ResNet on 3x16x16: stem, an identity residual block (Add skip), a strided block
+        with a 1x1 projection on the skip, global average pool, Linear, Softmax."""
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+            self.b1 = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                    nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8))
+            self.b2 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                                    nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+            self.proj = nn.Sequential(nn.Conv2d(8, 16, 1, stride=2), nn.BatchNorm2d(16))
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10), nn.Softmax(dim=1))
+
+        def forward(self, x):
+            h = self.stem(x)
+            h = torch.relu(self.b1(h) + h)
+            h = torch.relu(self.b2(h) + self.proj(h))
+            return self.head(h)
+
+    class ConcatBranch(nn.Module):
+        """Inception-style: a 1x1 and a 3x3 conv branch on 1x8x8 concatenated along channels,
+        MaxPool, Conv, MaxPool, Flatten, Linear (logits)."""
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(1, 4, 1)
+            self.b = nn.Conv2d(1, 4, 3, padding=1)
+            self.rest = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Flatten(), nn.Linear(32, 10))
+
+        def forward(self, x):
+            return self.rest(torch.cat([torch.relu(self.a(x)), torch.relu(self.b(x))], dim=1))
+
+    class UNet(nn.Module):
+        """One-level U-Net on 1x16x16: encoder Conv-ReLU, MaxPool, Conv-ReLU, nearest Upsample x2,
+        Concat skip with the encoder, Conv-ReLU, 1x1 Conv to one output map (logits)."""
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU())
+            self.mid = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
+                                     nn.Upsample(scale_factor=2, mode="nearest"))
+            self.dec = nn.Sequential(nn.Conv2d(24, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 1, 1))
+
+        def forward(self, x):
+            e = self.enc(x)
+            return self.dec(torch.cat([self.mid(e), e], dim=1))
+
+    class Conv1dKWS(nn.Module):
+        """1-D conv net for keyword spotting on 10 MFCC x 32 frames: Conv1d-BN-ReLU, MaxPool1d,
+        Conv1d-ReLU, AvgPool1d, Flatten, Linear, LogSoftmax."""
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(
+                nn.Conv1d(10, 16, 3, padding=1), nn.BatchNorm1d(16), nn.ReLU(), nn.MaxPool1d(2),
+                nn.Conv1d(16, 16, 3, padding=1), nn.ReLU(), nn.AvgPool1d(2),
+                nn.Flatten(), nn.Linear(128, 8), nn.LogSoftmax(dim=1))
+
+        def forward(self, x):
+            return self.net(x)
+
+    class ActMLP(nn.Module):
+        """MLP with SELU, ELU, PReLU (per channel), Tanh activations."""
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.SELU(), nn.Linear(32, 32), nn.ELU(),
+                                     nn.Linear(32, 32), nn.PReLU(32), nn.Linear(32, 32), nn.Tanh(),
+                                     nn.Linear(32, 5))
+
+        def forward(self, x):
+            return self.net(x)
+
+    class ActCNN(nn.Module):
+        """CNN on 3x8x8 with HardSwish, ReLU6 (Clip), HardSigmoid, LeakyReLU(0.2); global average
+        pool, Linear (logits)."""
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1), nn.Hardswish(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU6(),
+                nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1), nn.Hardsigmoid(),
+                nn.Conv2d(8, 8, 3, padding=1), nn.LeakyReLU(0.2),
+                nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+        def forward(self, x):
+            return self.net(x)
+
+    class MLPArgMax(nn.Module):
+        """MLP classifier returning the class index: torch.argmax(logits, dim=1) (int64 output)."""
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 5))
+
+        def forward(self, x):
+            return torch.argmax(self.net(x), dim=1)
+
+    class CNNTopK(nn.Module):
+        """Small CNN on 1x8x8 returning torch.topk(logits, 3): values and int64 indices."""
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                     nn.Flatten(), nn.Linear(128, 10))
+
+        def forward(self, x):
+            v, i = torch.topk(self.net(x), 3, dim=1)
+            return v, i
+
     def randomize_bn(model):
         for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
+            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
                 m.weight.data.uniform_(0.5, 1.5)
@@ -367,6 +565,15 @@ def torch_models():
         "view_squeeze": (ViewSqueeze, (1, 8, 8)),
         "mlp_sigmoid": (MLPSigmoid, (16,)),
         "cnn3_leaky": (CNNLeaky, (3, 16, 16)),
+        "dscnn": (DSCNN, (1, 16, 10)),
+        "resnet": (ResNet, (3, 16, 16)),
+        "concat_branch": (ConcatBranch, (1, 8, 8)),
+        "unet": (UNet, (1, 16, 16)),
+        "conv1d_kws": (Conv1dKWS, (10, 32)),
+        "act_mlp": (ActMLP, (16,)),
+        "act_cnn": (ActCNN, (3, 8, 8)),
+        "mlp_argmax": (MLPArgMax, (16,)),
+        "cnn_topk": (CNNTopK, (1, 8, 8)),
     }, randomize_bn
 
 
@@ -377,14 +584,20 @@ def build_torch():
     print(f"PyTorch {ver}")
     built = {}
     plan = {"mlp_softmax": ("dynamic", 1, 3), "cnn_softmax": ("dynamic", 1, 3),
-            "view_squeeze": ("dynamic", 1, 3), "mlp_sigmoid": ("dynamic",), "cnn3_leaky": ("dynamic",)}
+            "view_squeeze": ("dynamic", 1, 3), "mlp_sigmoid": ("dynamic",), "cnn3_leaky": ("dynamic",),
+            "dscnn": ("dynamic", 1, 3), "resnet": ("dynamic", 1), "concat_branch": ("dynamic",),
+            "unet": ("dynamic", 1), "conv1d_kws": ("dynamic", 1, 3), "act_mlp": ("dynamic",),
+            "act_cnn": ("dynamic",), "mlp_argmax": ("dynamic",), "cnn_topk": ("dynamic",)}
     for name, (cls, shape) in models.items():
         seed_all(SEED + len(built))
         model = randomize_bn(cls()).eval()
         x = torch.rand(32, *shape)
         with torch.no_grad():
             y = model(x)
-        data = save_npz(f"torch_{name}.npz", input=x.numpy(), output=y.numpy())
+        # a model returning several tensors (TopK's values and indices): output, output_1, ...
+        ys = y if isinstance(y, tuple) else (y,)
+        out_names = ["output"] + [f"output_{k}" for k in range(1, len(ys))]
+        data = save_npz(f"torch_{name}.npz", input=x.numpy(), **{n: v.numpy() for n, v in zip(out_names, ys)})
         built[name] = data
         for dynamo in (False, True):
             for batch in plan[name]:
@@ -392,13 +605,13 @@ def build_torch():
                 btag = "dyn" if batch == "dynamic" else f"b{batch}"
                 fname = f"torch_{name}_{tag}_{btag}.onnx"
                 example = torch.rand(2 if batch == "dynamic" else batch, *shape)
-                kwargs = dict(input_names=["input"], output_names=["output"], dynamo=dynamo)
+                kwargs = dict(input_names=["input"], output_names=out_names, dynamo=dynamo)
                 if dynamo:
                     kwargs["external_data"] = False
                     if batch == "dynamic":
                         kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch")},)
                 elif batch == "dynamic":
-                    kwargs["dynamic_axes"] = {"input": {0: "batch"}, "output": {0: "batch"}}
+                    kwargs["dynamic_axes"] = {n: {0: "batch"} for n in ["input", *out_names]}
                 with quiet():
                     torch.onnx.export(model, (example,), str(HERE / fname), **kwargs)
                 tidy(HERE / fname)
@@ -416,6 +629,9 @@ def build_torch():
 # 2. onnxruntime quantize_static (QDQ and QOperator) of two PyTorch float models
 
 
+_ORT_SKIP_SYMBOLIC = ("unet",)
+
+
 def build_ort():
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_static)
@@ -431,22 +647,28 @@ def build_ort():
 
     jobs = [("mlp_softmax", QuantFormat.QDQ, False), ("mlp_softmax", QuantFormat.QOperator, False),
             ("cnn_softmax", QuantFormat.QDQ, False), ("cnn_softmax", QuantFormat.QOperator, False),
-            ("cnn_softmax", QuantFormat.QDQ, True)]
+            ("cnn_softmax", QuantFormat.QDQ, True),
+            ("dscnn", QuantFormat.QDQ, False), ("dscnn", QuantFormat.QDQ, True), ("resnet", QuantFormat.QDQ, False),
+            ("concat_branch", QuantFormat.QDQ, False), ("unet", QuantFormat.QDQ, False),
+            ("conv1d_kws", QuantFormat.QDQ, False)]
     for name, fmt, per_channel in jobs:
         src = HERE / f"torch_{name}_ts_dyn.onnx"
         calib = np.load(HERE / f"torch_{name}.npz")["input"]
         ftag = "qdq" if fmt == QuantFormat.QDQ else "qop"
         fname = f"ort_{name}_{ftag}{'_perchannel' if per_channel else ''}.onnx"
-        with tempfile.TemporaryDirectory() as tmp, quiet():
+        # in a scratch folder: the symbolic shape inference leaves files in the working directory
+        with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp), quiet():
             pre = Path(tmp) / "pre.onnx"
-            quant_pre_process(str(src), str(pre))
+            # its symbolic shape inference cannot follow Resize's computed sizes: skipped, as its error advises
+            quant_pre_process(str(src), str(pre), skip_symbolic_shape=name in _ORT_SKIP_SYMBOLIC)
             quantize_static(str(pre), str(HERE / fname), Reader(calib), quant_format=fmt,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                             per_channel=per_channel)
         tidy(HERE / fname)
         opts = (f"quantize_static(quant_format={'QDQ' if fmt == QuantFormat.QDQ else 'QOperator'}, "
                 f"activation QUInt8, weight QInt8, per_channel={per_channel}, MinMax, "
-                f"32 random samples) after quant_pre_process, from torch_{name}_ts_dyn.onnx")
+                f"32 random samples) after quant_pre_process"
+                f"{'(skip_symbolic_shape=True)' if name in _ORT_SKIP_SYMBOLIC else ''}, from torch_{name}_ts_dyn.onnx")
         record(fname, "onnxruntime", "quantized", "onnxruntime.quantization", ort.__version__, opts,
                data=f"torch_{name}.npz")
 
@@ -458,6 +680,7 @@ def build_ort():
 def build_brevitas():
     import torch
     import brevitas
+    import brevitas.nn as qnn
     from brevitas.export import export_qonnx
     from brevitas_examples.bnn_pynq.models import CNV as cnv_mod
     from brevitas_examples.bnn_pynq.models.FC import FC
@@ -471,6 +694,35 @@ def build_brevitas():
     cnv_mod.INTERMEDIATE_FC_FEATURES = [(32, 64), (64, 64)]
     cnv_mod.LAST_FC_IN_FEATURES = 64
 
+    def qcnn(per_channel: bool, out_quant: bool):
+        from brevitas.quant import Int8ActPerTensorFloat
+        c = dict(scaling_per_output_channel=True, per_channel_broadcastable_shape=(1, 8, 1, 1),
+                 scaling_stats_permute_dims=(1, 0, 2, 3)) if per_channel else {}
+        w = dict(weight_bit_width=4, weight_scaling_per_output_channel=per_channel)
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inp = qnn.QuantIdentity(bit_width=8, return_quant_tensor=True)
+                self.c1 = qnn.QuantConv2d(1, 8, 3, padding=1, **w)
+                self.r1 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True, **c)
+                self.c2 = qnn.QuantConv2d(8, 16, 3, padding=1, **w)
+                self.r2 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+                self.fc = qnn.QuantLinear(64, 10, bias=True, **w,
+                                          output_quant=Int8ActPerTensorFloat if out_quant else None)
+                self.pool = torch.nn.MaxPool2d(2)
+
+            def forward(self, x):
+                h = self.pool(self.r1(self.c1(self.inp(x))))
+                h = self.pool(self.r2(self.c2(h)))
+                return self.fc(torch.flatten(h, 1))
+        Net.__doc__ = ("QuantIdentity (int8 input), QuantConv2d 4-bit + QuantReLU 4-bit x2 with MaxPool, "
+                       "QuantLinear 4-bit on 1x8x8; " +
+                       ("per-channel weight scales and a per-channel activation scale (first QuantReLU); float "
+                        "last layer" if per_channel else
+                        "per-tensor scales; the last layer has an int8 output quantizer (the graph ends in Quant)"))
+        return Net()
+
     def randomize(model):
         for m in model.modules():
             if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
@@ -482,6 +734,32 @@ def build_brevitas():
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
         return model.eval()
+
+    def export(model, shape, stem, notes, ts=False):
+        """``model``'s sample data, raw export, qonnx cleanup (and TorchScript export if ``ts``)."""
+        x = torch.rand(16, *shape[1:])
+        with torch.no_grad():
+            y = model(x)
+        data = save_npz(f"{stem}.npz", input=x.numpy(), output=y.numpy())
+        raw = f"{stem}_raw.onnx"
+        with quiet():
+            export_qonnx(model, torch.rand(*shape), export_path=str(HERE / raw))
+        tidy(HERE / raw)
+        record(raw, "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
+               "export_qonnx default (dynamo exporter under torch 2.13), batch fixed 1", data=data, notes=notes)
+        clean = f"{stem}_clean.onnx"
+        with quiet():
+            cleanup(str(HERE / raw), out_file=str(HERE / clean))
+        tidy(HERE / clean)
+        record(clean, "brevitas", "quantized", "brevitas export_qonnx + qonnx.util.cleanup",
+               f"brevitas {ver}, qonnx {qver}", f"qonnx cleanup of {raw}", data=data)
+        if ts:
+            fts = f"{stem}_ts.onnx"
+            with quiet():
+                export_qonnx(model, torch.rand(*shape), export_path=str(HERE / fts), dynamo=False)
+            tidy(HERE / fts)
+            record(fts, "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
+                   "export_qonnx(dynamo=False): TorchScript exporter, batch fixed 1", data=data)
 
     widths = [(1, 1), (1, 2), (2, 2), (4, 4)]
     for topo in ("tfc", "cnv"):
@@ -496,30 +774,16 @@ def build_brevitas():
                 model = cnv_mod.CNV(num_classes=10, weight_bit_width=wb, act_bit_width=ab, in_bit_width=8, in_ch=3)
                 shape = (1, 3, 16, 16)
             randomize(model)
-            x = torch.rand(16, *shape[1:])
-            with torch.no_grad():
-                y = model(x)
-            data = save_npz(f"brevitas_{topo}_w{wb}a{ab}.npz", input=x.numpy(), output=y.numpy())
-            raw = f"brevitas_{topo}_w{wb}a{ab}_raw.onnx"
-            with quiet():
-                export_qonnx(model, torch.rand(*shape), export_path=str(HERE / raw))
-            tidy(HERE / raw)
-            record(raw, "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
-                   "export_qonnx default (dynamo exporter under torch 2.13), batch fixed 1", data=data,
-                   notes=f"brevitas_examples.bnn_pynq {'FC (TFC)' if topo == 'tfc' else 'CNV (shrunk)'}")
-            clean = f"brevitas_{topo}_w{wb}a{ab}_clean.onnx"
-            with quiet():
-                cleanup(str(HERE / raw), out_file=str(HERE / clean))
-            tidy(HERE / clean)
-            record(clean, "brevitas", "quantized", "brevitas export_qonnx + qonnx.util.cleanup",
-                   f"brevitas {ver}, qonnx {qver}", f"qonnx cleanup of {raw}", data=data)
-            if topo == "tfc" and (wb, ab) == (2, 2):
-                ts = f"brevitas_{topo}_w{wb}a{ab}_ts.onnx"
-                with quiet():
-                    export_qonnx(model, torch.rand(*shape), export_path=str(HERE / ts), dynamo=False)
-                tidy(HERE / ts)
-                record(ts, "brevitas", "quantized", "brevitas.export.export_qonnx", ver,
-                       "export_qonnx(dynamo=False): TorchScript exporter, batch fixed 1", data=data)
+            export(model, shape, f"brevitas_{topo}_w{wb}a{ab}",
+                   f"brevitas_examples.bnn_pynq {'FC (TFC)' if topo == 'tfc' else 'CNV (shrunk)'}",
+                   ts=topo == "tfc" and (wb, ab) == (2, 2))
+
+    # hand-written Brevitas nets: QuantIdentity input quantizer, QuantConv2d + QuantReLU, QuantLinear
+    for stem, per_channel, out_quant in (("brevitas_qcnn_perchannel", True, False),
+                                         ("brevitas_qcnn_outquant", False, True)):
+        seed_all(SEED + 300 + len(stem))
+        model = qcnn(per_channel, out_quant).eval()
+        export(model, (1, 1, 8, 8), stem, model.__doc__)
 
     # older exports: domain onnx.brevitas, and the custom domain missing from opset_import
     m = onnx.load(HERE / "brevitas_tfc_w1a1_raw.onnx")
@@ -545,6 +809,45 @@ def build_brevitas():
         record(dst, "brevitas", "quantized", "brevitas export_qonnx + qonnx.util.cleanup", f"brevitas {ver}",
                f"{src} with the QONNX domain removed from opset_import (as older exports have)",
                data=src.replace("_clean.onnx", ".npz"), check=False)
+    qonnx_oracles()
+
+
+def qonnx_oracles():
+    """The qonnx executor's outputs for every Brevitas file's inputs, added to its ``.npz``: the
+    independent oracle of tests/test_corpus.py. ``oracle`` is the first file's (the raw export);
+    a file sharing the ``.npz`` whose outputs differ from it in any bit gets ``oracle_<stem>``."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    def run(fname, x):
+        model = ModelWrapper(str(HERE / fname))
+        iname, oname = model.graph.input[0].name, model.graph.output[0].name
+        with quiet():  # the models fix batch 1: one sample at a time
+            try:
+                execute_onnx(model, {iname: x[:1]})
+            except Exception:  # noqa: BLE001 - "Found unspecified tensor shapes" (TorchScript export)
+                model = model.transform(InferShapes())
+            return np.concatenate([execute_onnx(model, {iname: x[i:i + 1]})[oname] for i in range(len(x))])
+
+    groups = collections.defaultdict(list)
+    for e in ENTRIES:
+        if e["family"] == "brevitas":
+            groups[e["data"]].append(e["file"])
+    for data, files in groups.items():
+        with np.load(HERE / data) as d:
+            arrays = {k: d[k] for k in d.files}
+        oracle = None
+        for fname in files:
+            y = run(fname, arrays["input"])
+            if oracle is None:
+                oracle = arrays["oracle"] = y
+            elif not np.array_equal(y, oracle):
+                arrays[f"oracle_{Path(fname).stem}"] = y
+        extra = sorted(k for k in arrays if k.startswith("oracle_"))
+        print(f"  {data:42s} qonnx executor on {len(files)} files; max |oracle - Brevitas| "
+              f"{np.abs(oracle - arrays['output']).max():.3g}" + (f"; own oracles: {', '.join(extra)}" if extra else ""))
+        save_npz(data, **arrays)
 
 
 # --------------------------------------------------------------------------------------------
@@ -579,14 +882,52 @@ def build_keras():
             keras.layers.Dense(10, activation="softmax"),
         ])
 
+    def dscnn():
+        """DS-CNN as in the tiny-ML keyword-spotting reference (shrunk): Conv2D-BN-ReLU, two
+        DepthwiseConv2D-BN-ReLU + 1x1 Conv2D-BN-ReLU blocks, GlobalAveragePooling2D, Dense softmax."""
+        L = keras.layers
+        layers = [keras.Input((16, 10, 1), name="input"), L.Conv2D(16, (5, 3), strides=2, padding="same"),
+                  L.BatchNormalization(), L.ReLU()]
+        for _ in range(2):
+            layers += [L.DepthwiseConv2D(3, padding="same"), L.BatchNormalization(), L.ReLU(),
+                       L.Conv2D(16, 1), L.BatchNormalization(), L.ReLU()]
+        layers += [L.GlobalAveragePooling2D(), L.Dense(10, activation="softmax")]
+        return keras.Sequential(layers)
+
+    def conv1d():
+        """1-D conv net on 32 frames x 10 MFCC (channels last): Conv1D-ReLU, MaxPooling1D,
+        Conv1D-ReLU, AveragePooling1D, Flatten, Dense softmax."""
+        L = keras.layers
+        return keras.Sequential([
+            keras.Input((32, 10), name="input"), L.Conv1D(16, 3, padding="same", activation="relu"),
+            L.MaxPooling1D(2), L.Conv1D(16, 3, padding="same", activation="relu"), L.AveragePooling1D(2),
+            L.Flatten(), L.Dense(8, activation="softmax")])
+
+    def resnet():
+        """ResNet block as in the tiny-ML image-classification reference (shrunk): Conv2D-BN-ReLU,
+        Conv2D-BN-ReLU-Conv2D-BN + skip (Add), ReLU, GlobalAveragePooling2D, Dense softmax."""
+        L = keras.layers
+        inp = keras.Input((16, 16, 3), name="input")
+        h = L.ReLU()(L.BatchNormalization()(L.Conv2D(8, 3, padding="same")(inp)))
+        r = L.ReLU()(L.BatchNormalization()(L.Conv2D(8, 3, padding="same")(h)))
+        r = L.BatchNormalization()(L.Conv2D(8, 3, padding="same")(r))
+        h = L.ReLU()(L.Add()([h, r]))
+        out = L.Dense(10, activation="softmax")(L.GlobalAveragePooling2D()(h))
+        return keras.Model(inp, out)
+
     rng = np.random.default_rng(SEED)
-    for name, build, shape in (("cnn_softmax", cnn, (16, 16, 3)), ("mlp_softmax", mlp, (64,))):
+    everything = ("tf2onnx", "tflite_float", "tflite_int8")
+    for name, build, shape, variants in (
+            ("cnn_softmax", cnn, (16, 16, 3), everything), ("mlp_softmax", mlp, (64,), everything),
+            ("dscnn", dscnn, (16, 10, 1), ("tf2onnx", "tflite_int8")),
+            ("conv1d", conv1d, (32, 10), ("tf2onnx", "tflite_int8")),
+            ("resnet", resnet, (16, 16, 3), ("tflite_int8",))):
         tf.keras.utils.set_random_seed(SEED)
         model = build()
         x = rng.random((32, *shape), dtype=np.float32)
         # a brief fit on random labels so the weights are not the initializer's
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x, rng.integers(0, 10, 32), epochs=2, verbose=0)
+        model.fit(x, rng.integers(0, model.output_shape[-1], 32), epochs=2, verbose=0)
         y = model.predict(x, verbose=0)
         data = save_npz(f"keras_{name}.npz", input=x, output=y)
         spec = (tf.TensorSpec((None, *shape), tf.float32, name="input"),)
@@ -597,20 +938,23 @@ def build_keras():
         @tf.function(input_signature=spec)
         def fn(inp):
             return {"output": model(inp)}
-        with quiet():
-            tf2onnx.convert.from_function(fn, input_signature=spec, opset=13, output_path=str(HERE / fname))
-        tidy(HERE / fname)
-        record(fname, "keras", "float", "tf2onnx.convert.from_function", tv,
-               "Keras 3 model called in a tf.function, opset=13, batch dynamic", data=data)
+        if "tf2onnx" in variants:
+            with quiet():
+                tf2onnx.convert.from_function(fn, input_signature=spec, opset=13, output_path=str(HERE / fname))
+            tidy(HERE / fname, tf2onnx=True)
+            record(fname, "keras", "float", "tf2onnx.convert.from_function", tv,
+                   "Keras 3 model called in a tf.function, opset=13, batch dynamic", data=data,
+                   notes=build.__doc__ or "")
 
         # Keras -> TFLite float -> tf2onnx --tflite
-        conv = tf.lite.TFLiteConverter.from_keras_model(model)
-        with quiet():
-            tfl = conv.convert()
-        fname = f"tflite_{name}_float.onnx"
-        _tflite_to_onnx(tf2onnx, tfl, fname)
-        record(fname, "tflite", "float", "tf2onnx.convert.from_tflite", tv,
-               "TFLiteConverter.from_keras_model (float), opset=13", data=data)
+        if "tflite_float" in variants:
+            conv = tf.lite.TFLiteConverter.from_keras_model(model)
+            with quiet():
+                tfl = conv.convert()
+            fname = f"tflite_{name}_float.onnx"
+            _tflite_to_onnx(tf2onnx, tfl, fname)
+            record(fname, "tflite", "float", "tf2onnx.convert.from_tflite", tv,
+                   "TFLiteConverter.from_keras_model (float), opset=13", data=data)
 
         # Keras -> TFLite full-integer int8 -> tf2onnx (QDQ around float ops by default)
         conv = tf.lite.TFLiteConverter.from_keras_model(model)
@@ -623,9 +967,23 @@ def build_keras():
             tfl = conv.convert()
         fname = f"tflite_{name}_int8.onnx"
         _tflite_to_onnx(tf2onnx, tfl, fname)
+        # the int8 model takes int8: the inputs quantized with the TFLite input's (scale, zero point),
+        # and what the TFLite interpreter computes for them
+        with quiet():
+            interp = tf.lite.Interpreter(model_content=tfl)
+            interp.allocate_tensors()
+        din, dout = interp.get_input_details()[0], interp.get_output_details()[0]
+        s_in, z_in = din["quantization"]
+        xq = np.clip(np.round(x / np.float32(s_in)) + z_in, -128, 127).astype(np.int8)
+        yq = []
+        for i in range(len(x)):
+            interp.set_tensor(din["index"], xq[i:i + 1])
+            interp.invoke()
+            yq.append(interp.get_tensor(dout["index"]).copy())
+        save_npz(data, input=x, output=y, input_int8=xq, output_tflite_int8=np.concatenate(yq))
         record(fname, "tflite", "quantized", "tf2onnx.convert.from_tflite", tv,
                "TFLiteConverter int8 (Optimize.DEFAULT, representative_dataset of 32 random samples, "
-               "TFLITE_BUILTINS_INT8, int8 input and output), opset=13", data=data)
+               "TFLITE_BUILTINS_INT8, int8 input and output), opset=13", data=data, notes=build.__doc__ or "")
 
 
 def _tflite_to_onnx(tf2onnx, tflite: bytes, fname: str) -> None:
@@ -634,7 +992,7 @@ def _tflite_to_onnx(tf2onnx, tflite: bytes, fname: str) -> None:
         p = Path(tmp) / "m.tflite"
         p.write_bytes(tflite)
         tf2onnx.convert.from_tflite(str(p), opset=13, output_path=str(HERE / fname))
-    tidy(HERE / fname)
+    tidy(HERE / fname, tf2onnx=True)
 
 
 # --------------------------------------------------------------------------------------------
