@@ -88,7 +88,7 @@ def _same(got, want, rtol=0.0):
 
 
 #: ops whose float result depends on evaluation order (exp/sum): compared to 1e-6
-_ROUNDING = {"Softmax", "Sigmoid", "ReduceMean"}
+_ROUNDING = {"Softmax", "LogSoftmax", "Sigmoid", "ReduceMean"}
 
 
 X = RNG.standard_normal((2, 3, 4)).astype(np.float32)
@@ -135,6 +135,11 @@ CASES = [
     ("reduce_mean_v18_noop", mk("ReduceMean", ["x", "a"], ["y"], noop_with_empty_axes=1),
      {"x": X, "a": np.zeros((0,), np.int64)}, 18, "ort"),
     ("reduce_mean_v18_all", mk("ReduceMean", ["x"], ["y"], keepdims=0), {"x": X}, 18, "ort"),
+    ("log_softmax_v13", mk("LogSoftmax", ["x"], ["y"]), {"x": X}, 13, "ort"),
+    ("log_softmax_v11_coerce", mk("LogSoftmax", ["x"], ["y"], axis=1), {"x": X}, 11, "ort"),
+    ("topk_largest", mk("TopK", ["x", "k"], ["v", "i"], axis=1), {"x": X, "k": np.array([2])}, 13, "ort"),
+    ("topk_smallest_ties", mk("TopK", ["x", "k"], ["v", "i"], largest=0),
+     {"x": np.array([[3, 1, 1, 2], [5, 5, 0, 5]], np.int32), "k": np.array([3])}, 13, "ort"),
     ("pow_f32_sqrt", mk("Pow", ["a", "b"], ["y"]), {"a": np.abs(X) + 0.5, "b": np.float32(0.5)}, 15, "ort"),
     ("pow_int64_base", mk("Pow", ["a", "b"], ["y"]),
      {"a": np.array([-3, 2, 5, 0], np.int64), "b": np.array([3.0, 2.0, 0.0, 2.0], np.float32)}, 15, "ort"),

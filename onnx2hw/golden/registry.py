@@ -22,6 +22,7 @@ OPS: dict[tuple[str, str], str] = {
     ("", "Add"): "binary", ("", "Sub"): "binary", ("", "Mul"): "binary", ("", "Div"): "binary",
     ("", "Relu"): "relu", ("", "LeakyRelu"): "leaky_relu", ("", "Clip"): "clip",
     ("", "Sigmoid"): "sigmoid", ("", "Tanh"): "tanh", ("", "Softmax"): "softmax", ("", "Pow"): "pow",
+    ("", "LogSoftmax"): "log_softmax", ("", "TopK"): "top_k",
     ("", "PRelu"): "prelu", ("", "Selu"): "selu", ("", "Elu"): "elu", ("", "HardSigmoid"): "hard_sigmoid",
     ("", "HardSwish"): "hard_swish", ("", "Softplus"): "softplus",
     # shape and data movement

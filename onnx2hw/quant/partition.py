@@ -69,7 +69,7 @@ def _constants(graph: Graph) -> set[str]:
     """Initializers and what nodes compute from them alone (e.g. TensorNorm's ``sqrt(var + eps)``)."""
     const = set(graph.initializers)
     for n in graph.nodes:
-        if n.inputs and all(not i or i in const for i in n.inputs):
+        if (n.inputs or n.op_type == "Constant") and all(not i or i in const for i in n.inputs):
             const.update(o for o in n.outputs if o)
     return const
 
@@ -81,7 +81,8 @@ def _host_capable(node: Node, const: set[str]) -> bool:
     data = [i for i in node.inputs if i and i not in const]
     if key in AFFINE_OPS:
         return len(data) == 1
-    return not data and bool(node.inputs)   # a constant computation that only the tail reads
+    # a constant computation that only the tail reads
+    return not data and (bool(node.inputs) or node.op_type == "Constant")
 
 
 def _readers(graph: Graph) -> dict[str, list[int]]:
