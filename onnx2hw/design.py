@@ -28,6 +28,7 @@ from .ir import Graph
 from .protocol import LinkFormat
 from .quant._calib import check_feeds
 from .golden.host import model_outputs
+from .golden.integer import execute_integer
 from .layers import IntegerGraph, quantize_inputs
 from .rtl.accelerator import AcceleratorCore
 from .sim.cocotb_run import simulator_available
@@ -158,6 +159,14 @@ class Design:
         """The hardware's integer outputs ((N, *shape)) -> the model's outputs by name, as the
         ONNX model returns them (dequantized, then through the host tail)."""
         return model_outputs(self.integer, {self.integer.output_specs[0].name: y})
+
+    def golden(self, inputs) -> dict[str, np.ndarray]:
+        """The model's outputs by name for float ``inputs`` (as :meth:`simulate` takes them)
+        computed by the golden executor: the exact integer graph on the host's quantized
+        inputs, dequantized, then the host tail. What :meth:`simulate` must equal, bit for bit."""
+        x = self.quantize(inputs)
+        spec = self.integer.input_specs[0].name
+        return model_outputs(self.integer, execute_integer(self.integer, {spec: x}))
 
     def random_inputs(self, count: int, seed: int = 0) -> np.ndarray:
         """``count`` random integer inputs over the input's whole range (for :meth:`simulate_raw`)."""

@@ -49,8 +49,10 @@ class AcceleratorCore(wiring.Component):
         self.out_layout = data.ArrayLayout(Shape(lo.bits, lo.signed), lo.src_lanes)
         super().__init__({"i": In(stream.Signature(self.in_layout)), "o": Out(stream.Signature(self.out_layout))})
 
-    def _stage(self, m: Module, stage):
-        """Instantiate a stage's blocks; returns (input streams by port, output streams by port)."""
+    def _stage(self, m: Module, index: int, stage):
+        """Instantiate a stage's blocks, named ``s<index>_<k>_<kind>`` by position (not by the
+        model's node names, so that the same hardware from differently named exports gives the
+        same Verilog); returns (input streams by port, output streams by port)."""
         blocks = []
         prev = None
         for k, b in enumerate(stage.blocks):
@@ -58,7 +60,7 @@ class AcceleratorCore(wiring.Component):
             if b.block is Cast and prev is not None:  # a first Cast names its in_shape itself
                 params.update(in_shape=prev.o.payload.shape().elem_shape, lanes=len(prev.o.payload))
             block = b.block(**params)
-            m.submodules[f"{stage.name}_{k}_{b.kind.lower()}"] = block
+            m.submodules[f"s{index}_{k}_{b.kind.lower()}"] = block
             if prev is not None:
                 join(m, prev.o, block.i)
             blocks.append(block)
@@ -75,8 +77,8 @@ class AcceleratorCore(wiring.Component):
         m = Module()
         p = self.pipeline
         ports = {}
-        for stage in p.stages:
-            ports[stage.name] = self._stage(m, stage)
+        for index, stage in enumerate(p.stages):
+            ports[stage.name] = self._stage(m, index, stage)
         for n, link in enumerate(p.links):
             src = self.i if link.src == INPUT else ports[link.src][1][link.src_port]
             dst = self.o if link.dst == OUTPUT else ports[link.dst][0][link.dst_port]
