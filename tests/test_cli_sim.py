@@ -96,3 +96,17 @@ def test_sim_too_big_for_board(capsys):
     assert main(["sim", f"{EX}/digits_cnn_int8.onnx", "--board", "icebreaker", "--count", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: does not fit iCE40UP5K: needs ") and "at its smallest folding" in err, err
+
+
+def test_sim_time_out_is_one_error_line(monkeypatch, capsys):
+    """When the simulation harness gives up (a time-out: too few outputs in the cycle budget the
+    pipeline's latency and II give), sim says so in one line with what came out, exit 2."""
+    import onnx2hw.design as design_module
+
+    def stalled(self, x, **kw):
+        raise AssertionError("timeout after 45056 cycles (o: 3/20 out)\n  waveform: none")
+
+    monkeypatch.setattr(design_module.Design, "simulate_raw", stalled)
+    assert main(["sim", str(EXAMPLES / "digits_mlp_int8.onnx"), "--count", "2"]) == 2
+    err = [l for l in capsys.readouterr().err.splitlines() if l.startswith("error")]
+    assert err == ["error: simulation failed: timeout after 45056 cycles (o: 3/20 out) waveform: none"]

@@ -58,8 +58,11 @@ def run(args) -> int:
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=con, transient=True) as bar, activity(f"the simulation with {args.simulator}"):
         task = bar.add_task("sim", total=len(x))
-        report = design.simulate_raw(x, simulator=args.simulator, seed=args.seed, waves=args.waves or False,
-                                     progress=lambda done, total: bar.update(task, completed=done))
+        try:
+            report = design.simulate_raw(x, simulator=args.simulator, seed=args.seed, waves=args.waves or False,
+                                         progress=lambda done, total: bar.update(task, completed=done))
+        except AssertionError as e:  # the harness gave up: a time-out or a stalled stream, with what came out
+            raise UsageError(f"simulation failed: {' '.join(str(e).split())}") from None
     print("folding: " + ", ".join(f"{k} pe={v[0]} simd={v[1]}" for k, v in p.folding.items()))
     print(f"bit-exact: {report.exact}/{report.total} inferences")
     print(f"II: measured {report.ii:.1f} cycles, estimated {p.ii}; latency: measured {report.latency}, "
