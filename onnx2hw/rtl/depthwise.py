@@ -9,16 +9,13 @@ from amaranth.lib.wiring import In, Out
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, rom
 from ._mul import lut_product, n_dsp
+from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["DepthwiseUnit", "bench_config"]
 
-MUL_STYLES = ("auto", "dsp", "lut")
 
 
-def _check_bits(name, bits):
-    if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
-        raise ValueError(f"{name} must be an int in 1..32, not {bits!r}")
 
 
 class DepthwiseUnit(wiring.Component):
@@ -71,45 +68,23 @@ class DepthwiseUnit(wiring.Component):
 
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
                  pe=1, multiplier=1, acc_bits=None, mul_style="auto"):
-        w = np.asarray(weights)
-        if w.dtype.kind not in "iub":
-            raise TypeError(f"weights must be an integer array, not dtype {w.dtype!r}")
-        if w.ndim != 2 or w.shape[0] < 1 or w.shape[1] < 1:
+        w = int_array("weights (channels, taps)", weights, 2)
+        if w.shape[0] < 1 or w.shape[1] < 1:
             raise ValueError(f"weights must be a non-empty (channels, taps) array, not shape {w.shape!r}")
-        w = w.astype(np.int64)
         co, k = w.shape
         if not isinstance(multiplier, int) or isinstance(multiplier, bool) or multiplier < 1 or co % multiplier:
             raise ValueError(f"multiplier must be a positive divisor of the {co} weight rows, not {multiplier!r}")
         c = co // multiplier
-        _check_bits("in_bits", in_bits)
-        _check_bits("weight_bits", weight_bits)
+        check_bits("in_bits", in_bits)
+        check_bits("weight_bits", weight_bits)
         if mul_style not in MUL_STYLES:
             raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
         if not isinstance(pe, int) or isinstance(pe, bool) or pe < 1 or c % pe:
             raise ValueError(f"pe must be a positive divisor of {c}, not {pe!r}")
-        wlo, whi = arith.int_range(weight_bits, weight_signed)
-        if w.min() < wlo or w.max() > whi:
-            bad = w.min() if w.min() < wlo else w.max()
-            raise ValueError(f"weight {int(bad)!r} outside the {weight_bits}-bit "
-                             f"{'signed' if weight_signed else 'unsigned'} range [{wlo}, {whi}]")
+        check_weight_range(w, weight_bits, weight_signed)
         xlo, xhi = arith.int_range(in_bits, in_signed)
-        if bias is None:
-            b = np.zeros(co, dtype=np.int64)
-        else:
-            b = np.asarray(bias)
-            if b.dtype.kind not in "iub":
-                raise TypeError(f"bias must be an integer array, not dtype {b.dtype!r}")
-            b = b.astype(np.int64)
-            if b.shape != (co,):
-                raise ValueError(f"bias must have shape ({co},), not {b.shape!r}")
-        lo_rows = b + np.minimum(w * xlo, w * xhi).sum(axis=1)
-        hi_rows = b + np.maximum(w * xlo, w * xhi).sum(axis=1)
-        need = arith.acc_bits(int(lo_rows.min()), int(hi_rows.max()))
-        if acc_bits is None:
-            acc_bits = need
-        elif not isinstance(acc_bits, int) or isinstance(acc_bits, bool) or acc_bits < need:
-            raise ValueError(f"acc_bits must be an int >= {need} (the exact bound for these "
-                             f"weights), not {acc_bits!r}")
+        b = bias_vector(bias, co)
+        acc_bits = acc_width(w, b, xlo, xhi, acc_bits)
         self.weights, self.bias, self.has_bias = w, b, bias is not None
         self.channels, self.taps, self.pe, self.acc_bits = c, k, pe, acc_bits
         self.multiplier, self.lanes_out = multiplier, pe * multiplier

@@ -9,25 +9,15 @@ from amaranth.lib.wiring import In, Out
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, rom
 from ._mul import adder_tree, lut_product, n_dsp, tree_registers
+from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
 
-MUL_STYLES = ("auto", "dsp", "lut")
 
 
-def _int_matrix(name, a, ndim):
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "iub":
-        raise TypeError(f"{name} must be an integer array, not dtype {arr.dtype!r}")
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, not shape {arr.shape!r}")
-    return arr.astype(np.int64)
 
 
-def _check_bits(name, bits):
-    if not isinstance(bits, int) or isinstance(bits, bool) or not 1 <= bits <= 32:
-        raise ValueError(f"{name} must be an int in 1..32, not {bits!r}")
 
 
 class MatrixVectorUnit(wiring.Component):
@@ -93,12 +83,12 @@ class MatrixVectorUnit(wiring.Component):
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
                  bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, groups=1, acc_bits=None,
                  mul_style="auto"):
-        w = _int_matrix("weights", weights, 2)
+        w = int_array("weights", weights, 2)
         n, k = w.shape
         if n < 1 or k < 1:
             raise ValueError(f"weights must be non-empty, not shape {w.shape!r}")
-        _check_bits("in_bits", in_bits)
-        _check_bits("weight_bits", weight_bits)
+        check_bits("in_bits", in_bits)
+        check_bits("weight_bits", weight_bits)
         if mul_style not in MUL_STYLES:
             raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
         if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or n % groups:
@@ -125,34 +115,14 @@ class MatrixVectorUnit(wiring.Component):
         if self.input_bipolar:
             xlo, xhi = -1, 1
             if not self.weight_bipolar:
-                wlo, whi = arith.int_range(weight_bits, weight_signed)
-                if w.min() < wlo or w.max() > whi:
-                    bad = w.min() if w.min() < wlo else w.max()
-                    raise ValueError(f"weight {int(bad)!r} outside the {weight_bits}-bit "
-                                     f"{'signed' if weight_signed else 'unsigned'} range [{wlo}, {whi}]")
+                check_weight_range(w, weight_bits, weight_signed)
         elif self.weight_bipolar:
             xlo, xhi = arith.int_range(in_bits, in_signed)
         else:
-            wlo, whi = arith.int_range(weight_bits, weight_signed)
-            if w.min() < wlo or w.max() > whi:
-                bad = w.min() if w.min() < wlo else w.max()
-                raise ValueError(f"weight {int(bad)!r} outside the {weight_bits}-bit "
-                                 f"{'signed' if weight_signed else 'unsigned'} range [{wlo}, {whi}]")
+            check_weight_range(w, weight_bits, weight_signed)
             xlo, xhi = arith.int_range(in_bits, in_signed)
-        if bias is None:
-            b = np.zeros(n, dtype=np.int64)
-        else:
-            b = _int_matrix("bias", bias, 1)
-            if b.shape != (n,):
-                raise ValueError(f"bias must have shape ({n},), not {b.shape!r}")
-        lo_rows = b + np.minimum(w * xlo, w * xhi).sum(axis=1)
-        hi_rows = b + np.maximum(w * xlo, w * xhi).sum(axis=1)
-        need = arith.acc_bits(int(lo_rows.min()), int(hi_rows.max()))
-        if acc_bits is None:
-            acc_bits = need
-        elif not isinstance(acc_bits, int) or isinstance(acc_bits, bool) or acc_bits < need:
-            raise ValueError(f"acc_bits must be an int >= {need} (the exact bound for these "
-                             f"weights), not {acc_bits!r}")
+        b = bias_vector(bias, n)
+        acc_bits = acc_width(w, b, xlo, xhi, acc_bits)
         self.weights, self.bias = w, b
         self.has_bias = bias is not None
         self.out_features, self.in_features = n, k
