@@ -232,8 +232,8 @@ def _sim_design(name: str):
     try:
         return onnx2hw.compile(str(CORPUS / name), board="ulx3s", calib=_calib(name),
                                target_cycles=SIM_TARGET_CYCLES)
-    except ModelError as exc:
-        if not str(exc).startswith("no folding reaches"):
+    except ModelError as exc:   # that rate needs more than the board has: simulate the default
+        if not str(exc).startswith("no folding reaches") and "does not fit" not in str(exc):
             raise
         return design
 
