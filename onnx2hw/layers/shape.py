@@ -39,7 +39,7 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
                          f"supported)", UnsupportedError)
     if x.perm is not None:
         perm = x.perm
-    elif x.hwc or len(x.onnx_shape) != 3:  # stored in ONNX C order already
+    elif x.hwc or len(x.onnx_shape) not in (2, 3):  # stored in ONNX C order already (a (C, L) signal is not)
         perm = None
     else:
         perm = flatten_perm(x.onnx_shape)
