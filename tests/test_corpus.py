@@ -161,10 +161,6 @@ _ERRORS = {c.__name__: c for c in (ModelError, UnsupportedError, ValueError, onn
 #: raised by onnx2hw.compile (or by the golden flow right after it) today
 FAILS: dict[str, tuple[str, str]] = {
     # <FAILS> (python tests/test_corpus.py --tables [--sim] rewrites what is between the markers)
-    'keras_conv1d_tf2onnx.onnx': ('UnsupportedError', "node 'sequential_3_1/conv1d_1/BiasAdd' (Add): Add of a constant is not supported (only the sum of two activations)"),
-    'keras_dscnn_tf2onnx.onnx': ('UnsupportedError', "node 'sequential_2_1/conv2d_2_1/BiasAdd__0' (Reshape): reshape of (16, 10, 1) to (1, 16, 10) (only flattening to (N, fea"),
-    'tflite_conv1d_int8.onnx': ('UnsupportedError', "node 'sequential_3_1/conv1d_1/convolution/ExpandDims_prequant' (Reshape): reshape of model input 'serving_default_input:"),
-    'tflite_dscnn_int8.onnx': ('UnsupportedError', "node 'sequential_2_1/re_lu_1/Relu;sequential_2_1/batch_normalization_1/batchnorm/add_1;sequential_2_1/batch_normalizatio"),
     # </FAILS>
 }
 

@@ -170,8 +170,119 @@ def _run(model: onnx.ModelProto, batch: int) -> onnx.ModelProto | None:
     except Exception:  # noqa: BLE001 - a model the simplifier cannot take is left as it is
         return None
     _canonical_views(m, batch)
+    if _bias_through_views(m) | _views_after_activations(m):
+        try:
+            m = onnx.shape_inference.infer_shapes(m, strict_mode=True, data_prop=True)
+        except Exception:  # noqa: BLE001 - as above
+            return None
+        _canonical_views(m, batch)  # the reshape pairs that now meet merge
     del m.graph.value_info[:]
     return m
+
+
+#: elementwise ops of one tensor operand that a reshape commutes with
+_ELEMENTWISE = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
+                          "Softplus", "Softsign", "PRelu"})
+
+
+def _readers(nodes) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for n in nodes:
+        for i in n.input:
+            if i:
+                out.setdefault(i, []).append(n)
+    return out
+
+
+def _bias_through_views(model: onnx.ModelProto) -> bool:
+    """``Conv -> Reshape -> Add(c)`` with ``c`` a constant that is one value per output channel of
+    the Conv (Keras ``Conv1D``: tf2onnx squeezes the ``H = 1`` axis before the ``BiasAdd``)
+    becomes ``Conv(bias + c) -> Reshape`` (in place; ``True`` when anything changed)."""
+    g = model.graph
+    shapes = _shapes(model)
+    inits = {t.name: t for t in g.initializer}
+    outputs = {o.name for o in g.output}
+    producer = {o: n for n in g.node for o in n.output}
+    readers = _readers(g.node)
+    drop, changed = [], False
+    for add in g.node:
+        if add.op_type != "Add" or len(add.input) != 2:
+            continue
+        for k in (0, 1):
+            view, c = producer.get(add.input[k]), inits.get(add.input[1 - k])
+            conv = producer.get(view.input[0]) if view is not None and view.op_type == "Reshape" else None
+            if conv is None or c is None or conv.op_type != "Conv" or len(conv.input) < 2 \
+                    or conv.input[1] not in inits or (len(conv.input) > 2 and conv.input[2] not in inits):
+                continue
+            if len(readers.get(conv.output[0], [])) != 1 or len(readers.get(view.output[0], [])) != 1 \
+                    or {conv.output[0], view.output[0]} & outputs:
+                continue
+            cs, vs, out = shapes.get(conv.output[0]), shapes.get(view.output[0]), shapes.get(add.output[0])
+            cv = numpy_helper.to_array(c)
+            w = numpy_helper.to_array(inits[conv.input[1]])
+            if cs is None or vs is None or vs != out or cv.dtype != w.dtype or cv.ndim > len(vs) \
+                    or (cv.ndim == len(vs) and cv.shape[0] != 1):
+                continue
+            try:
+                per = np.broadcast_to(cv.reshape(cv.shape[1:] if cv.ndim == len(vs) else cv.shape), vs[1:])
+            except ValueError:
+                continue
+            per = per.reshape(cs[1], -1)
+            if not np.all(per == per[:, :1]):
+                continue
+            bias = per[:, 0]
+            if len(conv.input) > 2 and conv.input[2]:
+                bias = numpy_helper.to_array(inits[conv.input[2]]) + bias
+            name, i = f"{conv.output[0]}_bias", 1
+            while name in inits or name in producer:
+                name, i = f"{conv.output[0]}_bias_{i}", i + 1
+            t = numpy_helper.from_array(np.ascontiguousarray(bias.astype(w.dtype)), name)
+            g.initializer.append(t)
+            inits[name] = t
+            del conv.input[2:]
+            conv.input.append(name)
+            view.output[0] = add.output[0]
+            drop.append(add)
+            changed = True
+            break
+    for n in drop:
+        g.node.remove(n)
+    return changed
+
+
+def _views_after_activations(model: onnx.ModelProto) -> bool:
+    """``Reshape -> act -> Reshape`` with an elementwise ``act`` becomes ``act -> Reshape -> Reshape``
+    (which then merge): a view that an exporter puts around a bias and activation (Keras ``Conv1D``
+    squeezes its ``H = 1`` image for them and expands it again for the next pool) (in place)."""
+    g = model.graph
+    outputs = {o.name for o in g.output}
+    nodes = list(g.node)
+    changed = False
+    taken = {o for n in nodes for o in n.output} | {i.name for i in g.input} | {t.name for t in g.initializer}
+    for k in range(len(nodes) - 1):
+        view = nodes[k]
+        if view.op_type != "Reshape" or view.output[0] in outputs:
+            continue
+        rs = _readers(nodes).get(view.output[0], [])
+        if len(rs) != 1 or rs[0].op_type not in _ELEMENTWISE or rs[0].domain or rs[0].input[0] != view.output[0] \
+                or len(rs[0].output) != 1 or rs[0].output[0] in outputs:
+            continue
+        act = rs[0]
+        after = _readers(nodes).get(act.output[0], [])
+        if not after or any(n.op_type != "Reshape" for n in after):
+            continue
+        name, i = f"{act.output[0]}_unviewed", 1
+        while name in taken:
+            name, i = f"{act.output[0]}_unviewed_{i}", i + 1
+        taken.add(name)
+        act.input[0], view.output[0], act.output[0], view.input[0] = view.input[0], act.output[0], name, name
+        j = nodes.index(act)
+        nodes[k], nodes[j] = act, view   # act runs where the view ran, the view after it
+        changed = True
+    if changed:
+        del g.node[:]
+        g.node.extend(nodes)
+    return changed
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:

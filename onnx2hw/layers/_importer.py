@@ -105,8 +105,9 @@ class FloatIn:
     pre: tuple[tuple[str, float], ...] = ()   # float scaling steps applied on the host before quantizing
     #: "onnx": the model's layout (an image is NCHW: the host moves the channels last);
     #: "hwc": ``onnx_shape`` is (H, W, C), the model's own channels-last input (an NHWC
-    #: exporter's, read through a Transpose to NCHW); "nhwc": ``onnx_shape`` is (C, H, W) after
-    #: that Transpose, the data arrives channels-last (the host moves no axes)
+    #: exporter's, read through a Transpose to NCHW), or (L, C), a channels-last signal (an
+    #: ``H = 1`` image, read through a Reshape to (1, L, C)); "nhwc": ``onnx_shape`` is (C, H, W)
+    #: after that Transpose, the data arrives channels-last (the host moves no axes)
     layout: str = "onnx"
     #: the model input is already the integer codes (TFLite int8 models)
     integer: bool = False
@@ -233,7 +234,9 @@ class Builder:
                 raise node_error(node, f"model input {fin.name!r} is quantized twice with different parameters",
                                  UnsupportedError)
         else:
-            spec = self.new_tensor(fin.name, shape if fin.layout == "hwc" else nhwc(shape), dtype)
+            # "hwc": the model's channels-last image (H, W, C) or signal (L, C), an H = 1 image
+            spec = self.new_tensor(fin.name, ((1,) * (3 - len(shape)) + shape) if fin.layout == "hwc" else nhwc(shape),
+                                   dtype)
             model = next(tuple(vi.shape[1:]) for vi in self.graph.inputs if vi.name == fin.name)
             q = ig.InputQuant(fin.name, float(scale), int(zp), dtype, nchw, fin.pre,
                               model if model != tuple(spec.shape if not nchw else shape) or len(shape) == 2 else None,
@@ -531,27 +534,45 @@ _QUANTIZERS = frozenset({"QuantizeLinear", "DequantizeLinear", "Quant"})
 
 
 def _nhwc_inputs(graph: Graph) -> set[str]:
-    """Names of the rank-4 model inputs that the graph reads as channels-last: every path from
-    the input through quantizers ends in a Transpose with ``perm = (0, 3, 1, 2)``."""
+    """Names of the model inputs that the graph reads as channels-last, every path from the input
+    through quantizers ending in
+
+    * a Transpose with ``perm = (0, 3, 1, 2)`` (a rank-4 ``(N, H, W, C)`` input);
+    * a Reshape to ``(N, 1, H, W)`` of a one-channel ``(N, H, W, 1)`` input: the same Transpose,
+      as tf2onnx writes it when it moves only a unit axis;
+    * a Reshape to ``(N, 1, L, C)`` of a rank-3 ``(N, L, C)`` input (Keras ``Conv1D``'s
+      ``ExpandDims`` of a channels-last signal), itself ending in one of the above."""
     readers: dict[str, list[Node]] = {}
     for n in graph.nodes:
         for i in n.inputs[:1]:
             readers.setdefault(i, []).append(n)
 
-    def ends_in_transpose(name: str, depth: int = 0) -> bool:
+    def shape_of(name: str) -> tuple | None:
+        vi = graph.value_info.get(name)
+        if vi is None or not vi.shape or any(not isinstance(d, int) for d in vi.shape[1:]):
+            return None
+        return tuple(vi.shape[1:])
+
+    def ends_in_transpose(name: str, shape: tuple, depth: int = 0) -> bool:
         rs = readers.get(name, [])
-        if not rs or depth > 4:
+        if not rs or depth > 6:
             return False
         for n in rs:
             if n.op_type == "Transpose":
-                if tuple(n.attr("perm", ())) != (0, 3, 1, 2):
+                if len(shape) != 3 or tuple(n.attr("perm", ())) != (0, 3, 1, 2):
                     return False
-            elif n.op_type not in _QUANTIZERS or not ends_in_transpose(n.outputs[0], depth + 1):
+            elif n.op_type == "Reshape":
+                out = shape_of(n.outputs[0])
+                if len(shape) == 3 and not (shape[2] == 1 and out == (1, shape[0], shape[1])):
+                    return False
+                if len(shape) == 2 and not (out == (1,) + shape and ends_in_transpose(n.outputs[0], out, depth + 1)):
+                    return False
+            elif n.op_type not in _QUANTIZERS or not ends_in_transpose(n.outputs[0], shape, depth + 1):
                 return False
         return True
 
-    return {vi.name for vi in graph.inputs if vi.shape is not None and len(vi.shape) == 4
-            and ends_in_transpose(vi.name)}
+    return {vi.name for vi in graph.inputs if vi.shape is not None and len(vi.shape) in (3, 4)
+            and all(isinstance(d, int) for d in vi.shape[1:]) and ends_in_transpose(vi.name, tuple(vi.shape[1:]))}
 
 
 def check_only_outputs(graph: Graph, name: str, node: Node) -> None:

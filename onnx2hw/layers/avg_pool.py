@@ -3,6 +3,8 @@ adds ``pad_value``), then a :class:`Requant` whose ratio includes ``1 / kernel_a
 
 ONNX forms: AveragePool / GlobalAveragePool / ReduceMean over the spatial axes on dequantized views (QDQ, QONNX, float for the
 post-training quantizer), com.microsoft QLinearAveragePool / QLinearGlobalAveragePool.
+A QDQ pool of two codes on its input's own grid (TFLite's 1-D pools) rounds its ties the way
+float32 does: it sums a table of exact terms into thresholds instead (see :mod:`._pair_mean`).
 GlobalAvgPool is an AvgPool whose kernel is the whole image. A 1-D pool on ``(N, C, L)`` is the
 2-D one on an ``H = 1`` image. (The QONNX importer turns a pool
 with a narrow output quantizer into a depthwise Conv with thresholds instead.) Hardware:
@@ -19,12 +21,14 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.cast import Cast
 from ..rtl.cost import Cost
+from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
 from ._importer import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
+from ._pair_mean import pair_mean_terms
 from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
-from .types import Requant, elem_shape, window_out
+from .types import Requant, elem_shape, int_type_for, readonly, window_out
 
 __all__ = ["AvgPool", "KIND", "PATTERNS"]
 
@@ -33,7 +37,11 @@ MS = "com.microsoft"
 
 @dataclass(frozen=True)
 class AvgPool(LayerKind):
-    """Window sum + ``bias`` (the input zero point correction), then ``act``; padding adds ``pad_value``."""
+    """Window sum + ``bias`` (the input zero point correction), then ``act``; padding adds ``pad_value``.
+
+    With ``terms`` (the exact float32 form of a QDQ pool of two codes, see :mod:`._pair_mean`) the
+    window sums ``terms[x - terms_lo]`` instead of ``x`` (a table per input code, a LookupUnit in
+    front of the window), and ``act`` is usually a :class:`~onnx2hw.layers.types.Thresholds`."""
 
     kernel: tuple[int, int]
     stride: tuple[int, int]
@@ -41,6 +49,8 @@ class AvgPool(LayerKind):
     act: Requant
     bias: int = 0
     pad_value: int = 0
+    terms: np.ndarray | None = None
+    terms_lo: int = 0
 
     def __post_init__(self):
         super().__post_init__()
@@ -48,24 +58,46 @@ class AvgPool(LayerKind):
             object.__setattr__(self, f, tuple(int(v) for v in getattr(self, f)))
         object.__setattr__(self, "bias", int(self.bias))
         object.__setattr__(self, "pad_value", int(self.pad_value))
+        object.__setattr__(self, "terms_lo", int(self.terms_lo))
+        if self.terms is not None:
+            object.__setattr__(self, "terms", readonly(self.terms))
 
     def validate(self, ins):
         check_window(self, ins)
         check_act(self, self.act, ins[0].shape[-1], self.output)
+        t = ins[0].dtype
+        if self.terms is not None and \
+                (self.terms.ndim != 1 or (self.terms_lo, self.terms.size) != (t.lo, t.hi - t.lo + 1)):
+            raise self.error(f"terms table of {self.terms.shape} from {self.terms_lo} does not cover input type {t}")
+
+    def summed_type(self, t):
+        """The type of the values the window sums (the input's, or that of ``terms``)."""
+        return t if self.terms is None else int_type_for(int(self.terms.min()), int(self.terms.max()))
 
     def reference(self, x):
-        x = pad_nhwc(np.asarray(x, dtype=np.int64), self.pads, self.pad_value)
+        x = np.asarray(x, dtype=np.int64)
+        if self.terms is not None:
+            x = self.terms[x - self.terms_lo]
+        x = pad_nhwc(x, self.pads, self.pad_value)
         acc = windows(x, self.kernel, self.stride).sum(axis=(3, 4)) + self.bias
         return self.act(acc)
 
     def hardware_problem(self, ins):
+        if self.terms is not None and ins[0].dtype.bits > MAX_IN_BITS:
+            return f"a {ins[0].dtype.bits}-bit input needs a terms table of {1 << ins[0].dtype.bits} entries"
         return window_problem(self)
 
     def lower(self, ins, pe, simd, family):
         spec = ins[0]
         h, w, c = spec.shape
-        es = elem_shape(spec.dtype)
+        summed = self.summed_type(spec.dtype)
+        es = elem_shape(summed)
         area = self.kernel[0] * self.kernel[1]
+        terms = ()
+        if self.terms is not None:
+            params = dict(in_shape=elem_shape(spec.dtype), out_shape=es, table=tuple(int(v) for v in self.terms),
+                          lanes=simd, channels=1)
+            terms = (Block(LookupUnit, params, LookupUnit.estimate(**params, family=family)),)
         if self.kernel == (h, w) and self.pads == (0, 0, 0, 0):
             params = dict(height=h, width=w, channels=c, elem_shape=es, simd=simd)
             window = Block(GlobalAvgPoolUnit, params, GlobalAvgPoolUnit.estimate(**params, family=family))
@@ -73,10 +105,10 @@ class AvgPool(LayerKind):
             params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
                           pads=self.pads, elem_shape=es, simd=simd, pad_value=self.pad_value)
             window = Block(AvgPoolUnit, params, AvgPoolUnit.estimate(**params, family=family))
-        lo, hi = spec.dtype.lo * area + self.bias, spec.dtype.hi * area + self.bias
+        lo, hi = summed.lo * area + self.bias, summed.hi * area + self.bias
         acc_bits = arith.acc_bits(min(lo, 0), max(hi, 0))
         act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family)
-        return Lowered((window, _offset_block(acc_bits, self.bias), *act), window.cost.cycles, ob, osg,
+        return Lowered((*terms, window, _offset_block(acc_bits, self.bias), *act), window.cost.cycles, ob, osg,
                        fill=window_fill(self.kernel[0], self.pads[0], h))
 
 
@@ -105,9 +137,26 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     bias, act = b.requant(v, t)
     x = v.inputs[0]
     spec = b.new_tensor(t.name, (*v.params["out_hw"], v.onnx_shape[0]), t.dtype)
-    layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"], act,
-                    int(bias[0]), x.zp)
+    exact = _float_terms(v, t, act) if b.source == "qdq" else None
+    if exact is not None:   # a float32 pair mean that the integer sum cannot give (see _pair_mean)
+        table, _, act = exact
+        layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"],
+                        act, 0, 0, table, x.dtype.lo)
+    else:
+        layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"],
+                        act, int(bias[0]), x.zp)
     return b.emit(layer, v.onnx_shape, t)
+
+
+def _float_terms(v: Acc, t: Target, act):
+    """The exact float32 form of an AveragePool of kernel area 2 between a DequantizeLinear and a
+    QuantizeLinear (onnxruntime's float32 is the QDQ importer's truth; ``None`` for other
+    kernels, or when the window sum + Requant is exact already)."""
+    if v.node.domain or act is None or not isinstance(act, Requant) or any(v.params["pads"]) \
+            or int(np.prod(v.params["kernel"])) != 2 or np.any(v.bias_real) or np.size(t.scale) != 1:
+        return None
+    x = v.inputs[0]
+    return pair_mean_terms(x.dtype, x.scale, x.zp, float(np.reshape(t.scale, ())), t.zp, t.lo, t.hi, act)
 
 
 def geometry(node: Node, x: QT):

@@ -39,7 +39,7 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
                          f"supported)", UnsupportedError)
     if x.perm is not None:
         perm = x.perm
-    elif x.hwc or len(x.onnx_shape) != 3:  # stored in ONNX C order already
+    elif x.hwc or len(x.onnx_shape) not in (2, 3):  # stored in ONNX C order already (a (C, L) signal is not)
         perm = None
     else:
         perm = flatten_perm(x.onnx_shape)
@@ -88,7 +88,30 @@ def _reshape(b: Builder, node: Node):
     if any(d < 1 for d in rest) or int(np.prod(rest)) != size:
         raise node_error(node, f"Reshape of {x.onnx_shape!r} to {shape!r} changes the batch dimension",
                          UnsupportedError)
-    b.set(node, _flatten_input(node, x, rest) if isinstance(x, FloatIn) else _view(b, node, x, tuple(rest)))
+    moved = _unit_axis_move(x, tuple(rest))
+    if moved is not None:
+        b.set(node, moved)
+    else:
+        b.set(node, _flatten_input(node, x, rest) if isinstance(x, FloatIn) else _view(b, node, x, tuple(rest)))
+
+
+def _unit_axis_move(x: QT | FloatIn, shape: tuple[int, ...]) -> QT | FloatIn | None:
+    """A reshape of a channels-last view that moves only a unit axis, as the Transpose it stands
+    for (``None`` for any other reshape). The data order does not change: tf2onnx writes the
+    NHWC -> NCHW Transpose of a one-channel image ``(H, W, 1) -> (1, H, W)`` as a Reshape (and
+    NCHW -> NHWC ``(1, H, W) -> (H, W, 1)``), and Keras ``Conv1D`` views its ``(L, C)`` signal as
+    the image ``(1, L, C)`` (``ExpandDims``) before the Transpose to NCHW."""
+    src = x.onnx_shape
+    hwc = x.layout == "hwc" if isinstance(x, FloatIn) else (x.hwc and x.perm is None)
+    if hwc and len(src) == 2 and shape == (1,) + src:
+        return replace(x, onnx_shape=shape)                                        # (L, C) -> (1, L, C)
+    if hwc and len(src) == 3 and src[2] == 1 and shape == (1, src[0], src[1]):   # (H, W, 1) -> (1, H, W)
+        return replace(x, onnx_shape=shape, layout="nhwc") if isinstance(x, FloatIn) else \
+            replace(x, onnx_shape=shape, hwc=False)
+    if isinstance(x, QT) and not x.hwc and x.perm is None and len(src) == 3 and src[0] == 1 \
+            and shape == (src[1], src[2], 1):                                       # (1, H, W) -> (H, W, 1)
+        return replace(x, onnx_shape=shape, hwc=True)
+    return None
 
 
 def _squeeze(b: Builder, node: Node):
@@ -150,6 +173,12 @@ def _transpose(b: Builder, node: Node):
     elif isinstance(x, QT) and [a for a in p if shape[a] != 1] == sorted(a for a in p if shape[a] != 1) \
             and len(new) != 3:
         b.set(node, _view(b, node, x, new))  # moves only unit axes: a reshape
+    elif isinstance(x, QT) and (x.perm is not None or x.hwc) and len(new) != 3:
+        # a flattened view (Keras Conv1D: (C, 1, L) -> squeeze (C, L) -> Transpose (L, C) -> flatten):
+        # its feature permutation, transposed; only a flatten or a dense layer reads it
+        base = x.perm if x.perm is not None else np.arange(int(np.prod(shape)))
+        order = np.arange(base.size).reshape(shape).transpose(p).reshape(-1)
+        b.set(node, replace(x, onnx_shape=new, perm=base[order], hwc=False))
     else:
         raise node_error(node, f"Transpose perm {list(perm)!r} of shape {shape!r} is not supported (only NHWC <-> "
                          f"NCHW of an image at the model input or before a flatten)", UnsupportedError)
