@@ -27,7 +27,7 @@ demo: install
 
 # Whole suite (unit, sim and synth tiers). pytest exit 5 = no tests collected: a failure here.
 test: install
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q -rs --durations=15 ; rc=$$?; \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -q -rs --durations=15 ; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
 test-fast: install

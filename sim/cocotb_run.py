@@ -76,7 +76,8 @@ from .._children import run_child
 from ..files import copy_file
 from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stream_ports
 
-__all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for", "runtime_ready"]
+__all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for", "verilog_once", "runtime_ready",
+           "hardware_text"]
 
 SIMULATORS = ("verilator", "icarus")
 _TB_MODULE = "onnx2hw.sim._cocotb_stream_tb"
@@ -143,7 +144,8 @@ def verilog_for(component, name: str = "top") -> str:
 _CONVERTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _verilog_once(component) -> str:
+def verilog_once(component) -> str:
+    """The Verilog of ``component``, converted once per component object."""
     try:
         return _CONVERTED[component]
     except (KeyError, TypeError):
@@ -155,6 +157,12 @@ def _verilog_once(component) -> str:
 
 
 _SRC_ATTR = re.compile(r"\(\* src = \"[^\"]*\" \*\)")
+
+
+def hardware_text(component) -> str:
+    """The component's Verilog without source-location attributes: equal for equal hardware
+    (what the simulator cache keys on)."""
+    return _SRC_ATTR.sub("", verilog_once(component))
 
 #: the design's own C++: Verilator's make variables for the code evaluated every cycle
 #: (OPT_FAST) and the code run once (OPT_SLOW); see the module docstring for the measurements
@@ -644,7 +652,7 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         "max_cycles": int(max_cycles), "drain": int(drain), "idle_limit": int(idle_limit),
         "top_name": type(dut).__name__,
     }
-    text = _verilog_once(dut)
+    text = verilog_once(dut)
     spec["clocked"] = re.search(r"^\s*input\s+clk\s*;", text, re.M) is not None
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)

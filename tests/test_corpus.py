@@ -6,6 +6,7 @@ Needs no exporter: corpus/make_corpus.py wrote the files in a separate environme
 #12 shows up here as an XPASS to turn into a plain pass.
 """
 import collections
+import dataclasses
 import functools
 import hashlib
 import json
@@ -22,6 +23,10 @@ import onnx2hw
 from _oracle import run_kernels, spec_session
 from _paths import ROOT
 from onnx2hw.cli import main
+from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.design import MismatchError
+from onnx2hw.sim.cocotb_run import hardware_text
+from onnx2hw.target import resolve_target
 from onnx2hw.ir import ModelError, UnsupportedError, load
 from onnx2hw.quant import ptq
 
@@ -228,10 +233,12 @@ def _sim_design(name: str):
     try:
         return onnx2hw.compile(str(CORPUS / name), board="ulx3s", calib=_calib(name),
                                target_cycles=SIM_TARGET_CYCLES)
-    except ModelError as exc:   # that rate needs more than the board has: simulate the default
+    except ModelError as exc:   # that rate needs more than the board has: the widest folding that fits
         if not str(exc).startswith("no folding reaches") and "does not fit" not in str(exc):
             raise
-        return design
+        t = resolve_target("ulx3s")
+        return dataclasses.replace(design, pipeline=compile_pipeline(design.integer, family=t.board.family,
+                                                                     budget=t.budget))
 
 
 def _golden(design, feeds: dict) -> dict[str, np.ndarray]:
@@ -334,12 +341,26 @@ def _oracle(name: str, feeds: dict) -> dict[str, np.ndarray]:
     return dict(zip(outs, ys))
 
 
+#: models whose oracle (onnxruntime, optimizations off, on the QDQ model) rounds a float32 sum
+#: that is an exact tie where the exact integer sum is not: the float32 Conv of
+#: torch_conv1d_kws' second layer gives 74.5 for one sample where the exact value is 74.5000024, so
+#: onnxruntime's QuantizeLinear takes 74 and the integer path 75; every later value of that sample
+#: follows. Allowed: this many of the SAMPLES samples differ (the rest exact to 1e-6).
+ORACLE_TIES = {f"torch_conv1d_kws_{e}_{b}.onnx": 1 for e in ("ts", "dynamo") for b in ("dyn", "b1", "b3")}
+
+
 def _assert_close(name: str, got: dict, want: dict) -> None:
     assert set(got) == set(want), (sorted(got), sorted(want))
     for k, w in want.items():
         g = np.asarray(got[k])
         w = np.asarray(w)
         assert g.shape == w.shape, (name, k, g.shape, w.shape)
+        if name in ORACLE_TIES:
+            tol = 1e-6 * max(float(np.abs(w).max()), np.finfo(np.float32).tiny)
+            off = np.abs(g.astype(np.float64) - w.astype(np.float64)).reshape(len(w), -1).max(axis=1) > tol
+            assert off.sum() <= ORACLE_TIES[name], f"{name}: {int(off.sum())} samples differ (a float32 tie allows " \
+                                                   f"{ORACLE_TIES[name]})"
+            continue
         if w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w, err_msg=f"{name}: output {k!r}")
         else:
@@ -403,11 +424,23 @@ def test_golden_matches_oracle(name):
     _assert_close(name, got, _oracle(name, feeds))
 
 
+#: hardware simulated by this process: (its Verilog without source locations, its integer inputs)
+#: -> its integer outputs. Twin exports of one network (TorchScript/dynamo, fixed/dynamic batch,
+#: raw/cleaned QONNX: the same data file, run by one worker through xdist_group) compile to the
+#: same Verilog; each is checked to, and only then shares the one simulation of it.
+_SIMULATED: dict[str, np.ndarray] = {}
+
+
+def _sim_params():
+    return [pytest.param(*p.values, marks=[*p.marks, pytest.mark.xdist_group(ENTRIES[p.values[0]]["data"])],
+                         id=p.id) for p in _accept_params(FAILS, SIM_FAILS)]
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("name", _accept_params(FAILS, SIM_FAILS))
+@pytest.mark.parametrize("name", _sim_params())
 def test_sim_bit_exact(name):
-    """compile -> design.simulate(SAMPLES inputs) in one simulator run, bit-exact against the
-    golden (else MismatchError), returning the golden's outputs."""
+    """compile -> the design simulated on SAMPLES inputs in one simulator run, bit-exact against
+    the golden (else MismatchError); the model's outputs equal the golden flow's."""
     feeds = _inputs(name)
     try:
         design = _design(name)
@@ -416,7 +449,15 @@ def test_sim_bit_exact(name):
         raise
     try:
         sim_design = _sim_design(name)
-        got = sim_design.simulate(feeds)
+        x = sim_design.quantize(feeds)
+        key = hashlib.sha256(hardware_text(sim_design.accelerator).encode() + repr(x.shape).encode()
+                             + x.tobytes()).hexdigest()
+        if key not in _SIMULATED:
+            report = sim_design.simulate_raw(x, timing=False)
+            if not report.ok:
+                raise MismatchError(report)
+            _SIMULATED[key] = report.hw
+        got = sim_design.dequantize(_SIMULATED[key])
     except Exception as exc:
         _known_failure(name, exc, SIM_FAILS)
         raise
@@ -434,19 +475,38 @@ def _names_of(name: str) -> set[str]:
     return {s for s in names if s}
 
 
-@pytest.mark.parametrize("name", sorted(FAILS) + sorted(SIM_FAILS))
+#: a corpus model with an op no hardware or host path takes (Sin) put after its first node: the
+#: failing case this test keeps checking when every corpus model passes
+BROKEN = "torch_cnn_softmax_ts_dyn.onnx"
+
+
+def _with_sin(name: str) -> bytes:
+    m = onnx.load(CORPUS / name)
+    first = m.graph.node[0].output[0]
+    for n in m.graph.node[1:]:
+        n.input[:] = ["sin_out" if i == first else i for i in n.input]
+    m.graph.node.insert(1, onnx.helper.make_node("Sin", [first], ["sin_out"], name="inserted_sin"))
+    return m.SerializeToString()
+
+
+@pytest.mark.parametrize("name", sorted(FAILS) + sorted(SIM_FAILS) + [f"{BROKEN}+Sin"])
 def test_failing_model_fails_with_one_onnx2hw_line(name):
     """Each model that does not get through stops with one line of onnx2hw's own errors
     (ModelError/UnsupportedError/ValueError, or a MismatchError of the simulation) naming the
     node, op or tensor at fault, never another exception or a traceback."""
     table = FAILS if name in FAILS else SIM_FAILS
     with pytest.raises(Exception) as info:
+        if name.endswith("+Sin"):
+            onnx2hw.compile(_with_sin(BROKEN), calib=_calib(BROKEN))
         design = _design(name)
         if table is FAILS:
             _golden(design, _inputs(name))
         else:
             _sim_design(name).simulate(_inputs(name))
     exc = info.value
+    if name.endswith("+Sin"):
+        assert isinstance(exc, UnsupportedError) and str(exc).endswith("inserted_sin (Sin)"), exc
+        return
     assert isinstance(exc, (ValueError, onnx2hw.MismatchError)), f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
     text = str(exc)
     assert text and "\n" not in text and "Traceback" not in text, text
