@@ -334,11 +334,13 @@ def test_grouped_conv_with_bipolar_weights_in_hardware():
                  "acc_bits": acc_bits_for(w, layer.bias, layer.in_type)})
     pm.validate(list(g.input_specs))
     _hardware_equals_golden(type(g)(**{**g.__dict__, "layers": (pm,)}), n=2)
-    dw, _ = qdq_conv(4, 1, 4, (3, 3), pads=(1, 1, 1, 1), seed=2)
-    [layer] = to_integer_graph(load(dw)).layers
-    bip = Conv(**{**layer.__dict__, "in_type": IntType(1, False, bipolar=True),
-                  "weights": np.where(layer.weights >= 0, 1, -1), "w_type": IntType(1, False, bipolar=True)})
-    assert "depthwise convolution (group=4) of bipolar inputs" in bip.hardware_problem(list(g.input_specs))
+    for pads, why in (((0, 0, 0, 0), "depthwise convolution (group=4) of bipolar inputs"),
+                      ((1, 1, 1, 1), "zero padding of a bipolar input is not supported")):
+        dw, _ = qdq_conv(4, 1, 4, (3, 3), pads=pads, seed=2)
+        [layer] = to_integer_graph(load(dw)).layers
+        bip = Conv(**{**layer.__dict__, "in_type": IntType(1, False, bipolar=True),
+                      "weights": np.where(layer.weights >= 0, 1, -1), "w_type": IntType(1, False, bipolar=True)})
+        assert why in bip.hardware_problem(list(g.input_specs))
 
 
 @pytest.mark.parametrize("fold", [(1, 1), (3, 3), (6, 1), (2, 3)])

@@ -301,7 +301,8 @@ class Builder:
         sc = np.asarray(scale, dtype=np.float64)
         zps = np.asarray(zp if zp is not None else 0, dtype=np.float64).reshape(-1)
         name = out_name or node.outputs[0]
-        if isinstance(v, Acc) and v.scale is not None and np.any(np.asarray(v.scale) <= 0):
+        # (a Mul layer has its own signed multipliers)
+        if isinstance(v, Acc) and v.kind != "mul" and v.scale is not None and np.any(np.asarray(v.scale) <= 0):
             raise node_error(node, "a negative rescale of the layer (a BatchNormalization with a negative scale) "
                              "is only supported with a threshold activation (outputs of at most 8 bits)",
                              UnsupportedError)
