@@ -10,15 +10,12 @@ from onnx import helper
 from _branch_models import const, qdq, qdq_model
 from _oracle import lsb_apart, run_spec
 from onnx2hw import golden
+from _pysim_check import assert_hardware_is_golden
 from onnx2hw.dataflow import compile_pipeline
-from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import UnsupportedError, load
 from onnx2hw.layers import IntType, TensorSpec, dequantize_outputs, quantize_inputs
 from onnx2hw.layers.concat import Concat
 from onnx2hw.quant import to_integer_graph
-from onnx2hw.rtl.accelerator import AcceleratorCore
-from onnx2hw.sim.model_sim import from_transfers, to_transfers
-from onnx2hw.sim.pysim import run_stream
 
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
 
@@ -106,15 +103,7 @@ def test_hardware_is_bit_exact_with_the_forked_skip():
     ig = to_integer_graph(load(_skip_concat()))
     p = compile_pipeline(ig)
     assert [s.op for s in p.stages] == ["fork", "conv", "concat"]
-    spec = ig.input_specs[0]
-    n = 4
-    xq = np.random.default_rng(3).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
-    want = execute_integer(ig, {spec.name: xq})[ig.output_specs[0].name]
-    li, lo = p.input_link, p.output_link
-    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)},
-                        {"o": lo.elements // lo.src_lanes * n}, src_pause="random", sink_pause="random", seed=4,
-                        check_comb=False, idle_limit=1 << 20)
-    np.testing.assert_array_equal(from_transfers(out["o"], n, ig.output_specs[0].shape), want)
+    assert_hardware_is_golden(p, 4, input_seed=3, seed=4)
 
 
 def test_qlinear_concat_matches_onnxruntime():

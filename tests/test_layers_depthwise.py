@@ -14,15 +14,12 @@ import onnx2hw
 from _oracle import lsb_apart, run_spec
 from _sim_fixtures import require_simulator
 from onnx2hw import golden
+from _pysim_check import assert_hardware_is_golden
 from onnx2hw.dataflow import compile_pipeline
-from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import UnsupportedError, load
 from onnx2hw.layers import Conv, IntType, dequantize_outputs, quantize_inputs
 from onnx2hw.layers.types import acc_bits_for
 from onnx2hw.quant import quantize, to_integer_graph
-from onnx2hw.rtl.accelerator import AcceleratorCore
-from onnx2hw.sim.model_sim import from_transfers, to_transfers
-from onnx2hw.sim.pysim import run_stream
 from test_quant_import_qonnx import _Q, qonnx_cnn
 
 SX, ZX, SY, ZY = 0.02, 7, 0.05, 120
@@ -104,14 +101,7 @@ def _hardware_equals_golden(igraph, n=3, seed=4, folding=None):
     """Simulate the whole pipeline (Amaranth simulator, random stalls both sides) on random codes
     and compare with the golden integer executor."""
     p = compile_pipeline(igraph, folding=folding)
-    spec = igraph.input_specs[0]
-    xq = np.random.default_rng(seed).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
-    want = execute_integer(igraph, {spec.name: xq})[igraph.output_specs[0].name]
-    li, lo = p.input_link, p.output_link
-    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)},
-                        {"o": lo.elements // lo.src_lanes * n}, src_pause="random", sink_pause="random", seed=seed,
-                        check_comb=False, idle_limit=1 << 20)
-    np.testing.assert_array_equal(from_transfers(out["o"], n, igraph.output_specs[0].shape), want)
+    assert_hardware_is_golden(p, n, input_seed=seed, seed=seed)
     return p
 
 

@@ -7,6 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 from _branch_models import const, qdq, qdq_model
 from _oracle import lsb_apart, run_spec
 from onnx2hw import golden
+from _pysim_check import assert_hardware_is_golden
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import ModelError, UnsupportedError, load
@@ -167,15 +168,7 @@ def test_per_channel_prelu_is_one_table_per_channel_and_bit_exact():
     lsb = lsb_apart(got, want, igraph.outputs[0].scale)
     assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
     p = compile_pipeline(igraph, folding={"act0": (2, 2)})
-    spec = igraph.input_specs[0]
-    n = 5
-    xq = np.random.default_rng(3).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
-    want_q = execute_integer(igraph, {spec.name: xq})[igraph.output_specs[0].name]
-    li, lo = p.input_link, p.output_link
-    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)},
-                        {"o": lo.elements // lo.src_lanes * n}, src_pause="random", sink_pause="random", seed=4,
-                        check_comb=False, idle_limit=1 << 20)
-    np.testing.assert_array_equal(from_transfers(out["o"], n, igraph.output_specs[0].shape), want_q)
+    assert_hardware_is_golden(p, 5, input_seed=3, seed=4)
 
 
 def test_prelu_slope_varying_within_a_channel_is_refused():
