@@ -51,14 +51,32 @@ def onnx_macs(path: Path) -> int:
     return macs
 
 
-def _ort_outputs(model, x: np.ndarray) -> np.ndarray:
+def _ort_outputs(model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """onnxruntime (graph optimizations off: the QDQ graph as the spec defines it) on the QDQ model:
+    (the model's output, the quantized core's output on its integer grid, i.e. the DequantizeLinear
+    that feeds the float tail (Softmax) or the model's output, ``None`` if there is none)."""
+    import onnx
     import onnxruntime as ort
+    from onnx import numpy_helper
 
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    g = model.graph
+    sm = [n for n in g.node if n.op_type == "Softmax"]
+    core = sm[0].input[0] if sm else g.output[0].name
+    dq = next((n for n in g.node if core in n.output and n.op_type == "DequantizeLinear"), None)
+    if dq is not None and core != g.output[0].name:
+        g.output.append(onnx.helper.make_tensor_value_info(core, onnx.TensorProto.FLOAT, None))
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    outs = sess.run(None, {sess.get_inputs()[0].name: x})
+    if dq is None:
+        return outs[0], None
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    scale = float(inits[dq.input[1]])
+    zp = int(inits[dq.input[2]]) if len(dq.input) > 2 and dq.input[2] else 0
+    return outs[0], np.round(outs[-1] / scale).astype(np.int64) + zp
 
 
 def _agreement(golden: np.ndarray, ref: np.ndarray, classes: bool) -> str:
@@ -147,8 +165,18 @@ def bench_network(entry: dict) -> dict:
     xs = x[:SAMPLES]
     outs = design.golden({"input": xs})
     golden = outs["output"] if "output" in outs else next(iter(outs.values()))
-    ort_y = _ort_outputs(qdq, xs)
+    ort_y, ort_int = _ort_outputs(qdq, xs)
     row["golden_vs_ort"] = _agreement(golden, ort_y, classes)
+    if ort_int is not None:
+        from onnx2hw.golden.integer import execute_integer
+
+        gold_int = next(iter(execute_integer(design.integer, {design.integer.input_specs[0].name:
+                                                              design.quantize({"input": xs})}).values()))
+        diff = np.abs(gold_int.reshape(len(xs), -1).astype(np.int64) - ort_int.reshape(len(xs), -1))
+        row["golden_vs_ort_int"] = (f"{np.mean(diff == 0):.2%} of {diff.size} core-output integers equal, "
+                                    f"max {int(diff.max())} LSB, inputs differing "
+                                    f"{np.nonzero(diff.any(axis=1))[0].tolist()}")
+        row["golden_vs_ort"] += f"; on the integer grid before the float tail: {row['golden_vs_ort_int']}"
     row["golden_vs_keras"] = _agreement(golden, y_keras[:SAMPLES], classes)
     print(f"    golden vs onnxruntime (QDQ, ORT_DISABLE_ALL), {SAMPLES} inputs: {row['golden_vs_ort']}", flush=True)
     print(f"    golden vs Keras float: {row['golden_vs_keras']}", flush=True)
