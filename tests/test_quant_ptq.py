@@ -276,8 +276,10 @@ def test_standalone_batchnorm_and_constant_add_are_rejected():
                         bn, ["N", 8], ["N", 8])
     with pytest.raises(UnsupportedError, match="'bn0'"):
         quantize(model, {"x": np.ones((4, 8), np.float32)})
-    # between two layers (a constant Add after the last layer is the host's, see test_quant_partition)
-    model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc", transB=1),
+    # between two layers, after an activation (a constant Add after the last layer is the host's,
+    # see test_quant_partition; one right after a layer folds into its bias, see below)
+    model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc", transB=1),
+                         helper.make_node("Relu", ["g"], ["h"], name="relu"),
                          helper.make_node("Add", ["h", "c"], ["a"], name="add_const"),
                          helper.make_node("Gemm", ["a", "w2"], ["y"], name="fc2", transB=1)],
                         {"w": rng.standard_normal((4, 8)), "b": np.zeros(4), "c": np.ones(4),
@@ -342,3 +344,46 @@ def test_progress_bar_appears_only_when_calibration_is_slow():
     slow.update(50)
     assert slow.bar is not None
     slow.close()
+
+
+@pytest.mark.parametrize("layer", ["gemm", "conv"])
+def test_keras_batchnorm_as_mul_and_add_folds_into_the_layer(layer):
+    """tf2onnx writes Keras' BatchNormalization after a Dense/Conv as Mul(scale) then
+    Add(shift) of per-channel constants: both fold into the layer (no Mul/Add in the QDQ model),
+    and the integer graph equals onnxruntime (optimizations off) on that QDQ model."""
+    rng = np.random.default_rng(9)
+    if layer == "gemm":
+        nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc", transB=1)]
+        inits = {"w": rng.standard_normal((6, 8)), "b": rng.standard_normal(6),
+                 "m": rng.uniform(-2, 2, 6), "c": rng.standard_normal((1, 6))}
+        xs, ys = ["N", 8], ["N", 6]
+        x = rng.standard_normal((32, 8)).astype(np.float32)
+    else:
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["g"], name="conv", pads=[1, 1, 1, 1])]
+        inits = {"w": rng.standard_normal((6, 2, 3, 3)), "b": rng.standard_normal(6),
+                 "m": rng.uniform(-2, 2, (6, 1, 1)), "c": rng.standard_normal((1, 6, 1, 1))}
+        xs, ys = ["N", 2, 5, 5], ["N", 6, 5, 5]
+        x = rng.standard_normal((32, 2, 5, 5)).astype(np.float32)
+    nodes += [helper.make_node("Mul", ["g", "m"], ["s"], name="bn_mul"),
+              helper.make_node("Add", ["s", "c"], ["t"], name="bn_add"),
+              helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    model = _tiny_model(nodes, inits, xs, ys)
+    q, y_f, y_q = _float_vs_quant(model, x, x)
+    assert not {"Mul", "Add"} & {n.op_type for n in q.graph.node}
+    g = to_integer_graph(load(q))
+    xi = ig.quantize_inputs(g, {"x": x})
+    got = ig.dequantize_outputs(g, execute(g, xi))["y"]
+    np.testing.assert_array_equal(got, y_q)
+    assert np.abs(y_q - y_f).max() < 0.05 * np.abs(y_f).max()
+
+
+def test_a_constant_along_width_is_not_folded_as_per_channel():
+    """(C,) against a Conv's (N, C, H, W) output broadcasts along W, not channels: not folded."""
+    rng = np.random.default_rng(1)
+    model = _tiny_model([helper.make_node("Conv", ["x", "w", "b"], ["g"], name="conv"),
+                         helper.make_node("Add", ["g", "c"], ["a"], name="add_w"),
+                         helper.make_node("Relu", ["a"], ["y"], name="relu")],
+                        {"w": rng.standard_normal((3, 1, 1, 1)), "b": np.zeros(3), "c": rng.standard_normal(4)},
+                        ["N", 1, 4, 4], ["N", 3, 4, 4])
+    with pytest.raises(UnsupportedError, match="'add_w'"):
+        quantize(model, {"x": rng.standard_normal((8, 1, 4, 4)).astype(np.float32)})

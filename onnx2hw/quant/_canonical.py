@@ -4,7 +4,9 @@
 
 * ``Constant`` nodes become initializers; ``Identity`` and inference ``Dropout`` are removed
   (kept as ``Identity`` only where their output is a graph output);
-* ``BatchNormalization`` is folded into the ``Conv``/``Gemm`` that feeds it;
+* ``BatchNormalization`` is folded into the ``Conv``/``Gemm`` that feeds it, and so is a
+  ``Mul`` or ``Add`` of a per-channel (or scalar) constant that follows one (the form tf2onnx
+  gives Keras' BatchNormalization after a Dense or a Conv: ``Mul(scale)``, ``Add(shift)``);
 * every ``Gemm`` is ``A @ W.T + c`` (``transB=1``, ``alpha=beta=1``, constant ``W`` of shape
   (N, K) and a 1-D constant bias of N elements); every ``Conv`` has a constant bias;
 * ``Clip`` carries its bounds as constant inputs (opset >= 11 form).
@@ -132,6 +134,8 @@ def prepare(graph: Graph) -> Graph:
                 raise UnsupportedError(f"{_label(node)}: only activation @ constant 2-D weight is supported")
         elif op == "Clip":
             node = _canonical_clip(node, inits, names)
+        elif op in ("Mul", "Add") and _fold_affine(node, nodes, inits, names, outputs):
+            continue
         elif op == "Add":
             for i in node.inputs:
                 if i in inits:
@@ -211,6 +215,42 @@ def _canonical_clip(node: Node, inits, names: _Names) -> Node:
     ln, hn = names.fresh(f"{base}.min"), names.fresh(f"{base}.max")
     inits[ln], inits[hn] = np.float32(lo), np.float32(hi)
     return dataclasses.replace(node, inputs=(node.inputs[0], ln, hn), attrs={}, since_version=13)
+
+
+def _fold_affine(node: Node, nodes: list[Node], inits, names: _Names, outputs: set[str]) -> bool:
+    """Fold ``x * c`` or ``x + c`` (``c`` a constant per output channel or a scalar) into the Conv
+    or Gemm that made ``x`` when nothing else reads ``x``; False (nothing changed) otherwise."""
+    data = [i for i in node.inputs if i not in inits]
+    if len(data) != 1 or len(node.inputs) != 2:
+        return False
+    x = data[0]
+    c = inits[node.inputs[1] if node.inputs[0] == x else node.inputs[0]].astype(np.float64)
+    prod = next((i for i, n in enumerate(nodes) if x in n.outputs), None)
+    if prod is None or nodes[prod].op_type not in ("Conv", "Gemm") or x in outputs \
+            or any(x in n.inputs for n in nodes):
+        return False
+    src = nodes[prod]
+    w, b = inits[src.inputs[1]].astype(np.float64), inits[src.inputs[2]].astype(np.float64)
+    n = w.shape[0]
+    # per channel means: broadcasting to the layer's output, (N, n) for Gemm or (N, n, H, W) for
+    # Conv, the constant varies along the channel axis only
+    spatial = (1,) * (w.ndim - 2) if src.op_type == "Conv" else ()
+    if c.ndim > 2 + len(spatial):
+        return False
+    try:
+        v = np.broadcast_to(c, (1, n) + spatial).reshape(n)
+    except ValueError:
+        return False
+    base = src.name or src.outputs[0]
+    if node.op_type == "Mul":
+        wn, bname = names.fresh(f"{base}.weight_scaled"), names.fresh(f"{base}.bias_scaled")
+        inits[wn] = (w * v.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+        inits[bname] = (b * v).astype(np.float32)
+    else:
+        wn, bname = src.inputs[1], names.fresh(f"{base}.bias_shifted")
+        inits[bname] = (b + v).astype(np.float32)
+    nodes[prod] = dataclasses.replace(src, inputs=(src.inputs[0], wn, bname), outputs=(node.outputs[0],))
+    return True
 
 
 def _fold_bn(bn: Node, nodes: list[Node], inits, names: _Names, outputs: set[str]) -> None:
