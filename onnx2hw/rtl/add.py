@@ -1,21 +1,18 @@
 """Quantized elementwise AddUnit of two streams (residual connections)."""
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, Value, signed
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
 from . import _blockparams as _p
+from ._scaled_term import shape_range, term, term_kind, term_range, term_shape
 from .cost import Cost
 
 __all__ = ["AddUnit"]
 
 
-def _range(shape):
-    if shape.signed:
-        return -(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1
-    return 0, (1 << shape.width) - 1
 
 
 class AddUnit(wiring.Component):
@@ -73,18 +70,18 @@ class AddUnit(wiring.Component):
             self.a.ready.eq(en & self.b.valid),
             self.b.ready.eq(en & self.a.valid),
         ]
-        ta_shape = _term_shape(self.a_shape, self.a_zero, self.a_mult)
-        tb_shape = _term_shape(self.b_shape, self.b_zero, self.b_mult)
+        ta_shape = term_shape(self.a_shape, self.a_zero, self.a_mult)
+        tb_shape = term_shape(self.b_shape, self.b_zero, self.b_mult)
         half = (1 << (self.shift - 1)) if self.shift else 0
-        ta_lo, ta_hi = _term_range(self.a_shape, self.a_zero, self.a_mult)
-        tb_lo, tb_hi = _term_range(self.b_shape, self.b_zero, self.b_mult)
+        ta_lo, ta_hi = term_range(self.a_shape, self.a_zero, self.a_mult)
+        tb_lo, tb_hi = term_range(self.b_shape, self.b_zero, self.b_mult)
         y_shape = signed(acc_bits(((ta_lo + tb_lo + half) >> self.shift) + self.zero_point,
                                   ((ta_hi + tb_hi + half) >> self.shift) + self.zero_point))
         for j in range(self.lanes):
             ta = Signal(ta_shape, name=f"ta{j}")
             tb = Signal(tb_shape, name=f"tb{j}")
-            ta_next = _term(m, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult)
-            tb_next = _term(m, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult)
+            ta_next = term(m, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult)
+            tb_next = term(m, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult)
             y = Signal(y_shape, name=f"y{j}")
             with m.If(en):
                 m.d.sync += [
@@ -110,10 +107,10 @@ class AddUnit(wiring.Component):
         lut = ff = dsp = 0
         ranges = []
         for shape, z, mult in ((a_shape, a_zero, a_mult), (b_shape, b_zero, b_mult)):
-            ranges.append(_term_range(shape, z, mult))
-            t = _term_shape(shape, z, mult).width
+            ranges.append(term_range(shape, z, mult))
+            t = term_shape(shape, z, mult).width
             tz = (abs(mult) & -abs(mult)).bit_length() - 1 if mult else t   # constant LSBs
-            kind = _term_kind(shape, mult)
+            kind = term_kind(shape, mult)
             ff += max(0, t - tz)
             if kind == "table":
                 lut += max(0, t - tz)            # one LUT4 per non-constant table bit
@@ -132,45 +129,6 @@ class AddUnit(wiring.Component):
         return Cost(1, 3, lut * lanes + 3, ff * lanes + 3, dsp * lanes, 0)
 
 
-def _term_kind(shape, mult) -> str:
-    if shape.width <= 4:
-        return "table"
-    if mult == 0 or (mult > 0 and mult & (mult - 1) == 0):
-        return "shift"
-    return "dsp"
-
-
-def _term_range(shape, zero, mult):
-    lo, hi = _range(shape)
-    ends = [(lo - zero) * mult, (hi - zero) * mult]
-    return min(ends), max(ends)
-
-
-def _term_shape(shape, zero, mult):
-    return signed(acc_bits(*_term_range(shape, zero, mult)))
-
-
-def _term(m, value, shape, zero, mult):
-    """``(value - zero) * mult`` as a table, a shift, or a DSP product."""
-    kind = _term_kind(shape, mult)
-    out = Signal(_term_shape(shape, zero, mult))
-    if kind == "table":
-        raw = Value.cast(value).as_unsigned()
-        with m.Switch(raw):
-            for r in range(1 << shape.width):
-                x = r - (1 << shape.width) if shape.signed and r >> (shape.width - 1) else r
-                with m.Case(r):
-                    m.d.comb += out.eq((x - zero) * mult)
-    elif kind == "shift":
-        if mult == 0:
-            m.d.comb += out.eq(0)
-        else:
-            m.d.comb += out.eq((value - zero) << (mult.bit_length() - 1))
-    else:
-        m.d.comb += out.eq((value - zero) * mult)
-    return out
-
-
 def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
             zero_point, lo, hi):
     a_shape = _p.elem_shape(a_shape, "a_shape")
@@ -186,7 +144,7 @@ def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, 
     shift = _p.integer(shift, "shift")
     if not 0 <= shift <= 62:
         raise ValueError(f"shift must be in 0..62, not {shift!r}")
-    olo, ohi = _range(out_shape)
+    olo, ohi = shape_range(out_shape)
     lo = olo if lo is None else _p.integer(lo, "lo")
     hi = ohi if hi is None else _p.integer(hi, "hi")
     if not olo <= lo <= hi <= ohi:

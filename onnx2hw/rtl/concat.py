@@ -5,15 +5,14 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import acc_bits, int_range
+from ..arith import acc_bits
 from . import _blockparams as _p
+from ._scaled_term import shape_range, term, term_kind, term_range
 from .cost import Cost
 
 __all__ = ["ConcatUnit"]
 
 
-def _range(shape):
-    return int_range(shape.width, shape.signed)
 
 
 class ConcatUnit(wiring.Component):
@@ -88,7 +87,7 @@ class ConcatUnit(wiring.Component):
                         m.d.sync += [beat.eq(0), sel.eq(0 if k == n - 1 else k + 1)]
                     with m.Else():
                         m.d.sync += beat.eq(beat + 1)
-        ranges = [_term_range(s, z, mm) for s, z, mm in zip(self.in_shapes, self.zeros, self.m_norm)]
+        ranges = [term_range(s, z, mm) for s, z, mm in zip(self.in_shapes, self.zeros, self.m_norm)]
         t_shape = signed(acc_bits(min(r[0] for r in ranges), max(r[1] for r in ranges)))
         half = (1 << (self.max_shift - 1)) if self.max_shift else 0
         y_lo = ((min(r[0] for r in ranges) + half) >> self.max_shift) + self.zero_point
@@ -97,7 +96,7 @@ class ConcatUnit(wiring.Component):
         v1 = Signal()
         for j in range(lanes):
             t1 = Signal(t_shape, name=f"t{j}")
-            terms = [_term(m, port.payload[j], s, z, mm, f"term{k}_{j}")
+            terms = [term(m, port.payload[j], s, z, mm, f"term{k}_{j}")
                      for k, (port, s, z, mm) in enumerate(zip(ins, self.in_shapes, self.zeros, self.m_norm))]
             chosen = terms[-1]
             for k in range(n - 2, -1, -1):
@@ -123,11 +122,11 @@ class ConcatUnit(wiring.Component):
         _p.family(family)
         s_max = max(shifts)
         norm = [mm << (s_max - s) for mm, s in zip(mults, shifts)]
-        ranges = [_term_range(s, z, mm) for s, z, mm in zip(in_shapes, zeros, norm)]
+        ranges = [term_range(s, z, mm) for s, z, mm in zip(in_shapes, zeros, norm)]
         t_w = acc_bits(min(r[0] for r in ranges), max(r[1] for r in ranges))
         dsp = products = table = 0
         for s, mm in zip(in_shapes, norm):
-            kind = _term_kind(s, mm)
+            kind = term_kind(s, mm)
             if kind == "dsp":
                 m_bits = (abs(mm) >> ((abs(mm) & -abs(mm)).bit_length() - 1)).bit_length() + 1
                 dsp += -(-m_bits // 18) * -(-(s.width + 1) // 18)
@@ -138,37 +137,6 @@ class ConcatUnit(wiring.Component):
         ff = lanes * (out_shape.width + (4 if products else t_w)) + 4
         cycles = pixels * sum(channels) // lanes
         return Cost(cycles, 2, lut, ff, dsp * lanes, 0)
-
-
-def _term_kind(shape, mult) -> str:
-    if mult == 0 or (mult > 0 and mult & (mult - 1) == 0):
-        return "shift"
-    if shape.width <= 4:
-        return "table"
-    return "dsp"
-
-
-def _term_range(shape, zero, mult):
-    lo, hi = _range(shape)
-    ends = [(lo - zero) * mult, (hi - zero) * mult]
-    return min(ends), max(ends)
-
-
-def _term(m, value, shape, zero, mult, name):
-    """``(value - zero) * mult`` as a wire shift, a table or a DSP product."""
-    out = Signal(signed(acc_bits(*_term_range(shape, zero, mult))), name=name)
-    kind = _term_kind(shape, mult)
-    if kind == "shift":
-        m.d.comb += out.eq(0 if mult == 0 else (value - zero) << (mult.bit_length() - 1))
-    elif kind == "table":
-        with m.Switch(value.as_unsigned()):
-            for r in range(1 << shape.width):
-                x = r - (1 << shape.width) if shape.signed and r >> (shape.width - 1) else r
-                with m.Case(r):
-                    m.d.comb += out.eq((x - zero) * mult)
-    else:
-        m.d.comb += out.eq((value - zero) * mult)
-    return out
 
 
 def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi):
@@ -194,7 +162,7 @@ def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts,
     if any(not 0 <= s <= 62 for s in shifts):
         raise ValueError(f"shifts must be in 0..62, not {shifts!r}")
     zero_point = _p.integer(zero_point, "zero_point")
-    olo, ohi = _range(out_shape)
+    olo, ohi = shape_range(out_shape)
     lo = olo if lo is None else _p.integer(lo, "lo")
     hi = ohi if hi is None else _p.integer(hi, "hi")
     if not olo <= lo <= hi <= ohi:

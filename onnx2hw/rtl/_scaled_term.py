@@ -1,0 +1,51 @@
+"""``(x - zero) * mult`` for a constant ``zero`` and integer ``mult``: the term AddUnit and
+ConcatUnit requantize their inputs through, built as a wire shift (``mult`` 0 or a power of
+two), a table (inputs of at most 4 bits) or a DSP product."""
+from __future__ import annotations
+
+from amaranth.hdl import Signal, Value, signed
+
+from ..arith import acc_bits, int_range
+
+__all__ = ["shape_range", "term_kind", "term_range", "term_shape", "term"]
+
+
+def shape_range(shape) -> tuple[int, int]:
+    """The values of an Amaranth integer shape."""
+    return int_range(shape.width, shape.signed)
+
+
+def term_kind(shape, mult) -> str:
+    """``"shift"``, ``"table"`` or ``"dsp"`` (what :func:`term` builds; the cost models use it)."""
+    if mult == 0 or (mult > 0 and mult & (mult - 1) == 0):
+        return "shift"
+    if shape.width <= 4:
+        return "table"
+    return "dsp"
+
+
+def term_range(shape, zero, mult) -> tuple[int, int]:
+    lo, hi = shape_range(shape)
+    ends = [(lo - zero) * mult, (hi - zero) * mult]
+    return min(ends), max(ends)
+
+
+def term_shape(shape, zero, mult):
+    return signed(acc_bits(*term_range(shape, zero, mult)))
+
+
+def term(m, value, shape, zero, mult, name=None) -> Signal:
+    """A combinational signal holding ``(value - zero) * mult``."""
+    out = Signal(term_shape(shape, zero, mult), name=name)
+    kind = term_kind(shape, mult)
+    if kind == "shift":
+        m.d.comb += out.eq(0 if mult == 0 else (value - zero) << (mult.bit_length() - 1))
+    elif kind == "table":
+        with m.Switch(Value.cast(value).as_unsigned()):
+            for r in range(1 << shape.width):
+                x = r - (1 << shape.width) if shape.signed and r >> (shape.width - 1) else r
+                with m.Case(r):
+                    m.d.comb += out.eq((x - zero) * mult)
+    else:
+        m.d.comb += out.eq((value - zero) * mult)
+    return out
