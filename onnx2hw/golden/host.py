@@ -16,7 +16,7 @@ from ..ir.graph import Graph
 from ..layers import IntegerGraph, dequantize_outputs
 from .execute import execute
 
-__all__ = ["model_outputs", "run_tail", "execute_batched", "fixed_batch"]
+__all__ = ["model_outputs", "run_tail", "execute_batched", "fixed_batch", "batches"]
 
 
 def fixed_batch(graph: Graph) -> int | None:
@@ -28,21 +28,29 @@ def fixed_batch(graph: Graph) -> int | None:
     return sizes.pop() if sizes else None
 
 
+def batches(feeds: Mapping[str, np.ndarray], size: int, *, fill: bool):
+    """``(chunk, real)`` for consecutive runs of ``size`` samples of ``feeds``; with ``fill`` a
+    short last chunk is filled with copies of its last sample (``real`` counts the genuine ones),
+    as a model that fixes its batch size needs."""
+    n = next(iter(feeds.values())).shape[0]
+    for start in range(0, n, size):
+        chunk = {k: v[start:start + size] for k, v in feeds.items()}
+        real = next(iter(chunk.values())).shape[0]
+        if fill and real < size:
+            chunk = {k: np.concatenate([v, np.repeat(v[-1:], size - real, axis=0)]) for k, v in chunk.items()}
+        yield chunk, real
+
+
 def execute_batched(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """:func:`execute` for any number of samples: a graph that fixes its batch size is run one
-    batch at a time, the last batch filled with copies of its last sample (whose results are
-    dropped). For graphs whose samples do not interact (every op but a batch-axis reduction)."""
+    batch at a time (:func:`batches`; the results of fill samples are dropped). For graphs whose
+    samples do not interact (every op but a batch-axis reduction)."""
     fixed = fixed_batch(graph)
     n = next(iter(feeds.values())).shape[0]
     if not fixed or fixed == n:
         return execute(graph, feeds)
-    parts: list[dict[str, np.ndarray]] = []
-    for start in range(0, n, fixed):
-        chunk = {k: v[start:start + fixed] for k, v in feeds.items()}
-        real = next(iter(chunk.values())).shape[0]
-        if real < fixed:
-            chunk = {k: np.concatenate([v, np.repeat(v[-1:], fixed - real, axis=0)]) for k, v in chunk.items()}
-        parts.append({k: np.asarray(v)[:real] for k, v in execute(graph, chunk).items()})
+    parts = [{k: np.asarray(v)[:real] for k, v in execute(graph, chunk).items()}
+             for chunk, real in batches(feeds, fixed, fill=True)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 

@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from ..golden import execute
-from ..golden.host import fixed_batch
+from ..golden.host import batches, fixed_batch
 from ..ir.errors import ModelError
 from ..ir.graph import Graph
 
@@ -161,11 +161,8 @@ def collect_ranges(graph: Graph, feeds: Mapping[str, np.ndarray], tensors, metho
     fixed = fixed_batch(graph)
     step = fixed or CHUNK
     try:
-        for start in range(0, n, step):
-            chunk = {k: v[start:start + step] for k, v in feeds.items()}
-            real = next(iter(chunk.values())).shape[0]
-            if fixed and real < fixed:  # the last batch of a fixed-batch model: fill it, use only the real part
-                chunk = {k: np.concatenate([v, np.repeat(v[-1:], fixed - real, axis=0)]) for k, v in chunk.items()}
+        done = 0
+        for chunk, real in batches(feeds, step, fill=bool(fixed)):  # a fixed batch: filled, real part used
             env = execute(graph, chunk, keep_intermediates=True)
             if fixed and real < fixed:
                 env = {k: (np.asarray(v)[:real] if np.ndim(v) and np.shape(v)[0] == fixed else v)
@@ -192,7 +189,8 @@ def collect_ranges(graph: Graph, feeds: Mapping[str, np.ndarray], tensors, metho
                     axes = tuple(i for i in range(v.ndim) if i != 1)
                     acc[t][0] = acc[t][0] + v.sum(axis=axes)
                     acc[t][1] += v.size // v.shape[1]
-            bar.update(min(start + step, n))
+            done += real
+            bar.update(done)
     finally:
         bar.close()
     for t in list(stats):

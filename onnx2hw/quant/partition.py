@@ -105,16 +105,14 @@ def _descendants(graph: Graph, start: set[int], readers) -> set[int]:
     return seen
 
 
-def _entries(graph: Graph, tail: set[int]) -> set[str]:
+def _entries(graph: Graph, tail: set[int], const: set[str]) -> set[str]:
     """The tensors the tail reads from the core (constants are not core tensors)."""
     made = {o for i in tail for o in graph.nodes[i].outputs if o}
-    const = _constants(graph)
     return {name for i in tail for name in graph.nodes[i].inputs if name and name not in made and name not in const}
 
 
-def _auto_tail(graph: Graph, readers) -> set[int]:
+def _auto_tail(graph: Graph, readers, const: set[str]) -> set[int]:
     outputs = set(graph.output_names)
-    const = _constants(graph)
     tail: set[int] = set()
     #: tail nodes whose value is quantized again before any head op: an affine op before them
     #: (a layer's bias or scale) belongs to the layer, in hardware
@@ -164,13 +162,14 @@ def split(graph: Graph, host=()) -> Split:
     unknown = [h for h in host if h not in by_name]
     if unknown:
         raise ModelError(f"--host names no node of the model: {', '.join(map(repr, unknown))}")
-    tail = _auto_tail(graph, readers)
+    const = _constants(graph)
+    tail = _auto_tail(graph, readers, const)
     forced = bool(host)
     if forced:
         tail |= _descendants(graph, {by_name[h] for h in host}, readers)
     if not tail:
         return Split(graph, None)
-    entries = _entries(graph, tail)
+    entries = _entries(graph, tail, const)
     if len(entries) != 1:
         if forced:
             raise UnsupportedError(f"the host part would read {len(entries)} tensors of the hardware "
