@@ -62,6 +62,16 @@ def delay(m, en, value, stages, name="d"):
     return out
 
 
+def register_operands(m, en, xs, ws):
+    """Register both factor lists of a product array (a pipeline stage in front of DSP
+    multipliers, updated when ``en``); returns the registered ``(xs, ws)``."""
+    xr = [Signal(v.shape(), name=f"x_r{j}") for j, v in enumerate(xs)]
+    wr = [Signal(v.shape(), name=f"w_r{j}") for j, v in enumerate(ws)]
+    with m.If(en):
+        m.d.sync += [r.eq(v) for r, v in zip(xr + wr, xs + ws)]
+    return xr, wr
+
+
 def rom(m, words, width, addr, en, name):
     """Synchronous-read ROM of ``words`` (``width``-bit ints); 1-cycle latency, holds when ``en`` is low.
 

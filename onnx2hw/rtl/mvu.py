@@ -7,7 +7,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import delay, input_skid, pack_words, rom
+from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
 from ._mul import adder_tree, lut_product, n_dsp, tree_registers
 from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
@@ -238,11 +238,7 @@ class MatrixVectorUnit(wiring.Component):
         ws = lanes(wdata, wb, pe * simd, self.weight_signed)
         stages = 1
         if self.style == "dsp":
-            xr = [Signal(v.shape(), name=f"x_r{j}") for j, v in enumerate(xs)]
-            wr_ = [Signal(v.shape(), name=f"w_r{j}") for j, v in enumerate(ws)]
-            with m.If(en):
-                m.d.sync += [r.eq(v) for r, v in zip(xr + wr_, xs + ws)]
-            xs, ws = xr, wr_
+            xs, ws = register_operands(m, en, xs, ws)
             stages += 1
 
         # Products, registered.
