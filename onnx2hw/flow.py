@@ -13,7 +13,7 @@ import numpy as np
 from .dataflow.compile import compile_pipeline
 from .dataflow.pipeline import Pipeline
 from .ir import Graph, ModelError, UnsupportedError, load
-from .ir.simplify import simplify
+from .ir.simplify import follow_names, simplify
 from .layers import IntegerGraph
 from .layers import support as hw_support
 from .protocol import LinkFormat
@@ -53,7 +53,9 @@ def integer_graph_of(graph: Graph, calib=None, host=()) -> IntegerGraph:
     ``host`` names nodes moved to the host): the model's quantization imported, or a float
     model quantized with ``calib`` data (an ``.npz`` path or a mapping of input name to float
     array, batch first). Every node the hardware cannot map is refused before any work."""
-    graph = simplify(graph)  # the hardware path's view (the golden keeps running the original)
+    simple = simplify(graph)  # the hardware path's view (the golden keeps running the original)
+    host = follow_names(graph, simple, host)
+    graph = simple
     parts = split(graph, host)
     check_ops(parts.core)
     if flavour(graph) == "float":

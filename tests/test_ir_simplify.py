@@ -11,8 +11,9 @@ from onnx.reference import ReferenceEvaluator
 
 from _oracle import run_spec
 from _paths import ROOT
+import onnx2hw
 from onnx2hw.ir import load
-from onnx2hw.ir.simplify import simplify, to_model
+from onnx2hw.ir.simplify import follow_names, simplify, to_model
 
 CORPUS = ROOT / "corpus"
 _SHAPE_OPS = {"Shape", "Gather", "Concat", "Cast", "Unsqueeze", "Squeeze", "Slice", "Constant"}
@@ -112,3 +113,25 @@ def test_transpose_pair_cancels():
     assert [n.op_type for n in g.nodes] == ["Relu"]
     x = np.random.default_rng(1).standard_normal((3, 2, 3)).astype(np.float32)
     np.testing.assert_array_equal(_run(to_model(g), {"x": x})[0], _run(model, {"x": x})[0])
+
+
+def test_host_names_of_fused_nodes_follow_them_into_the_simplified_graph():
+    """tf2onnx writes Dense as MatMul + Add; the pass fuses them into one Gemm (its own name):
+    a user's --host naming the MatMul or the Add (or an untouched node) still finds its node."""
+    g = load(str(ROOT / "corpus" / "keras_mlp_softmax_tf2onnx.onnx"))
+    s = simplify(g)
+    names = [n.name for n in g.nodes]
+    gemms = [n.name for n in s.nodes if n.op_type == "Gemm"]
+    assert "sequential_1_1/dense_2_1/MatMul" in names and "sequential_1_1/dense_2_1/MatMul" not in {n.name for n in s.nodes}
+    assert follow_names(g, s, ["sequential_1_1/dense_2_1/MatMul", "sequential_1_1/dense_2_1/BiasAdd",
+                               "sequential_1_1/dense_1_1/Relu", "no such node"]) == (
+        gemms[1], gemms[1], "sequential_1_1/dense_1_1/Relu", "no such node")
+
+
+def test_host_naming_a_fused_float_node_splits_there():
+    path = ROOT / "corpus" / "keras_mlp_softmax_tf2onnx.onnx"
+    with np.load(ROOT / "corpus" / "keras_mlp_softmax.npz") as d:
+        x = d["input"] if "input" in d.files else d[d.files[0]]
+    design = onnx2hw.compile(str(path), calib={load(str(path)).inputs[0].name: x.astype(np.float32)},
+                             host=["sequential_1_1/dense_2_1/MatMul"])
+    assert [s.op for s in design.pipeline.stages] == ["dense"]

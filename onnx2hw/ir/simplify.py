@@ -44,7 +44,7 @@ from .errors import ModelError
 from .graph import Graph
 from .load import load
 
-__all__ = ["simplify", "to_model", "TRIGGER_OPS"]
+__all__ = ["simplify", "follow_names", "to_model", "TRIGGER_OPS"]
 
 #: ops whose presence makes the pass run (shape computation, layout and view ops)
 TRIGGER_OPS = frozenset({"Shape", "Gather", "Concat", "Cast", "Transpose", "Squeeze", "Unsqueeze", "Slice", "MatMul",
@@ -99,6 +99,31 @@ def to_model(graph: Graph) -> onnx.ModelProto | None:
     if graph.metadata:
         helper.set_model_props(model, dict(graph.metadata))
     return model
+
+
+def follow_names(before: Graph, after: Graph, names) -> tuple[str, ...]:
+    """Node names of ``before`` (a user's ``--host``) as nodes of its simplification ``after``.
+
+    A node the pass fused into another (a MatMul into the Gemm of MatMul + Add, an Add of a
+    bias into its Conv) is found again through a tensor it wrote, or else through the tensor it
+    read: the first node of ``after`` (in order) that writes one of its outputs, else the first
+    that reads one of its dynamic inputs. Names that are in ``after``, or in neither graph, are
+    returned as they are (the partition names what it does not find).
+    """
+    have = {n.name for n in after.nodes}
+    nodes = {n.name: n for n in before.nodes}
+    out = []
+    for name in names:
+        node = nodes.get(name)
+        if name in have or node is None:
+            out.append(name)
+            continue
+        wrote = set(node.outputs) - {""}
+        read = {t for t in node.inputs if t and t not in before.initializers}
+        hit = (next((n.name for n in after.nodes if wrote & set(n.outputs)), None)
+               or next((n.name for n in after.nodes if read & set(n.inputs)), None))
+        out.append(hit or name)
+    return tuple(out)
 
 
 def simplify(graph: Graph) -> Graph:
