@@ -88,6 +88,8 @@ class Design:
         --port sim`` can rebuild it); ``None`` for in-memory models or calibration arrays.
     host : tuple of str
         Nodes the user moved to the host (``--host``), recorded for rebuilding the design.
+    fastest : bool
+        Folded for the highest rate that fits the board (``target_fps="max"``).
     compile_seconds : float
         Wall time of :func:`compile` (reported in ``report.json``).
     """
@@ -104,6 +106,7 @@ class Design:
     source_model: str | None = None
     source_calib: str | None = None
     host: tuple[str, ...] = ()
+    fastest: bool = False
     compile_seconds: float = field(default=0.0, compare=False)
 
     # ------------------------------------------------------------------ derived values
@@ -235,8 +238,9 @@ def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding
         A fixed folding ``{layer: (pe, simd)}`` (or a ``folding.json`` file).
     target_cycles, target_fps : optional
         Fold for the fewest resources reaching this initiation interval (cycles) or rate
-        (inferences/s at the clock). Without any of these the pipeline is folded for the rate
-        the host link carries.
+        (inferences/s at the clock); ``target_fps="max"``: the highest rate whose folding fits
+        the board. Without any of these the pipeline is folded for the rate the host link
+        carries.
     host : sequence of str, optional
         Names of nodes to run on the host (with everything computed from them), besides the
         float tail the partition puts there itself (Softmax heads, a float last affine, ...).
@@ -261,10 +265,11 @@ def compile_for_target(model, target: Target, *, calib=None, host=(), started: f
     ig = integer_graph_of(graph, calib, host)
     pipeline, rate = fold_for_board(ig, family=target.board.family, budget=target.budget,
                                     clock_hz=target.clock_hz, baud=target.baud, folding=target.folding,
-                                    target_cycles=target.target_cycles)
+                                    target_cycles=target.target_cycles, fastest=target.fastest)
     path = isinstance(model, (str, Path))
     return Design(graph=graph, integer=ig, pipeline=pipeline, board=target.board, clock_hz=target.clock_hz,
                   baud=target.baud, link_fold_rate=rate, name=design_name(model, graph),
                   folding_source=target.folding_source, source_model=str(model) if path else None,
                   source_calib=str(calib) if isinstance(calib, (str, Path)) else None, host=tuple(host),
+                  fastest=target.fastest,
                   compile_seconds=time.perf_counter() - t0)

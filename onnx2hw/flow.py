@@ -90,18 +90,19 @@ def link_rate(pipeline: Pipeline, baud: float) -> tuple[int, float]:
 
 
 def fold_for_board(ig: IntegerGraph, *, family: str, budget, clock_hz: float, baud: float, folding=None,
-                   target_cycles=None) -> tuple[Pipeline, float | None]:
+                   target_cycles=None, fastest: bool = False) -> tuple[Pipeline, float | None]:
     """(pipeline, link rate it was folded for or ``None``): the folding ``synth`` builds.
 
-    Without an explicit ``folding`` or ``target_cycles`` the pipeline is folded for the rate the
-    host link carries at ``baud`` (no use in hardware faster than its link): the most parallel
-    folding within ``budget`` is compiled first, then the fewest resources that keep up with
-    the link at ``clock_hz``.
+    ``fastest``: the most parallel folding within ``budget``. Without that, an explicit
+    ``folding`` or ``target_cycles``, the pipeline is folded for the rate the host link carries
+    at ``baud`` (no use in hardware faster than its link, unless inputs come from on-chip
+    memory as in a self-test build): the most parallel folding within ``budget`` is compiled
+    first, then the fewest resources that keep up with the link at ``clock_hz``.
     """
     def compile_(target):
         return compile_pipeline(ig, family=family, budget=budget, folding=folding, target_cycles=target)
 
-    if folding is not None or target_cycles is not None:
+    if folding is not None or target_cycles is not None or fastest:
         return compile_(target_cycles), None
     widest = compile_(None)
     _, rate = link_rate(widest, baud)

@@ -38,6 +38,8 @@ class Target:
     baud: float
     #: where ``folding`` came from (a file name, or "the folding argument")
     folding_source: str | None = None
+    #: fold for the highest throughput that fits the budget (``target_fps="max"``)
+    fastest: bool = False
 
 
 def _positive(name: str, value) -> None:
@@ -75,10 +77,16 @@ def resolve_target(board="ulx3s", *, clock_mhz=None, baud=None, folding=None, ta
 
     ``board``: a name (see ``onnx2hw boards``) or a :class:`~onnx2hw.boards.Board`;
     ``clock_mhz``/``baud`` default to the board's; ``target_fps`` (inferences/s at the clock)
-    or ``target_cycles`` (initiation interval) asks for the fewest resources reaching that rate;
+    or ``target_cycles`` (initiation interval) asks for the fewest resources reaching that rate,
+    ``target_fps="max"`` for the highest rate whose folding fits the board;
     ``folding`` fixes the folding (a JSON file or a mapping, see :func:`_folding`).
     """
     b = board if isinstance(board, Board) else get_board(board)
+    fastest = isinstance(target_fps, str) and target_fps == "max"
+    if fastest and target_cycles is not None:
+        raise ValueError(f"pass {labels.get('target_fps', 'target_fps')} or "
+                         f"{labels.get('target_cycles', 'target_cycles')}, not both")
+    target_fps = None if fastest else target_fps
     for key, value in (("clock_mhz", clock_mhz), ("target_fps", target_fps), ("baud", baud),
                        ("target_cycles", target_cycles)):
         _positive(labels.get(key, key), value)
@@ -102,5 +110,5 @@ def resolve_target(board="ulx3s", *, clock_mhz=None, baud=None, folding=None, ta
               else None if target_fps is None else max(1, int(clock / target_fps)))
     fold, source = _folding(folding)
     return Target(b, b.budget.scaled(HEADROOM).minus(LINK_COST[b.family]), fold, target, float(clock),
-                  float(link_baud), source)
+                  float(link_baud), source, fastest)
 

@@ -17,6 +17,7 @@ from _sim_fixtures import require_simulator
 from onnx2hw import BuildResult, Design, MismatchError, ModelError, open_build
 from onnx2hw.cli import main
 from onnx2hw.driver import Accelerator, read_build_info
+from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.flow import fold_for_board, integer_graph_of
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
@@ -78,6 +79,13 @@ def test_compile_options():
     assert again.pipeline.describe() == d.pipeline.describe() and again.folding_source == "the folding argument"
     fps = onnx2hw.compile(MLP_INT8, clock_mhz=50, target_fps=50e6 / 1000)
     assert fps.clock_hz == 50e6 and fps.pipeline.ii <= 1000
+    # "max": the most parallel folding the board's budget takes (what a self-test build measures)
+    t = resolve_target("ulx3s")
+    fastest = onnx2hw.compile(MLP_INT8, target_fps="max")
+    widest = compile_pipeline(fastest.integer, family="ecp5", budget=t.budget)
+    assert fastest.fastest and fastest.link_fold_rate is None
+    assert fastest.pipeline.describe() == widest.describe()
+    assert widest.ii < onnx2hw.compile(MLP_INT8).pipeline.ii / 10   # the link-rate default is far slower
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -85,6 +93,8 @@ def test_compile_options():
     ({"baud": 0}, ValueError, "baud must be a positive finite number"),
     ({"target_cycles": 0}, ValueError, "target_cycles must be a positive finite number"),
     ({"target_cycles": 10, "target_fps": 10}, ValueError, "not both"),
+    ({"target_cycles": 10, "target_fps": "max"}, ValueError, "not both"),
+    ({"target_fps": "fast"}, ValueError, "target_fps must be a positive finite number, not 'fast'"),
     ({"board": "nope"}, ModelError, "unknown board 'nope'"),
     ({"baud": 4e6}, ValueError, "above the 3e+06 baud"),
     ({"folding": {"fc1": "x"}}, ValueError, "folding of layer 'fc1'"),

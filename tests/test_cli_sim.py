@@ -92,6 +92,14 @@ def test_sim_bad_options(capsys, argv, message):
     assert err.startswith("error: ") and message in err, err
 
 
+def test_target_fps_takes_a_number_or_max(capsys):
+    with pytest.raises(SystemExit) as exc:   # argparse's own usage error, as for any ill-typed option
+        main(["sim", f"{EX}/digits_mlp_int8.onnx", "--target-fps", "fast"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "error: argument --target-fps: must be a number or 'max', not 'fast'")
+
+
 def test_sim_too_big_for_board(capsys):
     assert main(["sim", f"{EX}/digits_cnn_int8.onnx", "--board", "icebreaker", "--count", "1"]) == 2
     err = capsys.readouterr().err

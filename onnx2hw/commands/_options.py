@@ -6,6 +6,8 @@ simulates exactly the design ``synth --board B`` builds.
 """
 from __future__ import annotations
 
+import argparse
+
 from ..design import Design, compile_for_target
 from ..sim.cocotb_run import simulator_available
 from ..target import HEADROOM, Target, resolve_target
@@ -30,11 +32,22 @@ def add_folding_options(parser):
     parser.add_argument("--board", default="ulx3s", help="board whose resources bound the folding (default ulx3s)")
     add_host_option(parser)
     parser.add_argument("--folding", metavar="FILE", help="folding JSON {layer: {pe, simd}} (default: automatic)")
-    parser.add_argument("--target-fps", type=float, metavar="N",
-                        help="fold for the fewest resources that reach N inferences/s at --clock-mhz "
-                             "(default: the rate the host link carries)")
+    parser.add_argument("--target-fps", type=_fps, metavar="N|max",
+                        help="fold for the fewest resources that reach N inferences/s at --clock-mhz, or "
+                             "'max': the highest rate whose folding fits the board (default: the rate the "
+                             "host link carries)")
     parser.add_argument("--clock-mhz", type=float, metavar="F", help="system clock (default: the board's)")
     parser.add_argument("--baud", type=float, help="UART baud rate of the host link (default: the board's)")
+
+
+def _fps(text: str):
+    """``--target-fps``: a number, or ``max``."""
+    if text == "max":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number or 'max', not {text!r}") from None
 
 
 def target_of(args) -> Target:
@@ -59,6 +72,9 @@ def folding_note(design: Design) -> str:
                 f"(pass --target-fps to go faster)")
     if design.folding_source is not None:
         return f"folding from {design.folding_source}"
+    if design.fastest:
+        return (f"folding for the highest rate that fits {design.board.title}: II {p.ii:,} cycles = "
+                f"{design.compute_bound_per_s:,.0f} inferences/s at {design.clock_hz / 1e6:g} MHz")
     return f"folding for --target-fps: II {p.ii:,} cycles at {design.clock_hz / 1e6:g} MHz"
 
 
