@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild, corpus, mlperf; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds; default all)
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ BENCHES = {
     "simbuild": ("bench.simbuild", "bench_simbuild"),
     "corpus": ("bench.corpus", "bench_corpus"),
     "mlperf": ("bench.mlperf", "bench_mlperf"),
+    "mlperf-builds": ("bench.mlperf", "bench_mlperf_builds"),
 }
 
 

@@ -1,4 +1,11 @@
-"""Where onnx2hw stands on the four MLPerf Tiny reference networks (issue #13's starting point).
+"""The four MLPerf Tiny reference networks on a ULX3S-85F (issue #13).
+
+Two parts. :func:`bench_mlperf` (fast, no place and route) is described below.
+:func:`bench_mlperf_builds` runs ``onnx2hw synth MODEL --board ulx3s-85f --calib DATA
+--target-fps max --clock-mhz CLOCK`` for each network (the full flow: PTQ, folding for the
+highest rate that fits, Yosys, nextpnr) and prints one table from the builds' report.json beside
+the published FPGA figures and the roofline (multipliers instantiated x Fmax / MACs).
+
 
 For each float model of benchmarks/mlperf_tiny/ (Keras through tf2onnx, with 64 calibration
 inputs; see that folder's README.md): MACs (from the ONNX graph's shapes) and parameters (the
@@ -23,6 +30,17 @@ MODELS = ROOT / "benchmarks" / "mlperf_tiny"
 BOARD = "ulx3s-85f"
 CLOCK_HZ = 100e6  # issue #13's whole-design clock goal
 SAMPLES = 16
+BUILD_ROOT = ROOT / "build" / "bench" / "mlperf"
+
+#: task -> published FPGA results (issue #13's table): (inferences/s, board, tool)
+PUBLISHED = {
+    "AD": [(53_365, "Pynq-Z2", "hls4ml"), (30_686, "Arty A7-100T", "hls4ml")],
+    "KWS": [(3_088, "ZedBoard", "fpgaConvNet"), (57_268, "Pynq-Z2", "FINN, an MLP variant")],
+    "IC": [(2_431, "ZedBoard", "fpgaConvNet int8"), (661, "?", "FINN CNV-W1A1"), (131, "?", "hls4ml")],
+    "VWW": [(1_388, "ZC706", "fpgaConvNet")],
+}
+#: issue #13's acceptance for compute-bound inferences/s (VWW: builds)
+GOALS = {"AD": 53_365, "KWS": 3_088, "IC": 1_000, "VWW": 0}
 
 
 def onnx_macs(path: Path) -> int:
@@ -196,3 +214,65 @@ def bench_mlperf() -> list[dict]:
             tail = f"  {r.get('why_widest') or r['why']}"[:110]
         print(f"{r['task']:5}{r['name']:16}{r['macs']:>11,}{r['params']:>9,}  {r['stage']:10}{tail}")
     return rows
+
+
+def _synth_network(entry: dict, clock_mhz: float) -> tuple[int, str, float, Path]:
+    """``onnx2hw synth`` of one network in a child process (its own Ctrl-C and tool handling)."""
+    import subprocess
+    import sys
+
+    out = BUILD_ROOT / entry["name"]
+    argv = [sys.executable, "-m", "onnx2hw.cli", "synth", str(MODELS / entry["file"]), "--board", BOARD,
+            "--calib", str(MODELS / entry["data"]), "--target-fps", "max", "--clock-mhz", f"{clock_mhz:g}",
+            "-o", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    lines = proc.stderr.strip().splitlines()
+    return proc.returncode, lines[-1] if lines else "", time.perf_counter() - t0, out
+
+
+def bench_mlperf_builds(clock_mhz: float = CLOCK_HZ / 1e6) -> list[dict]:
+    """Build the four networks and print the issue's table (see the module docstring)."""
+    manifest = json.loads((MODELS / "manifest.json").read_text())
+    rows = []
+    for e in manifest["networks"]:
+        print(f"building {e['task']} {e['name']} for {BOARD} at {clock_mhz:g} MHz ...", flush=True)
+        rc, last, seconds, out = _synth_network(e, clock_mhz)
+        row = {"task": e["task"], "name": e["name"], "macs": onnx_macs(MODELS / e["file"]),
+               "params": e["keras_params"], "exit": rc, "message": last, "build_s": seconds}
+        report = out / "report.json"
+        if report.exists() and rc in (0, 1):   # 1: built, timing missed (the report says so)
+            r = json.loads(report.read_text())
+            c, res, t = r["clock"], r["resources"], r["throughput"]
+            fmax = c["fmax_mhz"] or 0.0
+            row.update(met=c["met"], fmax=fmax, clock=c["target_mhz"], ii=t["ii_cycles"],
+                       latency_us=t["latency_cycles"] / c["target_mhz"], compute=t["compute_bound_per_s"],
+                       link=t["link_bound_per_s"], lut=res["lut"]["used"], dsp=res["dsp"]["used"],
+                       ebr=res["bram"]["used"], multipliers=r.get("multipliers"),
+                       bits=r.get("bits", "w8a8"))
+            if row["multipliers"]:
+                row["roofline"] = row["multipliers"] * fmax * 1e6 / row["macs"]
+        print(f"    exit {rc} in {seconds:.0f} s{': ' + last if rc else ''}", flush=True)
+        rows.append(row)
+    _print_build_table(rows)
+    return rows
+
+
+def _print_build_table(rows: list[dict]) -> None:
+    head = (f"{'task':5}{'MACs':>11}{'params':>9}{'bits':>6}{'LUT':>8}{'DSP':>5}{'EBR':>5}{'Fmax':>7}{'clock':>7}"
+            f"{'II cyc':>9}{'inf/s':>9}{'lat us':>8}{'link/s':>8}{'roofl/s':>9}{'build':>7}  published (board, tool)")
+    print("\n" + head)
+    for r in rows:
+        pub = "; ".join(f"{n:,} ({b}, {t})" for n, b, t in PUBLISHED[r["task"]])
+        if "ii" not in r:
+            print(f"{r['task']:5}{r['macs']:>11,}{r['params']:>9,}  build failed (exit {r['exit']}): {r['message']}"[:160])
+            continue
+        met = "" if r["met"] else "!"
+        print(f"{r['task']:5}{r['macs']:>11,}{r['params']:>9,}{r['bits']:>6}{r['lut']:>8,}{r['dsp']:>5}{r['ebr']:>5}"
+              f"{r['fmax']:>6.1f}{met:1}{r['clock']:>7.0f}{r['ii']:>9,}{r['compute']:>9,.0f}{r['latency_us']:>8.0f}"
+              f"{r['link']:>8,.0f}{r.get('roofline', 0):>9,.0f}{r['build_s']:>6.0f}s  {pub}")
+        goal = GOALS[r["task"]]
+        if goal and r["compute"] < goal:
+            print(f"      below issue #13's goal of {goal:,} inferences/s")
+    print("inf/s: compute-bound at the clock (clock / II); lat: latency at the clock; link/s: the UART's bound; "
+          "roofl/s: multipliers x Fmax / MACs; '!' after Fmax: timing not met")
