@@ -182,7 +182,7 @@ class SelfTest(wiring.Component):
             m.d.comb += s.eq(self.ai.payload[j])          # sign-extends a signed element
             lanes.append(s)
 
-        m.d.comb += [gen.data.eq(d_data), gen.valid.eq(d_valid), gen.start.eq(d_start)]
+        m.d.comb += [gen.data.eq(d_data), gen.valid.eq(d_valid), gen.start.eq(d_start & d_valid)]
         m.d.sync += e_valid.eq(d_valid & d_end)
         with m.If(e_valid):
             with m.If(gen.crc != expect):
