@@ -56,28 +56,33 @@ def sample_words(fmt: P.LinkFormat, samples: bytes) -> list[int]:
 
 
 def _rom_blocks(depth: int, width: int, family: str) -> tuple[int, int]:
-    """(block RAMs, LUT4) of a ``depth`` x ``width`` synchronous-read ROM as Yosys maps it."""
+    """(block RAMs, LUT4) of a ``depth`` x ``width`` synchronous-read ROM as Yosys maps it (the
+    LUTs: small ROMs as logic, or the read multiplexer of blocks stacked in depth)."""
     if family == "ice40":   # SB_RAM40_4K: 256x16, 512x8, 1024x4, 2048x2
-        return min(-(-width // w) * -(-depth // d) for d, w in ((256, 16), (512, 8), (1024, 4), (2048, 2))), 0
-    if depth <= 16:         # small: logic
+        configs = ((256, 16), (512, 8), (1024, 4), (2048, 2))
+    elif depth <= 16:       # small: logic
         return 0, width * depth // 8 + width
-    return min(-(-width // w) * -(-depth // d)
-               for d, w in ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))), 0
+    else:                   # DP16KD
+        configs = ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1))
+    blocks, d = min((-(-width // w) * -(-depth // d), d) for d, w in configs)
+    return blocks, width * (-(-depth // d) - 1)
 
 
 def selftest_cost(fmt: P.LinkFormat, samples: int, family: str = "ecp5") -> Cost:
-    """Resources of a :class:`SelfTest` holding ``samples`` inputs of ``fmt`` (its sample memory,
-    counters, CRC and the stream multiplexers)."""
-    if not isinstance(samples, int) or samples < 1:
+    """Resources of a :class:`SelfTest` holding ``samples`` inputs of ``fmt``: its sample memory
+    (block RAM), counters, CRC and the stream multiplexers (checked against Yosys by
+    ``tests/test_rtl_selftest.py``)."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be a positive int, not {samples!r}")
     words = samples * fmt.in_elems // fmt.in_lanes
     width = fmt.in_bits * fmt.in_lanes
     ebr, rom_lut = _rom_blocks(words, width, family)
     crc_bits = 8 * fmt.out_elem_bytes * fmt.out_lanes
+    out_width = fmt.out_bits * fmt.out_lanes
     # CRC: 32 XOR trees over the CRC and a data word; counters: cycles, latency, inferences,
     # failures, two pass counters, addresses; multiplexers on both streams
-    lut = rom_lut + 32 * (32 + crc_bits) // 6 + 330 + width + fmt.out_bits * fmt.out_lanes
-    ff = 3 * 32 + CYCLE_BITS + 32 * 4 + crc_bits + 2 * words.bit_length() + 60
+    lut = rom_lut + 32 * (32 + crc_bits) // 4 + 400 + 2 * (width + out_width)
+    ff = 200 + CYCLE_BITS + 5 * 32 + crc_bits + width
     return Cost(0, 0, lut, ff, 0, ebr)
 
 
