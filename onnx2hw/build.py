@@ -136,7 +136,7 @@ def check_selftest_fits(design, samples: int):
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if not over(mid)[1] else (lo, mid - 1)
     mine = cost.ebr if what == "EBR" else cost.lut
-    hint = (f"at most {lo} inputs fit (--selftest {lo})" if lo else
+    hint = (f"at most {lo:,} inputs fit (--selftest {lo})" if lo else
             "no self-test fits beside this design (fold it smaller, e.g. a lower --target-fps)")
     raise ModelError(f"a self-test of {samples} inputs ({samples * fmt.in_bytes:,} bytes) does not fit "
                      f"{board.title}: it needs {mine:,} {what} beside the design's {need - mine:,} "
