@@ -65,14 +65,15 @@ class Board:
                              f"link supports ({self.baud_source})")
         uart_divisor(clock_hz, baud)
 
-    def make_top(self, accelerator, link: LinkFormat, clock_hz: float, baud: float) -> BoardTop:
+    def make_top(self, accelerator, link: LinkFormat, clock_hz: float, baud: float, *, selftest=None) -> BoardTop:
         """:class:`~onnx2hw.rtl.board_top.BoardTop` for this board: PLL to ``clock_hz``, the
         board's UART and status LEDs. ``link`` is the accelerator's byte layout on the host link
-        (e.g. ``onnx2hw.flow.link_format_of(pipeline)``)."""
+        (e.g. ``onnx2hw.flow.link_format_of(pipeline)``); ``selftest``: the inputs of a
+        self-test build in link coding (see :class:`~onnx2hw.rtl.board_top.BoardTop`)."""
         self.check_link(clock_hz, baud)
         pll = self.pll(clock_hz)                    # fails early for an unreachable clock
         return BoardTop(accelerator, link, clock_hz, baud,
-                        clock=make_clock(self, clock_hz, pll), pins=make_pins(self))
+                        clock=make_clock(self, clock_hz, pll), pins=make_pins(self), selftest=selftest)
 
     def summary(self) -> dict:
         """JSON-ready facts (for ``onnx2hw boards`` and reports)."""

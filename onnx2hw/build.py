@@ -16,15 +16,17 @@ from types import MappingProxyType
 from amaranth.back import verilog
 
 from ._children import activity
-from .build_info import FILENAME as ACCELERATOR_JSON, begin_build, finish_build, read_build_info, write_build_info
+from .build_info import (FILENAME as ACCELERATOR_JSON, SelfTestData, begin_build, finish_build, read_build_info,
+                         write_build_info)
 from .dataflow.fold import save_folding
 from .files import copy_file, write_text
 from .ir.errors import ModelError
 from .report import make_report, write_report
 from .rtl.board_top import LINK_COST
+from .rtl.selftest import selftest_cost
 from .synth import SynthError, parse_fmax, parse_utilisation, run_build
 
-__all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS"]
+__all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS", "check_selftest_fits"]
 
 #: bitstream files a build may produce (ECP5: .bit + .svf, iCE40: .bin)
 BITSTREAM_EXTENSIONS = ("bit", "svf", "bin")
@@ -110,7 +112,39 @@ def open_build(build_dir) -> BuildResult:
         raise ModelError(f"cannot read {str(path)!r}: {e!r}") from None
 
 
-def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None) -> BuildResult:
+def check_selftest_fits(design, samples: int):
+    """The resources (:class:`~onnx2hw.rtl.cost.Cost`) of a self-test of ``samples`` inputs beside
+    ``design`` (its pipeline and host link) on its board; ``ModelError`` in one line, with the
+    most inputs that would fit, when the total exceeds the device."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"the self-test needs at least 1 input, not {samples!r}")
+    board, fmt = design.board, design.link
+    base = design.pipeline.total + LINK_COST[board.family]
+    avail = {"LUT": board.budget.lut, "EBR": board.budget.ebr}
+
+    def over(n):
+        c = selftest_cost(fmt, n, board.family)
+        need = {"LUT": base.lut + c.lut, "EBR": base.ebr + c.ebr}
+        return c, [(k, need[k]) for k in avail if need[k] > avail[k]]
+
+    cost, bad = over(samples)
+    if not bad:
+        return cost
+    what, need = bad[0]
+    lo, hi = 0, samples - 1            # the most inputs that fit (0: none)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if not over(mid)[1] else (lo, mid - 1)
+    mine = cost.ebr if what == "EBR" else cost.lut
+    hint = (f"at most {lo:,} inputs fit (--selftest {lo})" if lo else
+            "no self-test fits beside this design (fold it smaller, e.g. a lower --target-fps)")
+    raise ModelError(f"a self-test of {samples} inputs ({samples * fmt.in_bytes:,} bytes) does not fit "
+                     f"{board.title}: it needs {mine:,} {what} beside the design's {need - mine:,} "
+                     f"({need:,} of {avail[what]:,}); {hint}")
+
+
+def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None,
+                 selftest: SelfTestData | None = None, simulated: Mapping | None = None) -> BuildResult:
     """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`.
 
     The directory is marked incomplete first (:func:`~onnx2hw.build_info.begin_build`), every file
@@ -118,8 +152,13 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
     design files, and only then is the marker removed: an interrupted or failed build leaves a
     directory that ``onnx2hw run`` and :func:`open_build` refuse, never a half-built design that
     looks complete.
+
+    ``selftest`` (:func:`~onnx2hw.build_info.selftest_record`) builds the self-test into the board
+    top (checked to fit first, :func:`check_selftest_fits`); ``simulated`` (``{"ii", "latency",
+    "inferences"}`` measured in simulation) adds the simulated figures to the report.
     """
     t_start = time.perf_counter()
+    st_cost = None if selftest is None else check_selftest_fits(design, selftest.samples)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output {str(out)!r} exists and is not a directory")
@@ -136,7 +175,8 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
         with activity("elaborating"):
             accelerator = design.accelerator
             write_text(out / f"{name}.v", verilog.convert(accelerator, name=name))
-            top = board.make_top(accelerator, design.link, design.clock_hz, design.baud)
+            top = board.make_top(accelerator, design.link, design.clock_hz, design.baud,
+                                 selftest=None if selftest is None else selftest.inputs)
             # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
             # private wire names otherwise (seen with synth_ecp5)
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
@@ -155,13 +195,19 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
         log = (work / f"{name}.tim").read_text(errors="replace")
         fm = parse_fmax(log)
         steps["total"] = design.compile_seconds + sum((times or {}).values()) + time.perf_counter() - t_start
+        link_cost = LINK_COST[board.family] if st_cost is None else LINK_COST[board.family] + st_cost
+        st = None if selftest is None else {
+            "samples": selftest.samples, "source": selftest.source, "output_crc32": selftest.output_crc32,
+            "cost": {"lut": st_cost.lut, "ff": st_cost.ff, "ebr": st_cost.ebr}}
         report = make_report(model=name, board=board, pipeline=p, clock_mhz=design.clock_hz / 1e6,
                              fmax_mhz=fm[0] if fm else None, util=parse_utilisation(log), times=steps,
-                             baud=design.baud, link_bytes=design.link_bytes, link_cost=LINK_COST[board.family])
+                             baud=design.baud, link_bytes=design.link_bytes, link_cost=link_cost,
+                             simulated=simulated, selftest=st)
         write_report(report, out)
         # last: the description with the hashes of what it describes, then the build is published
         write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,
                          calib=design.source_calib, host=design.host, bitstream=bitstreams[0],
-                         files=[*bitstreams, f"{name}.v", "folding.json", "report.json", "report.html"])
+                         files=[*bitstreams, f"{name}.v", "folding.json", "report.json", "report.html"],
+                         selftest=selftest)
         finish_build(out)
     return BuildResult.from_report(out, report, design=design)

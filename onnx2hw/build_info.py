@@ -9,6 +9,10 @@
      "board": name, "clock_hz": ..., "baud": ...,
      "source": {"model": path, "calib": path | null,    # to rebuild the design for simulation
                 "host": [nodes moved to the host]},
+     "selftest": {"samples": N, "source": "where the inputs came from",   # synth --selftest only
+                  "inputs": base64,      # the self-test memory: N inputs in link coding, stream order
+                  "outputs": base64,     # the golden executor's outputs for them, in link coding
+                  "output_crc32": CRC-32 of "outputs" (what each replayed pass must give)},
      "build": {"complete": true, "bitstream": "NAME.bit",  # written by a finished synth only:
                "sha256": {file: hex, ...}}}              # the bitstream and design files
 
@@ -28,20 +32,23 @@ import binascii
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .files import fsync_dir, sha256_file, write_json, write_text
 from .flow import link_format_of
+from .golden.integer import execute_integer
 from .ir import Graph, load
 from .ir.errors import ModelError
 from .ir.save import to_model
 from .layers import PRE_OPS, InputQuant, IntType, OutputDequant
-from .protocol import link_format
+from .protocol import LinkFormat, crc32, link_format
 
 __all__ = ["FILENAME", "INCOMPLETE", "build_info", "write_build_info", "read_build_info", "begin_build",
-           "finish_build", "check_build_files", "host_converters", "host_tail"]
+           "finish_build", "check_build_files", "host_converters", "host_tail", "selftest_record", "SelfTestData",
+           "selftest_data"]
 
 FILENAME = "accelerator.json"
 #: marker file of a build directory that synth has not finished
@@ -54,15 +61,66 @@ def _list(v):
     return a.tolist() if a.ndim else a.item()
 
 
-def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=()) -> dict:
+@dataclass(frozen=True)
+class SelfTestData:
+    """The self-test memory of a build: ``samples`` inputs in link coding (``inputs``, as the
+    on-chip memory holds them) and the golden executor's outputs for them (``outputs``, link
+    coding, CRC-32 ``output_crc32``); ``source`` says where the inputs came from."""
+
+    samples: int
+    source: str
+    inputs: bytes
+    outputs: bytes
+
+    @property
+    def output_crc32(self) -> int:
+        return crc32(self.outputs)
+
+
+def selftest_record(pipeline, x, *, source: str) -> SelfTestData:
+    """The self-test memory for integer inputs ``x`` ((N, *input shape), NHWC, as the host's
+    quantizer makes them) of ``pipeline``, with the outputs the golden executor computes for them."""
+    g = pipeline.graph
+    spec, ospec = g.input_specs[0], g.output_specs[0]
+    x = np.asarray(x)
+    if x.ndim < 1 or len(x) < 1:
+        raise ValueError("a self-test needs at least one input")
+    fmt = link_format_of(pipeline)
+    y = execute_integer(g, {spec.name: x})[ospec.name]
+    return SelfTestData(len(x), str(source), fmt.encode_inputs(x, bipolar=bool(spec.dtype.bipolar)),
+                        fmt.encode_outputs(y, bipolar=bool(ospec.dtype.bipolar)))
+
+
+def selftest_data(info: dict) -> SelfTestData | None:
+    """The self-test memory recorded in a build description (``None`` for a build without one);
+    ``ValueError`` if the record does not fit the description's link layout."""
+    rec = info.get("selftest")
+    if rec is None:
+        return None
+    fmt: LinkFormat = link_format(info["pipeline"])
+    n = rec["samples"]
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        raise ValueError(f"self-test samples {n!r} is not a positive int")
+    data = SelfTestData(n, str(rec.get("source", "")), base64.b64decode(rec["inputs"], validate=True),
+                        base64.b64decode(rec["outputs"], validate=True))
+    if len(data.inputs) != n * fmt.in_bytes or len(data.outputs) != n * fmt.out_bytes:
+        raise ValueError(f"self-test memory of {len(data.inputs)} input and {len(data.outputs)} output bytes "
+                         f"does not hold {n} inferences")
+    if rec.get("output_crc32") != data.output_crc32:
+        raise ValueError("self-test output CRC does not match its outputs")
+    return data
+
+
+def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=(), selftest=None) -> dict:
     """The JSON-ready build description of a compiled :class:`~onnx2hw.dataflow.Pipeline` (its
-    integer graph included); ``board``: a name or a :class:`boards.Board`."""
+    integer graph included); ``board``: a name or a :class:`boards.Board`; ``selftest``: the
+    :class:`SelfTestData` of a self-test build."""
     g, p = pipeline.graph, pipeline
     q, spec = g.inputs[0], g.input_specs[0]
     d, ospec = g.outputs[0], g.output_specs[0]
     describe = p.describe()
     fmt = link_format_of(p)
-    return {
+    info = {
         "version": VERSION,
         "pipeline": describe,
         "quant": {
@@ -92,10 +150,16 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=
                    "calib": None if calib is None else str(Path(calib).resolve()),
                    "host": list(host)},
     }
+    if selftest is not None:       # only in a self-test build's description
+        info["selftest"] = {"samples": selftest.samples, "source": selftest.source,
+                            "inputs": base64.b64encode(selftest.inputs).decode("ascii"),
+                            "outputs": base64.b64encode(selftest.outputs).decode("ascii"),
+                            "output_crc32": selftest.output_crc32}
+    return info
 
 
 def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None, host=(),
-                     files=(), bitstream=None) -> Path:
+                     files=(), bitstream=None, selftest=None) -> Path:
     """Write ``BUILD_DIR/accelerator.json`` (atomically); returns its path.
 
     ``model``/``calib`` (the files ``pipeline`` was compiled from) let the simulated transport rebuild
@@ -105,7 +169,7 @@ def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, 
     """
     d = Path(build_dir)
     d.mkdir(parents=True, exist_ok=True)
-    info = build_info(pipeline, board, clock_hz, baud, model=model, calib=calib, host=host)
+    info = build_info(pipeline, board, clock_hz, baud, model=model, calib=calib, host=host, selftest=selftest)
     if files or bitstream:
         names = list(dict.fromkeys([*([bitstream] if bitstream else []), *files]))
         info["build"] = {"complete": True, "bitstream": bitstream,
@@ -186,6 +250,7 @@ def read_build_info(build_dir) -> dict:
         _check_quant(info["quant"])
         host_converters(info["quant"])
         host_tail(info["quant"])
+        selftest_data(info)
     except (ValueError, KeyError, TypeError, binascii.Error) as e:
         raise ModelError(f"{str(path)!r}: bad build description ({e})") from None
     for key in ("clock_hz", "baud"):

@@ -209,15 +209,19 @@ class Design:
         return report
 
     # ------------------------------------------------------------------ bitstream
-    def build(self, out_dir, *, progress=None, times: Mapping[str, float] | None = None) -> BuildResult:
+    def build(self, out_dir, *, progress=None, times: Mapping[str, float] | None = None, selftest=None,
+              simulated=None) -> BuildResult:
         """Build the bitstream into ``out_dir`` (Yosys, nextpnr, pack through YoWASP) with the
         accelerator's Verilog, ``folding.json``, ``accelerator.json`` and the reports.
 
         ``progress(title)`` is called before each step; ``times`` (step -> seconds) are added
         to the report's build times. A missed clock is not an error: see
         ``BuildResult.timing_met``. Tool failures raise :class:`onnx2hw.synth.SynthError`.
+        ``selftest`` (:func:`onnx2hw.build_info.selftest_record`) builds a self-test into the
+        board top; ``simulated`` adds simulated II and latency to the report (see
+        :func:`onnx2hw.build.build_design`).
         """
-        return build_design(self, out_dir, progress=progress, times=times)
+        return build_design(self, out_dir, progress=progress, times=times, selftest=selftest, simulated=simulated)
 
 
 def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding=None,  # noqa: A001

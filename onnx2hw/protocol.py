@@ -21,6 +21,13 @@ start, a frame that failed a check) hunts for the next magic ``A5 5A`` and reads
   ``count * in_bytes``.
 * board -> host ``RESULT`` (0x81): same ``session``, ``seq`` and ``count``, payload
   ``count * out_bytes``.
+* host -> board ``SELFTEST`` (0x02), only to a board built with a self-test
+  (:mod:`onnx2hw.rtl.selftest`): ``count`` = 1, payload :data:`SELFTEST_CMD_BYTES` bytes
+  (:func:`encode_selftest_command`: passes ``R`` and the CRC-32 one pass of outputs must have).
+  The board waits until the accelerator is idle, replays the inputs held in its memory ``R``
+  times back to back at full speed, and answers with
+* board -> host ``SELFTEST_RESULT`` (0x82): same ``session`` and ``seq``, ``count`` = 1, payload
+  :data:`SELFTEST_RESULT_BYTES` bytes (:class:`SelfTestCounts`).
 * board -> host ``ERROR`` (0xEE): ``session`` and ``seq`` of the offending frame (``0`` /
   ``0xFF`` if that part of its header was not read), ``count`` = error code
   (:data:`ERROR_CODES`), no payload. A frame that fails any check is dropped whole by the board
@@ -38,12 +45,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAGIC", "T_DATA", "T_RESULT", "T_ERROR", "ERROR_CODES", "E_CRC", "E_TYPE", "E_COUNT",
+__all__ = ["MAGIC", "T_DATA", "T_RESULT", "T_ERROR", "T_SELFTEST", "T_SELFTEST_RESULT", "SELFTEST_CMD_BYTES",
+           "SELFTEST_RESULT_BYTES", "encode_selftest_command", "SelfTestCounts", "ERROR_CODES", "E_CRC", "E_TYPE", "E_COUNT",
            "E_OVERFLOW", "E_TIMEOUT", "HEADER_BYTES", "CRC_BYTES", "NO_SEQ", "NO_SESSION", "LinkFormat",
            "link_format", "encode_frame", "Frame", "FrameParser", "crc32", "TAG_DEPTH"]
 
 MAGIC = b"\xA5\x5A"
 T_DATA, T_RESULT, T_ERROR = 0x01, 0x81, 0xEE
+T_SELFTEST, T_SELFTEST_RESULT = 0x02, 0x82
+#: SELFTEST payload: passes (uint32), expected CRC-32 of one pass of outputs (uint32)
+SELFTEST_CMD_BYTES = 8
+#: SELFTEST_RESULT payload: cycles (uint64), latency cycles, inferences, failed passes, CRC-32 of
+#: the first pass (uint32 each), all little-endian
+SELFTEST_RESULT_BYTES = 24
 E_CRC, E_TYPE, E_COUNT, E_OVERFLOW, E_TIMEOUT = 1, 2, 3, 4, 5
 ERROR_CODES = {E_CRC: "CRC mismatch", E_TYPE: "unknown frame type", E_COUNT: "bad inference count",
                E_OVERFLOW: "input buffer full", E_TIMEOUT: "frame truncated (byte time-out)"}
@@ -148,6 +162,21 @@ class LinkFormat:
         out = np.stack([(u >> (8 * k)) & 0xFF for k in range(self.in_elem_bytes)], axis=-1)
         return out.astype(np.uint8).tobytes()
 
+    def encode_outputs(self, y: np.ndarray, bipolar: bool = False) -> bytes:
+        """(N, *out_shape) integers -> the ``N * out_bytes`` payload bytes the board sends for
+        them (the inverse of :meth:`decode_outputs`; bipolar -1/+1 outputs are coded 0/1)."""
+        y = np.asarray(y)
+        if y.shape[1:] != tuple(self.out_shape):
+            raise ValueError(f"output shape {y.shape[1:]!r} does not match the accelerator's "
+                             f"{tuple(self.out_shape)!r}")
+        v = y.astype(np.int64).reshape(len(y), -1)
+        if bipolar:
+            v = (v > 0).astype(np.int64)
+        nb = self.out_elem_bytes
+        u = v & ((1 << (8 * nb)) - 1)
+        out = np.stack([(u >> (8 * k)) & 0xFF for k in range(nb)], axis=-1)
+        return out.astype(np.uint8).tobytes()
+
     def decode_outputs(self, payload: bytes, count: int) -> np.ndarray:
         """``count * out_bytes`` payload bytes -> (count, *out_shape) int64 (NHWC)."""
         nb = self.out_elem_bytes
@@ -183,6 +212,44 @@ def encode_frame(ftype: int, session: int, seq: int, count: int, payload: bytes 
             raise ValueError(f"frame {name} must be an int in 0..{top}, not {v!r}")
     body = bytes((ftype,)) + struct.pack("<H", session) + bytes((seq, count)) + bytes(payload)
     return MAGIC + body + struct.pack("<I", crc32(body))
+
+
+def encode_selftest_command(passes: int, expected_crc: int) -> bytes:
+    """The payload of a SELFTEST frame: replay the stored inputs ``passes`` times (1..2**32-1),
+    each pass's outputs expected to have CRC-32 ``expected_crc``."""
+    for name, v in (("passes", passes), ("expected_crc", expected_crc)):
+        if not (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 0xFFFFFFFF):
+            raise ValueError(f"self-test {name} must be an int in 0..{0xFFFFFFFF}, not {v!r}")
+    if passes == 0:
+        raise ValueError("self-test passes must be at least 1")
+    return struct.pack("<II", passes, expected_crc)
+
+
+@dataclass(frozen=True)
+class SelfTestCounts:
+    """What a board reports after a self-test (the SELFTEST_RESULT payload).
+
+    ``cycles``: clock cycles from the first input transfer into the accelerator to the last
+    output transfer out of it (both included); ``latency_cycles``: the same for the first
+    inference alone (the pipeline was empty); ``inferences``: outputs counted; ``failed_passes``:
+    passes whose outputs' CRC-32 differed from the expected one; ``first_crc``: the CRC-32 of
+    the first pass's outputs (link byte coding, as :meth:`LinkFormat.encode_outputs`)."""
+
+    cycles: int
+    latency_cycles: int
+    inferences: int
+    failed_passes: int
+    first_crc: int
+
+    @classmethod
+    def decode(cls, payload: bytes) -> "SelfTestCounts":
+        if len(payload) != SELFTEST_RESULT_BYTES:
+            raise ValueError(f"self-test result has {len(payload)} bytes, expected {SELFTEST_RESULT_BYTES}")
+        return cls(*struct.unpack("<QIIII", payload))
+
+    def encode(self) -> bytes:
+        return struct.pack("<QIIII", self.cycles, self.latency_cycles, self.inferences, self.failed_passes,
+                           self.first_crc)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .files import write_json, write_text
 
-__all__ = ["make_report", "write_report", "render_html", "used_resources"]
+__all__ = ["make_report", "write_report", "render_html", "used_resources", "throughput"]
 
 #: report resource -> nextpnr cell types (first present wins) and a multiplier
 _CELLS = {
@@ -25,31 +25,97 @@ def used_resources(util: dict, family: str) -> dict[str, int | None]:
     return out
 
 
+def _rates(cycles_per_inference: float, latency_cycles: float, mhz: float) -> tuple[float, float]:
+    """(inferences/s, latency in µs) of a pipeline at ``mhz``."""
+    return mhz * 1e6 / cycles_per_inference, latency_cycles / mhz
+
+
+def throughput(pipeline, *, clock_mhz: float, fmax_mhz: float | None, baud: float, link_bytes: int,
+               simulated: dict | None = None, selftest: dict | None = None) -> dict:
+    """The report's ``throughput`` section: the pipeline's II and latency, and three figures.
+
+    * ``link_bound``: what the UART carries (10 bits per byte on the busier direction, frame
+      headers not counted) — what ``onnx2hw run`` can reach over the link;
+    * ``compute_bound``: the pipeline alone at the clock the build achieved (the target clock
+      when timing is met, else the achieved Fmax), from the cost model's II and latency
+      (``estimated``) and, when the design was simulated (``synth --verify``), from the
+      simulated cycles (``simulated``: ``{"ii", "latency", "inferences"}``); each also at the
+      achieved Fmax (what ``--clock-mhz FMAX`` would give);
+    * ``measured``: on a board, by a self-test build (``synth --selftest``, then ``run
+      --selftest``); the report only says how, the numbers come from the board.
+
+    The flat keys (``inferences_per_s``, ``compute_bound_per_s`` at the target clock,
+    ``link_bound_per_s``, ...) are kept for the readers of earlier reports.
+    """
+    compute = clock_mhz * 1e6 / pipeline.ii
+    link = baud / 10 / link_bytes if link_bytes else None
+    met = fmax_mhz is not None and fmax_mhz >= clock_mhz
+    at = clock_mhz if met or fmax_mhz is None else fmax_mhz
+
+    def figures(ii, latency):
+        rate, lat = _rates(ii, latency, at)
+        out = {"inferences_per_s": rate, "latency_us": lat}
+        if fmax_mhz is not None:
+            out["inferences_per_s_at_fmax"], out["latency_us_at_fmax"] = _rates(ii, latency, fmax_mhz)
+        return out
+
+    sim = None
+    if simulated and simulated.get("ii") and simulated.get("latency") is not None:
+        sim = {"cycles_per_inference": float(simulated["ii"]), "latency_cycles": int(simulated["latency"]),
+               "inferences": int(simulated.get("inferences", 0)),
+               **figures(float(simulated["ii"]), int(simulated["latency"]))}
+    if selftest is None:
+        how = ("not measured: build with `onnx2hw synth MODEL --selftest` (inputs held on chip, a cycle "
+               "counter and an output check), then run `onnx2hw run BUILD_DIR --port PORT --selftest` "
+               "with the board connected")
+        status = "no self-test in this build"
+    else:
+        how = (f"not measured yet: run `onnx2hw run BUILD_DIR --port PORT --selftest` with the board connected; "
+               f"it replays the {selftest['samples']} stored inputs back to back through the accelerator, "
+               f"counts the cycles on the board and checks every output against the golden executor")
+        status = "not measured"
+    return {
+        "ii_cycles": pipeline.ii, "latency_cycles": pipeline.latency,
+        "inferences_per_s": min(compute, link) if link else compute,
+        "compute_bound_per_s": compute, "link_bound_per_s": link, "baud": baud,
+        "link_bytes_per_inference": link_bytes,
+        "link_bound": {"inferences_per_s": link, "baud": baud, "bytes_per_inference": link_bytes},
+        "compute_bound": {"clock_mhz": at, "fmax_mhz": fmax_mhz,
+                          "estimated": {"ii_cycles": pipeline.ii, "latency_cycles": pipeline.latency,
+                                        **figures(pipeline.ii, pipeline.latency)},
+                          "simulated": sim},
+        "measured": {"status": status, "how": how},
+    }
+
+
 def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: float | None,
-                util: dict, times: dict, baud: float, link_bytes: int, link_cost=None) -> dict:
+                util: dict, times: dict, baud: float, link_bytes: int, link_cost=None,
+                simulated: dict | None = None, selftest: dict | None = None) -> dict:
     """The report dictionary (see the ``synth`` verb's documentation for the fields).
 
-    The estimate is the pipeline's cost model plus ``link_cost`` (the host link around it)."""
+    The estimate is the pipeline's cost model plus ``link_cost`` (the host link around it, and
+    the self-test when there is one). ``simulated``: ``{"ii", "latency", "inferences"}``
+    measured in simulation; ``selftest``: the self-test memory (``{"samples", "source",
+    "cost": {"lut", "ff", "ebr"}}``) of a self-test build."""
     est = pipeline.total if link_cost is None else pipeline.total + link_cost
     used = used_resources(util, board.family)
     avail = {"lut": board.budget.lut, "dsp": board.budget.dsp, "bram": board.budget.ebr, "ff": board.budget.lut}
     estimated = {"lut": est.lut, "dsp": est.dsp, "bram": est.ebr, "ff": est.ff}
-    compute = clock_mhz * 1e6 / pipeline.ii
-    link = baud / 10 / link_bytes if link_bytes else None
-    return {
+    report = {
         "model": model, "board": board.name, "device": board.device,
         "clock": {"target_mhz": clock_mhz, "fmax_mhz": fmax_mhz,
                   "met": fmax_mhz is not None and fmax_mhz >= clock_mhz},
         "resources": {r: {"used": used[r], "available": avail[r], "estimated": estimated[r]} for r in avail},
-        "throughput": {"ii_cycles": pipeline.ii, "latency_cycles": pipeline.latency,
-                       "inferences_per_s": min(compute, link) if link else compute,
-                       "compute_bound_per_s": compute, "link_bound_per_s": link, "baud": baud,
-                       "link_bytes_per_inference": link_bytes},
+        "throughput": throughput(pipeline, clock_mhz=clock_mhz, fmax_mhz=fmax_mhz, baud=baud,
+                                 link_bytes=link_bytes, simulated=simulated, selftest=selftest),
         "stages": [{"name": s.name, "op": s.op, "pe": s.pe, "simd": s.simd, "cycles": s.cycles,
                     "lut": s.cost.lut, "dsp": s.cost.dsp, "bram": s.cost.ebr} for s in pipeline.stages],
         "times_s": {k: round(v, 2) for k, v in times.items()},
         "host": host_part(pipeline.graph),
     }
+    if selftest is not None:
+        report["selftest"] = dict(selftest)
+    return report
 
 
 def host_part(ig) -> dict | None:
@@ -118,6 +184,56 @@ def _host_html(host: dict | None) -> str:
             f'(the golden executor, as the model defines them)</p>')
 
 
+def _num(v, fmt="{:,.0f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def _throughput_html(r: dict) -> str:
+    """The three throughput figures as a table (link-bound, compute-bound, measured)."""
+    tp = r["throughput"]
+    cb = tp.get("compute_bound")
+    if cb is None:            # a report of an earlier version
+        return ""
+    at = f'{cb["clock_mhz"]:.1f} MHz'
+    fmax = cb.get("fmax_mhz")
+    rows = []
+    lb = tp["link_bound"]
+    rows.append(("link-bound (UART)", _num(lb["inferences_per_s"]), "–",
+                 f'{lb["bytes_per_inference"]:,} bytes per inference at {lb["baud"]:,.0f} baud'))
+
+    def compute_row(name, f, cycles):
+        extra = ""
+        if fmax is not None and "inferences_per_s_at_fmax" in f:
+            extra = (f'; at Fmax {fmax:.1f} MHz: {_num(f["inferences_per_s_at_fmax"])}/s, '
+                     f'{_num(f["latency_us_at_fmax"], "{:,.2f}")} µs')
+        rows.append((name, _num(f["inferences_per_s"]), _num(f["latency_us"], "{:,.2f}"), cycles + f" at {at}" + extra))
+
+    est = cb["estimated"]
+    compute_row("compute-bound (estimated)", est, f'II {est["ii_cycles"]:,} cycles, latency {est["latency_cycles"]:,} cycles')
+    sim = cb.get("simulated")
+    if sim:
+        compute_row("compute-bound (simulated)", sim,
+                    f'{sim["cycles_per_inference"]:,.1f} cycles per inference, latency {sim["latency_cycles"]:,} cycles '
+                    f'({sim["inferences"]} inferences simulated)')
+    else:
+        rows.append(("compute-bound (simulated)", "–", "–", "not simulated: build with <code>--verify N</code>"))
+    m = tp["measured"]
+    rows.append(("measured on the board", "–", "–", html.escape(m["how"]).replace("`onnx2hw", "<code>onnx2hw")
+                 .replace("`", "</code>")))
+    body = "".join(f"<tr><td>{a}</td><td>{b}</td><td>{c}</td><td>{d}</td></tr>" for a, b, c, d in rows)
+    return ("<h2>Throughput and latency</h2><table><tr><th></th><th>inferences/s</th><th>latency µs</th>"
+            f"<th></th></tr>{body}</table>")
+
+
+def _selftest_html(r: dict) -> str:
+    st = r.get("selftest")
+    if not st:
+        return ""
+    c = st.get("cost", {})
+    return (f'<p><b>Self-test:</b> {st["samples"]} inputs ({html.escape(st.get("source", ""))}) held on chip, '
+            f'{c.get("ebr", 0)} EBR and about {c.get("lut", 0):,} LUT (in the estimate)</p>')
+
+
 def render_html(r: dict) -> str:
     clock = r["clock"]
     ok = clock["met"]
@@ -137,6 +253,7 @@ background:#eee;border-radius:7px}} .used{{height:14px;background:#4393c3;border
 achieved Fmax {fmax}</p>
 <p><b>Throughput:</b> {tp["inferences_per_s"]:,.0f} inferences/s; initiation interval {tp["ii_cycles"]:,} cycles,
 latency {tp["latency_cycles"]:,} cycles{link}</p>
+{_throughput_html(r)}{_selftest_html(r)}
 <h2>Pipeline</h2>{_svg_pipeline(r["stages"])}{_host_html(r.get("host"))}
 <h2>Resources</h2><table>{bars}</table><p>Bars: used after place and route; red tick: the estimate.</p>
 <h2>Build time</h2><p>{times}</p></body></html>

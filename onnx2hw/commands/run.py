@@ -1,7 +1,11 @@
 """``onnx2hw run BUILD_DIR --port PORT --inputs X.npz [-o Y.npz]``: inferences on a built
 accelerator over its host link (a board's serial port, or ``--port sim`` to simulate the
-board top)."""
+board top). ``onnx2hw run BUILD_DIR --port PORT --selftest [--passes R]``: the self-test of a
+``synth --selftest`` build (compute throughput and latency measured on the board, outputs
+checked against the golden executor)."""
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -15,8 +19,15 @@ HELP = "run inferences on a built accelerator through its serial link (or --port
 def configure(parser):
     parser.add_argument("build_dir", metavar="BUILD_DIR", help="directory written by `onnx2hw synth`")
     parser.add_argument("--port", required=True, help="serial port (e.g. /dev/ttyUSB0), or 'sim'")
-    parser.add_argument("--inputs", required=True, metavar="X.npz",
-                        help="inputs keyed by the model's input name (batch first); float unless --raw")
+    parser.add_argument("--inputs", metavar="X.npz",
+                        help="inputs keyed by the model's input name (batch first); float unless --raw "
+                             "(required unless --selftest)")
+    parser.add_argument("--selftest", action="store_true",
+                        help="run the board's self-test (a `synth --selftest` build): its stored inputs "
+                             "replayed at full speed, cycles counted on the board, outputs checked against "
+                             "the golden executor")
+    parser.add_argument("--passes", type=int, default=64, metavar="R",
+                        help="with --selftest: replays of the stored inputs (default 64)")
     parser.add_argument("--output", "-o", metavar="Y.npz", help="write the outputs, keyed by output name")
     parser.add_argument("--baud", type=float, help="override the build's baud rate")
     parser.add_argument("--raw", action="store_true",
@@ -43,8 +54,38 @@ def _load_inputs(path, info, raw):
     raise UsageError(f"{path!r} has no array named {q['name']!r} (has {', '.join(sorted(arrays)) or 'none'})")
 
 
+def _selftest(args, info) -> int:
+    if args.inputs or args.output or args.raw or args.batch is not None:
+        raise UsageError("--selftest takes no --inputs, --output, --raw or --batch (the inputs are on the board)")
+    if args.passes < 1 or args.passes > 0xFFFFFFFF:
+        raise UsageError(f"--passes must be 1..{0xFFFFFFFF}, not {args.passes!r}")
+    if "selftest" not in info:
+        raise UsageError(f"{args.build_dir!r} has no self-test: build it with `onnx2hw synth MODEL --selftest`")
+    try:
+        with Accelerator.open(info, args.port, baud=args.baud, retries=args.retries, deadline=args.deadline) as acc:
+            r = acc.selftest(args.passes)
+    except LinkError as e:
+        raise UsageError(str(e)) from None
+    c = r.counts
+    mhz = r.clock_hz / 1e6
+    print(f"self-test: {r.samples} stored inputs ({r.source}) x {r.passes} passes = {c.inferences:,} inferences "
+          f"in {c.cycles:,} cycles at {mhz:g} MHz")
+    print(f"measured on the board: {r.inferences_per_s:,.1f} inferences/s ({r.cycles_per_inference:,.1f} cycles "
+          f"per inference), latency {r.latency_us:,.2f} µs ({c.latency_cycles:,} cycles); link bound "
+          f"{acc.link_bound:,.1f}/s; estimated II {info['pipeline'].get('ii_cycles', 0):,} cycles")
+    if not r.ok:
+        print(f"error: self-test FAILED: {'; '.join(r.problems)}", file=sys.stderr)
+        return 1
+    print(f"outputs: all {r.passes} passes match the golden executor (CRC-32 {r.expected_crc:#010x})")
+    return 0
+
+
 def run(args) -> int:
     info = read_build_info(args.build_dir)
+    if args.selftest:
+        return _selftest(args, info)
+    if not args.inputs:
+        raise UsageError("--inputs X.npz is required (or --selftest)")
     x = _load_inputs(args.inputs, info, args.raw)
     if x.ndim < 1 or len(x) == 0:
         raise UsageError(f"{args.inputs!r}: no inferences (empty batch)")

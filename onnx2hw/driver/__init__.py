@@ -3,7 +3,7 @@ frame format is :mod:`onnx2hw.protocol`, the build description :mod:`onnx2hw.bui
 from __future__ import annotations
 
 from ..build_info import read_build_info, write_build_info
-from .accelerator import Accelerator, RunStats
+from .accelerator import Accelerator, RunStats, SelfTestReport
 from .transport import LinkError, Transport
 
-__all__ = ["Accelerator", "RunStats", "LinkError", "Transport", "read_build_info", "write_build_info"]
+__all__ = ["Accelerator", "RunStats", "SelfTestReport", "LinkError", "Transport", "read_build_info", "write_build_info"]

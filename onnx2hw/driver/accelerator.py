@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import protocol as P
 from ..build import BuildResult
-from ..build_info import host_converters, host_tail, read_build_info
+from ..build_info import host_converters, host_tail, read_build_info, selftest_data
 from ..design import Design
 from ..dataflow import compile_pipeline
 from ..flow import integer_graph_of, link_format_of, load_graph
@@ -17,11 +17,12 @@ from ..golden.host import run_tail
 from ..ir.errors import ModelError
 from ..rtl.accelerator import AcceleratorCore
 from ..rtl.board_top import BoardTop
+from ..rtl.selftest import CYCLE_BITS
 from .serial_transport import SerialTransport
 from .sim_transport import SimTransport
 from .transport import LinkError, Transport
 
-__all__ = ["Accelerator", "RunStats", "new_session"]
+__all__ = ["Accelerator", "RunStats", "SelfTestReport", "new_session"]
 
 _last_session = P.NO_SESSION
 
@@ -60,6 +61,58 @@ class RunStats:
     @property
     def inferences_per_s(self) -> float:
         return self.inferences / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class SelfTestReport:
+    """What :meth:`Accelerator.selftest` found: the board's counts (``counts``) for ``passes``
+    replays of its ``samples`` stored inputs at ``clock_hz``, checked against the golden
+    executor's outputs for those inputs (``expected_crc``: the CRC-32 of one pass of them)."""
+
+    samples: int
+    passes: int
+    clock_hz: float
+    expected_crc: int
+    counts: P.SelfTestCounts
+    source: str = ""
+
+    @property
+    def inferences(self) -> int:
+        """Inferences the run should have (``samples * passes``)."""
+        return self.samples * self.passes
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the self-test failed (empty when it passed)."""
+        c, out = self.counts, []
+        if c.inferences != self.inferences:
+            out.append(f"the board counted {c.inferences} inferences, not {self.inferences}")
+        if c.failed_passes:
+            out.append(f"{c.failed_passes} of {self.passes} passes gave outputs that differ from the golden "
+                       f"executor's (CRC-32 of the first pass {c.first_crc:#010x}, expected {self.expected_crc:#010x})")
+        elif c.first_crc != self.expected_crc:
+            out.append(f"the first pass's CRC-32 {c.first_crc:#010x} is not the expected {self.expected_crc:#010x}")
+        if c.cycles <= 0:
+            out.append("the board counted no cycles")
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def cycles_per_inference(self) -> float:
+        return self.counts.cycles / max(1, self.counts.inferences)
+
+    @property
+    def inferences_per_s(self) -> float:
+        """Compute throughput measured on the board: inferences over their cycles at the clock."""
+        return self.counts.inferences * self.clock_hz / self.counts.cycles if self.counts.cycles else 0.0
+
+    @property
+    def latency_us(self) -> float:
+        """Latency of one inference through the empty pipeline, first input to last output."""
+        return self.counts.latency_cycles / self.clock_hz * 1e6
 
 
 class _Pending:
@@ -278,7 +331,106 @@ class Accelerator:
             return count * self.fmt.out_bytes if 1 <= count <= self.fmt.max_batch else None
         if ftype == P.T_ERROR:
             return 0
+        if ftype == P.T_SELFTEST_RESULT:
+            return P.SELFTEST_RESULT_BYTES if count == 1 else None
         return None
+
+    # ------------------------------------------------------------------ self-test
+    @property
+    def selftest_samples(self) -> int:
+        """Inputs held in the board's self-test memory (0 for a build without a self-test)."""
+        data = selftest_data(self.info)
+        return 0 if data is None else data.samples
+
+    def selftest_seconds(self, passes: int) -> float:
+        """Estimated compute time of a self-test of ``passes`` passes (from the pipeline's II and
+        latency at the build's clock)."""
+        p = self.info["pipeline"]
+        n = self.selftest_samples * passes
+        return (p.get("latency_cycles", 0) + p.get("ii_cycles", 0) * n) / self.info["clock_hz"]
+
+    def selftest(self, passes: int = 64) -> SelfTestReport:
+        """Run the board's self-test (a build of ``onnx2hw synth --selftest``): its stored inputs
+        replayed ``passes`` times back to back through the accelerator at full speed, the
+        outputs checked on the board against the CRC-32 of the golden executor's outputs for
+        those inputs (recorded in the build description), and the cycles counted on the board.
+
+        The command is sent again after a board error report or a time-out (at most
+        ``retries`` times); :class:`LinkError` when no result comes back. ``ValueError`` for a
+        build without a self-test or a bad ``passes``."""
+        data = selftest_data(self.info)
+        if data is None:
+            raise ValueError("this build has no self-test: build it with `onnx2hw synth --selftest`")
+        if isinstance(passes, bool) or not isinstance(passes, int) or not 1 <= passes <= 0xFFFFFFFF:
+            raise ValueError(f"passes must be an int in 1..{0xFFFFFFFF}, not {passes!r}")
+        n = data.samples * passes
+        p = self.info["pipeline"]
+        if n > 0xFFFFFFFF:
+            raise ValueError(f"{passes} passes of {data.samples} inputs exceed the board's 32-bit inference count")
+        if p.get("latency_cycles", 0) + p.get("ii_cycles", 1) * n >= 1 << CYCLE_BITS:
+            raise ValueError(f"{passes} passes would overflow the board's {CYCLE_BITS}-bit cycle counter")
+        t = self.transport
+        expected = data.output_crc32
+        frame_s = 2 * (P.HEADER_BYTES + P.CRC_BYTES + P.SELFTEST_RESULT_BYTES) * 10.0 / t.baud
+        timeout = 4.0 * self.selftest_seconds(passes) + 2 * frame_s + 64 * 10.0 / t.baud + t.margin_s
+        deadline = self.deadline if self.deadline is not None else (min(self.retries, 8) + 2) * timeout
+        if self._interrupted:
+            self.session = new_session()
+        session, seq = self.session, self._seq
+        self._seq = (self._seq + 1) % P.NO_SEQ
+        frame = P.encode_frame(P.T_SELFTEST, session, seq, 1, P.encode_selftest_command(passes, expected))
+        parser = P.FrameParser(self._payload_len)
+        stats = self.stats = RunStats()
+        self._interrupted = True
+        t.flush_input()
+        t0 = t.now()
+        end = t0 + deadline
+        attempts, why = 0, []
+        counts = None
+        while counts is None:
+            if attempts > self.retries:
+                raise LinkError(f"{t.name}: the self-test failed after {self.retries} retries ({', '.join(why[-3:])}); "
+                                f"check the port, baud rate and that the board runs this self-test build")
+            attempts += 1
+            stats.resent += attempts > 1
+            t.write(frame)
+            stats.frames += 1
+            stats.bytes_out += len(frame)
+            sent = t.now()
+            while counts is None:
+                now = t.now()
+                if now >= end:
+                    raise LinkError(f"{t.name}: no self-test result within the {deadline:.3g} s deadline "
+                                    f"(received {stats.bytes_in} bytes, {stats.crc_errors} frames with a bad CRC, "
+                                    f"{parser.junk} bytes of noise); check the port, baud rate and that the "
+                                    f"board runs this self-test build")
+                if now >= sent + timeout:
+                    why.append("no answer")
+                    break
+                chunk = t.read(4096, min(sent + timeout, end) - now)
+                stats.bytes_in += len(chunk)
+                resend = False
+                for f in parser.feed(chunk):
+                    if not f.ok:
+                        stats.crc_errors += 1
+                    elif f.session != session:
+                        stats.stale += f.session != P.NO_SESSION
+                    elif f.type == P.T_ERROR:
+                        stats.board_errors[f.count] += 1
+                        if f.seq == seq:
+                            why.append(f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
+                            resend = True
+                    elif f.type == P.T_SELFTEST_RESULT and f.seq == seq and counts is None:
+                        counts = P.SelfTestCounts.decode(f.payload)
+                    else:
+                        stats.duplicates += 1
+                if resend and counts is None:
+                    break
+        stats.inferences = counts.inferences
+        stats.seconds = t.now() - t0
+        stats.noise_bytes = parser.junk
+        self._interrupted = False
+        return SelfTestReport(data.samples, passes, float(self.info["clock_hz"]), expected, counts, data.source)
 
     def _run_int(self, xi: np.ndarray) -> np.ndarray:
         fmt, t = self.fmt, self.transport
@@ -409,5 +561,7 @@ def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTr
     if pipeline.describe() != info["pipeline"]:
         raise ModelError("the rebuilt design does not match the build description "
                          "(model or compiler changed since the build)")
-    top = BoardTop(AcceleratorCore(pipeline), link_format_of(pipeline), info["clock_hz"], baud)
+    data = selftest_data(info)
+    top = BoardTop(AcceleratorCore(pipeline), link_format_of(pipeline), info["clock_hz"], baud,
+                   selftest=None if data is None else data.inputs)
     return SimTransport(top, **options)

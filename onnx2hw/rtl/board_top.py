@@ -5,6 +5,11 @@ Data path::
     uart_rx -> UARTRx -> Deframer -> BytesToLanes -> accelerator -> LanesToBytes -> Framer -> UARTTx -> uart_tx
                             \\-- tags (session, seq, count), error reports, live session --/
 
+With a self-test (``selftest=`` the link coding of ``N`` inputs) a
+:class:`~onnx2hw.rtl.selftest.SelfTest` sits between ``BytesToLanes``/``LanesToBytes`` and the
+accelerator: SELFTEST commands from the deframer replay the stored inputs through the accelerator
+at full speed, and their results go out through the framer.
+
 Every reply carries the session of the request it answers; results of an earlier session still
 queued when a new session's first frame is committed are dropped by the framer (see
 :mod:`onnx2hw.protocol`).
@@ -18,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 from ..protocol import LinkFormat
 from .cost import Cost
 from .framing import BytesToLanes, Deframer, Framer, LanesToBytes
+from .selftest import SelfTest
 from .uart import UARTRx, UARTTx, uart_divisor
 
 __all__ = ["BoardTop", "frame_timeout_cycles", "LINK_COST"]
@@ -60,20 +66,24 @@ class BoardTop(wiring.Component):
     pins : callable ``(m, platform, top) -> None``, optional
         Connects ``top.uart_rx``, ``top.uart_tx`` and the ``led_*`` ports to the board's pins;
         default: resource ``uart`` 0 and ``led`` 0..2.
+    selftest : bytes, optional
+        Inputs for a self-test build, in link coding (``link.encode_inputs``, a whole number of
+        inferences), held in on-chip memory (:class:`~onnx2hw.rtl.selftest.SelfTest`). Without
+        it the top is the plain link, unchanged.
 
     Ports
     -----
     uart_rx : In(1), idle high;  uart_tx : Out(1), idle high
     led_idle, led_busy, led_error : Out(1)
         ``led_busy`` while a frame is being received, results are queued or being sent;
-        ``led_idle`` otherwise; ``led_error`` lights for about 1/4 s after a dropped frame or a
+        ``led_idle`` otherwise (a running self-test counts as busy); ``led_error`` lights for about 1/4 s after a dropped frame or a
         UART framing/overrun error.
 
     With ``platform=None`` (simulation, Verilog export) the UART lines and LEDs are the
     component's ports and the ``sync`` domain is external.
     """
 
-    def __init__(self, accelerator, link: LinkFormat, clk_hz, baud, *, clock=None, pins=None):
+    def __init__(self, accelerator, link: LinkFormat, clk_hz, baud, *, clock=None, pins=None, selftest=None):
         if not isinstance(accelerator, wiring.Component) or not {"i", "o"} <= set(accelerator.signature.members):
             raise TypeError(f"accelerator must be a wiring.Component with stream ports i and o, not {accelerator!r}")
         if not isinstance(link, LinkFormat):
@@ -91,6 +101,7 @@ class BoardTop(wiring.Component):
                                  f"link format says {(bits, lanes)!r}")
         self.accelerator = accelerator
         self._clock, self._pins = clock, pins
+        self.selftest = None if selftest is None else SelfTest(self.fmt, bytes(selftest))
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1),
                           "led_idle": Out(1), "led_busy": Out(1), "led_error": Out(1)})
 
@@ -117,18 +128,28 @@ class BoardTop(wiring.Component):
         m.submodules.tx = tx = UARTTx(div)
         m.submodules.deframer = dfr = Deframer(in_bytes=fmt.in_bytes, buffer_bytes=fmt.buffer_bytes,
                                                timeout=frame_timeout_cycles(self.clk_hz, div),
-                                               max_count=fmt.max_batch)
+                                               max_count=fmt.max_batch, selftest=self.selftest is not None)
         il, ol = self.accelerator.i.payload.shape(), self.accelerator.o.payload.shape()
         m.submodules.unpack = b2l = BytesToLanes(elem_shape=il.elem_shape, lanes=il.length)
         m.submodules.accelerator = acc = self.accelerator
         m.submodules.pack = l2b = LanesToBytes(elem_shape=ol.elem_shape, lanes=ol.length)
-        m.submodules.framer = frm = Framer(out_bytes=fmt.out_bytes)
+        m.submodules.framer = frm = Framer(out_bytes=fmt.out_bytes, selftest=self.selftest is not None)
 
         m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx)]
         _join(m, rx.o, dfr.i)
         _join(m, dfr.o, b2l.i)
-        _join(m, b2l.o, acc.i)
-        _join(m, acc.o, l2b.i)
+        if self.selftest is None:
+            _join(m, b2l.o, acc.i)
+            _join(m, acc.o, l2b.i)
+        else:
+            m.submodules.selftest = st = self.selftest
+            _join(m, b2l.o, st.i)
+            _join(m, st.o, acc.i)
+            _join(m, acc.o, st.ai)
+            _join(m, st.ao, l2b.i)
+            _join(m, dfr.cmd, st.cmd)
+            _join(m, st.res, frm.st)
+            m.d.comb += st.link_idle.eq(~dfr.pending & ~b2l.o.valid)
         _join(m, l2b.o, frm.i)
         _join(m, dfr.tag, frm.tag)
         _join(m, dfr.err, frm.err)
@@ -136,6 +157,8 @@ class BoardTop(wiring.Component):
         m.d.comb += frm.live.eq(dfr.session)
 
         busy = dfr.in_frame | dfr.tag.valid | frm.busy | dfr.o.valid
+        if self.selftest is not None:
+            busy = busy | self.selftest.running
         m.d.comb += [self.led_busy.eq(busy), self.led_idle.eq(~busy)]
         # error LED: an up-counter that stops when its top bit sets (about 1/4 s; no wide compare)
         k = max(1, (int(self.clk_hz) // 4).bit_length() - 1)

@@ -7,11 +7,12 @@ The frame format and element coding are defined once in :mod:`onnx2hw.protocol`.
 """
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Shape, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import crc, data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
+from .selftest import CMD_LAYOUT, RES_LAYOUT
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
 
@@ -50,6 +51,10 @@ class Deframer(wiring.Component):
         Most inferences a frame may carry (1..255); a header with a larger count is not a
         frame of this link (``E_COUNT``), so noise cannot make the deframer swallow a long
         stretch of bytes as one frame.
+    selftest : bool
+        Also accept SELFTEST frames (count 1, :data:`~onnx2hw.protocol.SELFTEST_CMD_BYTES`
+        payload bytes, not buffered) and release each good one on ``cmd``; without it (the
+        default) the hardware is exactly that of a link without a self-test.
 
     Ports
     -----
@@ -68,6 +73,11 @@ class Deframer(wiring.Component):
         A frame is being received.
     err_lost : Out(1)
         Pulse: an error report was dropped because the previous one was still pending.
+    cmd : Out(stream.Signature(CMD_LAYOUT)), only with ``selftest``
+        One entry per good SELFTEST frame (a register: a frame arriving while one is still
+        waiting is dropped with ``E_OVERFLOW``).
+    pending : Out(1), only with ``selftest``
+        Committed payload bytes not yet taken from ``o``.
 
     Checks: type must be DATA (``E_TYPE``), count in 1..``max_count`` (``E_COUNT``), the buffer
     and the tag queue must have room (``E_OVERFLOW``), the CRC must match (``E_CRC``), and bytes
@@ -79,7 +89,7 @@ class Deframer(wiring.Component):
     """
 
     def __init__(self, *, in_bytes: int, buffer_bytes: int, timeout: int, tag_depth: int = P.TAG_DEPTH,
-                 max_count: int = 255):
+                 max_count: int = 255, selftest: bool = False):
         _check_pos("in_bytes", in_bytes)
         _check_pos("timeout", timeout)
         _check_pos("tag_depth", tag_depth)
@@ -89,11 +99,15 @@ class Deframer(wiring.Component):
             raise ValueError(f"max_count must be an int in 1..255, not {max_count!r}")
         self.in_bytes, self.buffer_bytes, self.timeout, self.tag_depth = in_bytes, buffer_bytes, timeout, tag_depth
         self.max_count = max_count
-        super().__init__({
+        self.selftest = bool(selftest)
+        ports = {
             "i": In(stream.Signature(8)), "o": Out(stream.Signature(8)),
             "tag": Out(stream.Signature(TAG_LAYOUT)), "err": Out(stream.Signature(ERR_LAYOUT)),
             "session": Out(16), "in_frame": Out(1), "err_lost": Out(1),
-        })
+        }
+        if self.selftest:
+            ports.update(cmd=Out(stream.Signature(CMD_LAYOUT)), pending=Out(1))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -153,6 +167,13 @@ class Deframer(wiring.Component):
         m.d.comb += got.eq(self.i.valid & self.i.ready)
         m.d.comb += [chk.data.eq(byte), wr.data.eq(byte), wr.addr.eq(wp)]
         timed_out = idle[tbits]
+        if self.selftest:
+            is_cmd = Signal()
+            cmd_left = Signal(range(P.SELFTEST_CMD_BYTES))
+            cmd_buf = Signal(8 * P.SELFTEST_CMD_BYTES)
+            with m.If(self.cmd.valid & self.cmd.ready):
+                m.d.sync += self.cmd.valid.eq(0)
+            m.d.comb += self.pending.eq((rp != cp) | self.o.valid)
         with m.FSM() as fsm:
             with m.State("MAGIC0"):
                 with m.If(got & (byte == P.MAGIC[0])):
@@ -170,7 +191,13 @@ class Deframer(wiring.Component):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
                     with m.If(byte == P.T_DATA):
+                        if self.selftest:
+                            m.d.sync += is_cmd.eq(0)
                         m.next = "SESSION0"
+                    if self.selftest:
+                        with m.Elif(byte == P.T_SELFTEST):
+                            m.d.sync += is_cmd.eq(1)
+                            m.next = "SESSION0"
                     with m.Else():
                         fail(P.E_TYPE, P.NO_SESSION, P.NO_SEQ)
                 with m.Elif(timed_out):
@@ -191,8 +218,15 @@ class Deframer(wiring.Component):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
                     m.d.sync += [count.eq(byte), inf_left.eq(byte - 1), byte_left.eq(self.in_bytes - 1)]
-                    with m.If((byte == 0) | (byte > self.max_count)):
+                    bad_count = (byte == 0) | (byte > self.max_count)
+                    if self.selftest:     # a SELFTEST frame has count 1 and a payload of its own
+                        m.d.sync += cmd_left.eq(P.SELFTEST_CMD_BYTES - 1)
+                        bad_count = Mux(is_cmd, byte != 1, bad_count)
+                    with m.If(bad_count):
                         fail(P.E_COUNT, session, seq)
+                    if self.selftest:
+                        with m.Elif(is_cmd):
+                            m.next = "CMD"
                     with m.Else():
                         m.next = "PAYLOAD"
                 with m.Elif(timed_out):
@@ -220,9 +254,26 @@ class Deframer(wiring.Component):
                         m.next = "CHECK"
                 with m.Elif(timed_out):
                     fail(P.E_TIMEOUT, session, seq, on_byte=False)
+            if self.selftest:
+                with m.State("CMD"):
+                    with m.If(got):
+                        m.d.comb += chk.valid.eq(1)
+                        m.d.sync += [cmd_buf.eq(Cat(cmd_buf[8:], byte)), cmd_left.eq(cmd_left - 1)]
+                        with m.If(cmd_left == 0):
+                            m.d.sync += crc_left.eq(3)
+                            m.next = "CRC"
+                    with m.Elif(timed_out):
+                        fail(P.E_TIMEOUT, session, seq, on_byte=False)
             with m.State("CHECK"):
                 with m.If(~chk.match_detected):
                     fail(P.E_CRC, session, seq, on_byte=False)
+                if self.selftest:
+                    with m.Elif(is_cmd & self.cmd.valid):
+                        fail(P.E_OVERFLOW, session, seq, on_byte=False)
+                    with m.Elif(is_cmd):
+                        m.d.sync += [self.cmd.valid.eq(1), self.cmd.payload.as_value().eq(Cat(session, seq, cmd_buf)),
+                                     self.session.eq(session)]
+                        m.next = "MAGIC0"
                 with m.Elif(~tags.w_rdy):
                     fail(P.E_OVERFLOW, session, seq, on_byte=False)
                 with m.Else():
@@ -327,14 +378,21 @@ class Framer(wiring.Component):
     live : In(16)                   the current session
     o : Out(stream.Signature(8))    frame bytes
     busy : Out(1)                   a frame is being sent (or a stale one dropped)
+    st : In(stream.Signature(RES_LAYOUT)), only with ``selftest``
+        Self-test results, each sent as a SELFTEST_RESULT frame (after a waiting error report,
+        before waiting results); taken when its frame's last payload byte is sent.
     """
 
-    def __init__(self, *, out_bytes: int):
+    def __init__(self, *, out_bytes: int, selftest: bool = False):
         _check_pos("out_bytes", out_bytes)
         self.out_bytes = out_bytes
-        super().__init__({"i": In(stream.Signature(8)), "tag": In(stream.Signature(TAG_LAYOUT)),
-                          "err": In(stream.Signature(ERR_LAYOUT)), "live": In(16),
-                          "o": Out(stream.Signature(8)), "busy": Out(1)})
+        self.selftest = bool(selftest)
+        ports = {"i": In(stream.Signature(8)), "tag": In(stream.Signature(TAG_LAYOUT)),
+                 "err": In(stream.Signature(ERR_LAYOUT)), "live": In(16),
+                 "o": Out(stream.Signature(8)), "busy": Out(1)}
+        if self.selftest:
+            ports["st"] = In(stream.Signature(RES_LAYOUT))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -346,6 +404,8 @@ class Framer(wiring.Component):
         byte_left = Signal(range(self.out_bytes))
         k = Signal(2)
         sent = self.o.valid & self.o.ready
+        if self.selftest:
+            st_idx = Signal(range(P.SELFTEST_RESULT_BYTES))
         header = Cat(Const(P.MAGIC[0], 8), Const(P.MAGIC[1], 8), ftype, session, seq, count)
         assert len(header) == 8 * P.HEADER_BYTES
         with m.FSM() as fsm:
@@ -355,6 +415,11 @@ class Framer(wiring.Component):
                     m.d.sync += [ftype.eq(P.T_ERROR), session.eq(self.err.payload.session),
                                  seq.eq(self.err.payload.seq), count.eq(self.err.payload.code), idx.eq(0)]
                     m.next = "HEADER"
+                if self.selftest:
+                    with m.Elif(self.st.valid):
+                        m.d.sync += [ftype.eq(P.T_SELFTEST_RESULT), session.eq(self.st.payload.session),
+                                     seq.eq(self.st.payload.seq), count.eq(1), idx.eq(0), st_idx.eq(0)]
+                        m.next = "HEADER"
                 with m.Elif(self.tag.valid & self.i.valid):
                     m.d.comb += self.tag.ready.eq(1)
                     m.d.sync += [ftype.eq(P.T_RESULT), session.eq(self.tag.payload.session),
@@ -375,6 +440,9 @@ class Framer(wiring.Component):
                         with m.If(ftype == P.T_ERROR):
                             m.d.sync += k.eq(0)
                             m.next = "CRC"
+                        if self.selftest:
+                            with m.Elif(ftype == P.T_SELFTEST_RESULT):
+                                m.next = "FIXED"
                         with m.Else():
                             m.next = "PAYLOAD"
             with m.State("PAYLOAD"):
@@ -396,6 +464,16 @@ class Framer(wiring.Component):
                         m.d.sync += [byte_left.eq(self.out_bytes - 1), inf_left.eq(inf_left - 1)]
                         with m.If(inf_left == 0):
                             m.next = "IDLE"
+            if self.selftest:
+                with m.State("FIXED"):   # the self-test result's payload, then it is taken
+                    m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(self.st.payload.data.word_select(st_idx, 8)),
+                                 gen.data.eq(self.o.payload), gen.valid.eq(sent)]
+                    with m.If(sent):
+                        m.d.sync += st_idx.eq(st_idx + 1)
+                        with m.If(st_idx == P.SELFTEST_RESULT_BYTES - 1):
+                            m.d.comb += self.st.ready.eq(1)
+                            m.d.sync += k.eq(0)
+                            m.next = "CRC"
             with m.State("CRC"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(gen.crc.word_select(k, 8))]
                 with m.If(sent):
