@@ -112,10 +112,25 @@ def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: floa
                     "lut": s.cost.lut, "dsp": s.cost.dsp, "bram": s.cost.ebr} for s in pipeline.stages],
         "times_s": {k: round(v, 2) for k, v in times.items()},
         "host": host_part(pipeline.graph),
+        "arithmetic": arithmetic(pipeline),
     }
     if selftest is not None:
         report["selftest"] = dict(selftest)
     return report
+
+
+def arithmetic(pipeline) -> dict:
+    """MACs per inference in hardware, multipliers instantiated (MACs per cycle at full rate),
+    the roofline (multipliers / MACs: inferences per cycle if every multiplier were busy), and
+    the bit widths: ``bits`` like ``w8a8`` (``w4-8a8`` when layers differ)."""
+    wb = sorted({layer.w_type.bits for layer in pipeline.graph.layers if getattr(layer, "w_type", None)})
+    ab = sorted({layer.output.dtype.bits for layer in pipeline.graph.layers})
+
+    def span(v):
+        return "?" if not v else f"{v[0]}" if len(v) == 1 else f"{v[0]}-{v[-1]}"
+    macs, mults = pipeline.macs, pipeline.multipliers
+    return {"macs": macs, "multipliers": mults, "bits": f"w{span(wb)}a{span(ab)}",
+            "roofline_inferences_per_cycle": mults / macs if macs else None}
 
 
 def host_part(ig) -> dict | None:

@@ -8,8 +8,9 @@ For each network (AD, KWS, IC, VWW; topologies in README.md) it writes next to t
 
 - ``<name>.onnx``: the Keras model exported by tf2onnx (opset 13, batch dynamic, channels last
   as Keras has them, the Softmax head kept);
-- ``<name>.npz``: ``input`` (64 samples of plausible inputs, float32: the calibration data) and
-  ``output`` (the Keras model's outputs for them);
+- ``<name>.npz``: ``input`` (64 samples of plausible inputs, float32: the calibration data, as
+  ``onnx2hw synth --calib`` takes it);
+- ``<name>_keras.npz``: ``output`` (the Keras model's outputs for them);
 
 and ``manifest.json`` (shapes, Keras parameter counts, how the inputs were drawn, SHA-256 of
 every file). Weights are random (He-normal, seeded), biases small and random; every
@@ -262,7 +263,8 @@ def main() -> int:
         x = draw(rng)
         randomize(keras, model, x, rng)
         y = model([x], training=False).numpy()
-        save_npz(HERE / f"{name}.npz", input=x, output=y)
+        save_npz(HERE / f"{name}.npz", input=x)
+        save_npz(HERE / f"{name}_keras.npz", output=y)
         spec = (tf.TensorSpec((None, *x.shape[1:]), tf.float32, name="input"),)
 
         @tf.function(input_signature=spec)
@@ -277,12 +279,14 @@ def main() -> int:
         params = int(model.count_params())
         trainable = int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
         entries.append({"name": name, "task": task, "what": what, "file": path.name, "data": f"{name}.npz",
+                        "keras_outputs": f"{name}_keras.npz",
                         "input_shape": list(x.shape[1:]), "output_shape": list(y.shape[1:]),
                         "keras_params": params, "keras_trainable_params": trainable,
                         "inputs": " ".join(draw.__doc__.split()) if draw.__doc__ else
                         " ".join(images.__doc__.split()),
                         "topology": " ".join(build.__doc__.split()),
                         "onnx_sha256": sha256(path), "npz_sha256": sha256(HERE / f"{name}.npz"),
+                        "keras_npz_sha256": sha256(HERE / f"{name}_keras.npz"),
                         "onnx_bytes": path.stat().st_size})
         print(f"{name:16} {task:4} params {params:>7,} (trainable {trainable:,}) "
               f"{path.stat().st_size / 1e3:7.1f} kB onnx, input {list(x.shape[1:])} "
