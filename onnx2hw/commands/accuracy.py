@@ -218,6 +218,27 @@ def _float_scores(session, graph: Graph, feeds, output: str, n: int, con: Consol
     return _run_chunks(con, "float model (onnxruntime)", n, step)
 
 
+def static_classes(graph: Graph, output: str) -> int | None:
+    """The number of class scores the model's output declares per sample, when its shape says
+    (every dim after the batch a number), else ``None``."""
+    vi = next(v for v in graph.outputs if v.name == output)
+    if vi.shape is None or len(vi.shape) < 2 or not all(isinstance(d, int) and d > 0 for d in vi.shape[1:]):
+        return None
+    per = [d for d in vi.shape[1:] if d != 1]
+    if len(per) != 1 or per[0] < 2:
+        raise ModelError(f"output {output!r} has shape {list(vi.shape)!r}; accuracy needs a vector of at least "
+                         "2 class scores per sample")
+    return per[0]
+
+
+def check_labels(labels: np.ndarray, classes: int, path: str) -> None:
+    bad = (labels < 0) | (labels >= classes)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise UsageError(f"--data {path!r}: label {int(labels[i])} of sample {i} is outside the "
+                         f"model's {classes} classes [0, {classes - 1}]")
+
+
 def run(args) -> int:
     con = Console(stderr=True, highlight=False)
     if args.limit is not None and args.limit < 1:
@@ -228,21 +249,19 @@ def run(args) -> int:
     graph = load_graph(args.model)
     feeds, labels = load_labelled(args.data, graph, args.limit)   # checked before the compile
     n = len(labels)
+    output = graph.output_names[0]
+    classes = static_classes(graph, output)
+    if classes is not None:
+        check_labels(labels, classes, args.data)
     args.calib = _calibration(args.calib, graph)
     design = design_of(args, target, graph)
     if host_note(design):
         con.print(host_note(design))
-    output = graph.output_names[0]
     if len(graph.output_names) > 1:
         con.print(f"scoring the model's first output {output!r} (of {', '.join(map(repr, graph.output_names))})")
 
-    def check(first):
-        classes = class_scores(first, output, len(first)).shape[1]
-        bad = (labels < 0) | (labels >= classes)
-        if np.any(bad):
-            i = int(np.argmax(bad))
-            raise UsageError(f"--data {args.data!r}: label {int(labels[i])} of sample {i} is outside the "
-                             f"model's {classes} classes [0, {classes - 1}]")
+    def check(first):   # a model whose output shape is not declared: from the first results
+        check_labels(labels, class_scores(first, output, len(first)).shape[1], args.data)
 
     def golden(start, stop):
         return design.golden({k: v[start:stop] for k, v in feeds.items()})[output]
