@@ -18,6 +18,7 @@ import pytest
 from _oracle import spec_session
 from _paths import ROOT
 from onnx2hw.cli import main
+from onnx2hw.commands import accuracy
 from onnx2hw.quant.ptq import quantize
 
 CORPUS = ROOT / "corpus"
@@ -84,6 +85,24 @@ def test_limit_uses_the_first_samples_and_key_x_y(tmp_path, capsys):
     top1, top5 = int(np.sum(ranks[:5] == 0)), int(np.sum(ranks[:5] < 5))
     assert f"5 samples, 10 classes" in out
     assert f"top-1 {100 * top1 / 5:.2f}% ({top1}/5), top-5 {100 * top5 / 5:.2f}% ({top5}/5)" in out
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(tmp_path, capsys, monkeypatch):
+    """Chunks of 7 samples, a progress line after each (not on a terminal: no bar)."""
+    monkeypatch.setattr(accuracy, "CHUNK", 7)
+    monkeypatch.setattr(accuracy, "PLAIN_EVERY", 0.0)
+    with np.load(CORPUS / "torch_cnn_softmax.npz") as d:
+        x = d["input"].astype(np.float32)
+    labels, ranks = labels_at_ranks(spec_session(str(QDQ)).run(None, {"input": x})[0])
+    np.savez(tmp_path / "data.npz", input=x, label=labels)        # the examples' key
+    rc, out, err = run(["accuracy", QDQ, "--data", tmp_path / "data.npz"], capsys)
+    assert rc == 0, err
+    top1 = int(np.sum(ranks == 0))
+    assert f"top-1 {100 * top1 / 32:.2f}% ({top1}/32)" in out
+    for done in (7, 14, 21, 28):
+        assert f"integer model (golden): {done}/32 samples, " in err
+        assert f"float model (onnxruntime): {done}/32 samples, " in err
+    assert "32/32" not in err
 
 
 def test_qonnx_model_onnxruntime_cannot_run(tmp_path, capsys):

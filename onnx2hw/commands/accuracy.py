@@ -4,7 +4,7 @@ quantized inputs, dequantized, then the host tail), beside the ONNX model run by
 
 The ``.npz`` holds the inputs (keyed by the model input's name, or ``input`` / ``x`` for a
 one-input model; batch first, as the ONNX model takes them) and integer class labels
-(``labels`` or ``y``, shape ``(N,)``). The scores are the model's first output, one vector of
+(``labels``, ``label`` or ``y``, shape ``(N,)``). The scores are the model's first output, one vector of
 class scores per sample. Ties rank by class index, as ``argmax`` does: a label is in the top k
 when fewer than k classes score higher than it or score the same with a lower index.
 """
@@ -32,7 +32,7 @@ HELP = "top-1/top-5 accuracy of the integer model (golden, bit-exact with the ha
 
 #: keys the inputs of a one-input model and the labels may have in the ``.npz``
 INPUT_KEYS = ("input", "x")
-LABEL_KEYS = ("labels", "y")
+LABEL_KEYS = ("labels", "label", "y")
 #: samples per golden / onnxruntime run (progress is updated after each)
 CHUNK = 256
 #: top-k reported besides top-1 when the model has at least ``TOP_K_CLASSES`` classes
@@ -44,7 +44,7 @@ def configure(parser):
     parser.add_argument("model", help="ONNX model (quantized, or float with --calib)")
     parser.add_argument("--data", required=True, metavar="LABELLED.npz",
                         help="inputs (keyed by the model's input name, or 'input'/'x') and integer labels "
-                             "('labels'/'y'), batch first")
+                             "('labels'/'label'/'y'), batch first")
     parser.add_argument("--calib", metavar="C.npz",
                         help="calibration data to quantize a float model (arrays not named after a model "
                              "input, such as reference outputs, are ignored)")
@@ -164,24 +164,33 @@ def _line(what: str, fig: dict) -> str:
 
 # ------------------------------------------------------------------------------------- running
 
+#: seconds between the plain progress lines printed when stderr is not a terminal
+PLAIN_EVERY = 15.0
+
+
 def _progress(con: Console, title: str):
     return Progress(TextColumn(title), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-                    TimeElapsedColumn(), console=con, transient=True)
+                    TimeElapsedColumn(), console=con, transient=True, disable=not con.is_terminal)
 
 
 def _run_chunks(con: Console, title: str, n: int, step, first=None):
-    """``step(start, stop)`` over ``n`` samples in chunks of :data:`CHUNK` with a progress bar
-    (samples/s); ``first(result)`` checks the first chunk's result before the rest run."""
+    """``step(start, stop)`` over ``n`` samples in chunks of :data:`CHUNK` with progress in
+    samples/s (a bar on a terminal, else a line every :data:`PLAIN_EVERY` seconds);
+    ``first(result)`` checks the first chunk's result before the rest run."""
     out = []
-    t0 = time.perf_counter()
+    t0 = last = time.perf_counter()
     with _progress(con, title) as bar:
         task = bar.add_task(title, total=n, rate="")
         for start in range(0, n, CHUNK):
             out.append(step(start, min(n, start + CHUNK)))
             if first is not None and start == 0:
                 first(out[0])
-            done = min(n, start + CHUNK)
-            bar.update(task, completed=done, rate=f"{done / (time.perf_counter() - t0):,.0f} samples/s")
+            done, now = min(n, start + CHUNK), time.perf_counter()
+            rate = f"{done / (now - t0):,.0f} samples/s"
+            bar.update(task, completed=done, rate=rate)
+            if not con.is_terminal and now - last >= PLAIN_EVERY and done < n:
+                con.print(f"{title}: {done:,}/{n:,} samples, {rate}")
+                last = now
     return out, time.perf_counter() - t0
 
 

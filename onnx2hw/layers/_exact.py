@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._windows import pad_nhwc, windows
+from ._windows import windows
 
 __all__ = ["float_type_for", "exact_conv", "exact_dense", "FLOAT32_EXACT", "FLOAT64_EXACT"]
 
@@ -58,6 +58,17 @@ def exact_dense(x: np.ndarray, weights: np.ndarray, bias: np.ndarray) -> np.ndar
     else:
         acc = x.astype(dt) @ weights.T.astype(dt)
     return acc.astype(np.int64) + np.asarray(bias, dtype=np.int64)
+
+
+def _padded(x: np.ndarray, pads, value: int, dtype) -> np.ndarray:
+    """``x`` (NHWC) converted to ``dtype`` and padded with ``value`` in one copy."""
+    t, l, b, r = (int(p) for p in pads)
+    if not (t or l or b or r):
+        return x.astype(dtype, copy=False)
+    n, h, w, c = x.shape
+    out = np.full((n, h + t + b, w + l + r, c), value, dtype=dtype)
+    out[:, t:t + h, l:l + w, :] = x
+    return out
 
 
 def _int64_conv(cols: np.ndarray, weights: np.ndarray, group: int) -> np.ndarray:
@@ -105,7 +116,7 @@ def exact_conv(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, stride, pad
     dt = float_type_for(bound)
     if dt is None and bound >= _INT64_SAFE:
         raise OverflowError("integer convolution would overflow int64")
-    xp = pad_nhwc(x.astype(np.int64 if dt is None else dt, copy=False), pads, pad_value)
+    xp = _padded(x, pads, pad_value, np.int64 if dt is None else dt)
     if dt is None:
         acc = _int64_conv(windows(xp, (kh, kw), stride), weights, group)
     elif group > 1 and cg == 1:
