@@ -30,7 +30,8 @@ from ..rtl.stage import Block
 from ..rtl.window import SlidingWindow
 from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
                         quantize_output, real_view, scalar, int_view, zp_input)
-from ._windows import as_image, exact_matmul, pad_nhwc, spatial_out, windows
+from ._exact import exact_conv
+from ._windows import as_image, spatial_out
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
                    mvu_block, window_fill)
 from .types import Act, IntType, acc_bits_for, apply_act, elem_shape, readonly, window_out
@@ -77,19 +78,10 @@ class Conv(LayerKind):
         check_linear(self, ins[0], co, (oh, ow, co))
 
     def reference(self, x):
-        """Pad with ``pad_value``, im2col, exact matmul per group, ``act``."""
-        x = pad_nhwc(np.asarray(x, dtype=np.int64), self.pads, self.pad_value)
-        co, kh, kw, cg = self.weights.shape
-        cols = windows(x, (kh, kw), self.stride)          # (N, OH, OW, kh, kw, C)
-        n, oh, ow = cols.shape[:3]
-        g = self.group
-        cog = co // g
-        parts = []
-        for i in range(g):
-            xi = cols[..., i * cg:(i + 1) * cg].reshape(n * oh * ow, kh * kw * cg)
-            wi = self.weights[i * cog:(i + 1) * cog].reshape(cog, kh * kw * cg)
-            parts.append(exact_matmul(xi, wi))
-        acc = np.concatenate(parts, axis=1).reshape(n, oh, ow, co) + self.bias
+        """Pad with ``pad_value``, im2col, exact matmul per group (float BLAS when every partial
+        sum is exact in it: :func:`._exact.exact_conv`), ``act``."""
+        acc = exact_conv(np.asarray(x), self.weights, self.bias, self.stride, self.pads, self.pad_value,
+                         self.group)
         return apply_act(acc, self.act)
 
     @property

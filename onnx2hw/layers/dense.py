@@ -16,7 +16,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
                         real_view, scalar, int_view, zp_input)
-from ._windows import exact_matmul
+from ._exact import exact_dense
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
                    mvu_block)
 from .types import Act, IntType, acc_bits_for, apply_act, readonly
@@ -52,8 +52,10 @@ class Dense(LayerKind):
         check_linear(self, ins[0], n, (n,))
 
     def reference(self, x):
-        x = np.asarray(x, dtype=np.int64)
-        acc = exact_matmul(x.reshape(x.shape[0], -1), self.weights) + self.bias
+        """``x`` flattened (NHWC order) times the weights, exact (float BLAS when every partial sum
+        is exact in it: :func:`._exact.exact_dense`), ``act``."""
+        x = np.asarray(x)
+        acc = exact_dense(x.reshape(x.shape[0], self.weights.shape[1]), self.weights, self.bias)
         return apply_act(acc, self.act)
 
     def hardware_problem(self, ins):
