@@ -10,7 +10,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ._importer import node_error
 
-__all__ = ["exact_matmul", "pad_nhwc", "windows", "as_image", "spatial_out"]
+__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out"]
 
 _LIFT = {"kernel_shape": 1, "strides": 1, "dilations": 1}
 
@@ -47,26 +47,6 @@ def spatial_out(onnx_shape, channels: int, oh: int, ow: int) -> tuple[int, ...]:
     """The ONNX output shape (no batch) of a window op on ``onnx_shape``: ``(C, OH, OW)``, or
     ``(C, OW)`` for a 1-D input."""
     return (channels, ow) if len(onnx_shape) == 2 else (channels, oh, ow)
-
-_FLOAT_EXACT = 1 << 53
-
-
-def exact_matmul(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``x @ w.T`` for integer ``x`` (M, K) and ``w`` (N, K), exact, as int64.
-
-    float64 BLAS is used when every partial sum is below 2**53 in magnitude
-    (``sum |w| * max |x|`` bounds them), else NumPy's int64 matmul.
-    """
-    x = np.asarray(x, dtype=np.int64)
-    w = np.asarray(w, dtype=np.int64)
-    xmax = int(np.max(np.abs(x))) if x.size else 0
-    wsum = int(np.max(np.sum(np.abs(w), axis=1))) if w.size else 0
-    if xmax * wsum < _FLOAT_EXACT:
-        return (x.astype(np.float64) @ w.T.astype(np.float64)).astype(np.int64)
-    if xmax * wsum >= 1 << 63:
-        raise OverflowError("integer matmul would overflow int64")
-    return x @ w.T
-
 
 def pad_nhwc(x: np.ndarray, pads, value: int) -> np.ndarray:
     t, l, b, r = (int(p) for p in pads)
