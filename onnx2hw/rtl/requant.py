@@ -54,7 +54,7 @@ _MAX_LOW_BITS = 8
 class NarrowPlan:
     """Parameters of the narrow requantizer (see :func:`narrow_plan`).
 
-    ``y = clamp((a * (mult_hi[c] << low_bits) + a * low + bias[c]) >> shift, lo, hi)`` with
+    ``y = clamp((a * (mult_hi[c] << low_bits) + a * low + bias[c]) >> shift[c], lo, hi)`` with
     ``a = clamp(acc, clamp_lo, clamp_hi)`` (a bound of ``None`` is not applied); ``a`` fits
     ``a_bits`` signed bits; ``low`` is ``sum(sign * 2**e for sign, e in low_digits)``;
     ``mult_hi`` is 0 everywhere for a LUT-only form; ``g_lo``/``g_hi`` bound the shifted sum.
@@ -63,7 +63,7 @@ class NarrowPlan:
     clamp_lo: int | None
     clamp_hi: int | None
     a_bits: int
-    shift: int
+    shift: tuple
     low_bits: int
     low_digits: tuple
     mult_hi: tuple
@@ -87,7 +87,7 @@ class NarrowPlan:
                     (1 << 62) if self.clamp_hi is None else self.clamp_hi)
         m = np.array([self.multiplier(c) for c in range(len(self.mult_hi))], dtype=np.int64)[ch]
         b = np.array(self.bias, dtype=np.int64)[ch]
-        return (a * m + b) >> self.shift
+        return (a * m + b) >> np.array(self.shift, dtype=np.int64)[ch]
 
 
 def _naf_weight(v: int) -> int:
@@ -243,13 +243,15 @@ def narrow_plan(multiplier, shift, zero_point, lo, hi, acc_lo, acc_hi):
        integer (NumPy, int64): ``clamp(g(a), lo, hi) == f_c(a)`` for all ``a`` in ``J_c`` is the
        whole proof of exactness for every reachable accumulator, by 1 and 2.
 
-    ``M'`` and ``B`` are searched, per common ``s'``, as the integer points of the convex set
+    ``M'`` and ``B`` are searched, per group of channels with equal parameters and per shift
+    ``s'`` (its own for each group), as the integer points of the convex set
     ``max_a(L(a) - a*M') <= min_a(U(a) - a*M')`` where ``L``/``U`` bound ``a*M' + B`` so that
     ``g(a)`` is the spec's value (or beyond the clamp when saturated); only the ends of each
     constant-output run of ``a`` bind, so the search works on those points and step 3 then
     checks every integer. ``M'`` is written as ``(mult_hi << low_bits) + low`` with ``mult_hi``
     fitting a signed 18-bit DSP port and ``low`` a few signed powers of two (LUT shift-and-add,
-    one shared constant; per-channel multipliers use ``low = 0``); a ``M'`` of at most two signed
+    one shared constant; per-channel multipliers use ``low = 0`` and the final shift is chosen
+    per channel from the parameter ROM); a ``M'`` of at most two signed
     digits needs no DSP at all. No pre-shift of ``a`` is used: it is exact only when every
     output step starts at a multiple of the shift, which real scales do not give.
     """
@@ -257,6 +259,29 @@ def narrow_plan(multiplier, shift, zero_point, lo, hi, acc_lo, acc_hi):
                 for x in (multiplier, shift, zero_point)) + (int(lo), int(hi)) + \
         tuple(tuple(int(v) for v in np.asarray(x).reshape(-1)) for x in (acc_lo, acc_hi))
     return _narrow_plan_cached(key)
+
+
+def _group_search(a_pts, o_pts, mk, sk, lo, hi, out_max, a_max, single):
+    """Cheapest ``(cost, shift, (cost, mult_hi, low_bits, low_digits))`` for one group's critical
+    points, over the shifts ``s'`` that give ``|M'|`` from 1 to ``2**(17 + _MAX_LOW_BITS)``."""
+    top = sk - abs(mk).bit_length()
+    best = None
+    for sp in range(max(0, top), max(0, top + _DSP_BITS - 1 + _MAX_LOW_BITS) + 1):
+        if out_max << sp >= 1 << 60 or a_max << (sp + 2) >= 1 << 60:   # keep int64 exact
+            break
+        lcon = np.where(o_pts > lo, o_pts << sp, np.int64(-(1 << 61)))
+        ucon = np.where(o_pts < hi, ((o_pts + 1) << sp) - 1, np.int64(1 << 61))
+        m0 = (mk << sp) >> sk if sp <= sk else mk << (sp - sk)
+        iv = _slope_interval(a_pts, lcon, ucon, m0, abs(m0) // 2 + 4)
+        if iv is None:
+            continue
+        enc = _encode(*iv, single)
+        if enc is not None and (best is None or enc[0] < best[0]):
+            best = (enc[0], sp, enc)
+            if enc[0] <= (1, 0):    # no cheaper form at a larger shift but a LUT-only one
+                if enc[0] == (0, 0) or not single:
+                    break
+    return best
 
 
 def _search(m, s, z, lo, hi, acc_lo, acc_hi):
@@ -273,75 +298,44 @@ def _search(m, s, z, lo, hi, acc_lo, acc_hi):
     groups = {}
     for k in range(c):
         j = (min(max(acc_lo[k], pl), ph), min(max(acc_hi[k], pl), ph))
-        key = (int(m[k]), int(s[k]), int(z[k]))
-        g = groups.setdefault(key, [j[0], j[1], []])
+        g = groups.setdefault((int(m[k]), int(s[k]), int(z[k])), [j[0], j[1], []])
         g[0], g[1] = min(g[0], j[0]), max(g[1], j[1])
         g[2].append(k)
-    data_ = []
+    single = len(groups) == 1
+    a_max = max(abs(pl), abs(ph)) + 1
+    mult_hi, bias, shift = [0] * c, [0] * c, [0] * c
+    low_bits, low_digits = 0, ()
+    checks = []
     for (mk, sk, zk), (j0, j1, chans) in groups.items():
         a = np.arange(j0, j1 + 1, dtype=np.int64)
         out = arith.requantize(a, mk, sk, zk, lo, hi)
         change = np.flatnonzero(np.diff(out))
         idx = np.unique(np.concatenate([[0, len(a) - 1], change, change + 1]))
-        data_.append((mk, sk, a, out, a[idx], out[idx], chans))
-    out_max = max(int(np.max(np.abs(d[3]))) for d in data_) + 2
-    single = len(groups) == 1
-    # s' range: |M'| from 1 to 2**(17 + _MAX_LOW_BITS) at the spec's slope
-    cands = set()
-    for mk, sk, *_ in data_:
-        top = sk - abs(mk).bit_length()
-        cands.update(range(max(0, top), max(0, top + _DSP_BITS - 1 + _MAX_LOW_BITS) + 1))
-    best = None
-    for sp in sorted(cands):
-        if out_max << sp >= 1 << 60 or (abs(pl) + abs(ph) + 1) << (sp + 2) >= 1 << 60:
-            continue
-        found = []
-        for mk, sk, a, out, ca, co, chans in data_:
-            lcon = np.where(co > lo, co << sp, np.int64(-(1 << 61)))
-            ucon = np.where(co < hi, ((co + 1) << sp) - 1, np.int64(1 << 61))
-            m0 = (mk << sp) >> sk if sp <= sk else mk << (sp - sk)
-            iv = _slope_interval(ca, lcon, ucon, m0, abs(m0) // 2 + 4)
-            if iv is None:
-                break
-            found.append(iv)
-        if len(found) != len(data_):
-            continue
-        if single:
-            enc = _encode(*found[0], True)
-            if enc is None:
-                continue
-            encs = [enc]
-        else:
-            encs = [_encode(m1, m2, False) for m1, m2 in found]
-            if any(e is None for e in encs):
-                continue
-        cost = max(e[0] for e in encs)
-        if best is None or cost < best[0]:
-            best = (cost, sp, encs)
-        if cost == (0, 0) or not single:   # per-channel: (1, 0) is the only form
-            break
-    if best is None:
-        return None
-    _, sp, encs = best
-    mult_hi, bias = [0] * c, [0] * c
-    low_bits, low_digits = encs[0][2], encs[0][3]
-    for (mk, sk, a, out, ca, co, chans), enc in zip(data_, encs):
-        mp = (enc[1] << enc[2]) + sum(sg << e for sg, e in enc[3])
+        ca, co = a[idx], out[idx]
+        found = _group_search(ca, co, mk, sk, lo, hi, int(np.max(np.abs(out))) + 2, a_max, single)
+        if found is None:
+            return None
+        _, sp, (cost, mh, lb, ld) = found
+        low_bits, low_digits = lb, ld
+        mp = (mh << lb) + sum(sg << e for sg, e in ld)
         lcon = np.where(co > lo, co << sp, np.int64(-(1 << 61)))
         ucon = np.where(co < hi, ((co + 1) << sp) - 1, np.int64(1 << 61))
         b = int(np.max(lcon - ca * mp))
         if b < -(1 << 59):    # every output saturated low: the largest bias that stays there
             b = int(np.min(ucon - ca * mp))
         for k in chans:
-            mult_hi[k], bias[k] = enc[1], b
+            mult_hi[k], bias[k], shift[k] = mh, b, sp
+        checks.append((a, out, chans[0]))
+    if not single and not all(mult_hi):
+        return None
     plan = NarrowPlan(clamp_lo=pl if pl > min(acc_lo) else None,
-                      clamp_hi=ph if ph < max(acc_hi) else None, a_bits=a_bits, shift=sp,
+                      clamp_hi=ph if ph < max(acc_hi) else None, a_bits=a_bits, shift=tuple(shift),
                       low_bits=low_bits, low_digits=tuple(low_digits), mult_hi=tuple(mult_hi),
                       bias=tuple(bias), g_lo=0, g_hi=0)
     # step 3: every integer of every group's interval, against the spec
     g_lo, g_hi = None, None
-    for mk, sk, a, out, ca, co, chans in data_:
-        g = plan.apply(a, chans[0])
+    for a, out, k in checks:
+        g = plan.apply(a, k)
         if not np.array_equal(np.clip(g, lo, hi), out):
             return None
         g_lo = int(g.min()) if g_lo is None else min(g_lo, int(g.min()))
@@ -483,36 +477,46 @@ class Requantize(wiring.Component):
     def _narrow_rom(self) -> bool:
         """Whether the per-channel narrow parameters need a ROM (else constants per lane)."""
         p, pe, nf = self.plan, self.pe, self.channels // self.pe
-        return nf > 1 and any((p.mult_hi[c], p.bias[c]) != (p.mult_hi[c % pe], p.bias[c % pe])
-                              for c in range(self.channels))
+        par = list(zip(p.mult_hi, p.bias, p.shift))
+        return nf > 1 and any(par[c] != par[c % pe] for c in range(self.channels))
+
+    def _narrow_shifts(self):
+        """(distinct shifts, index width): a lane selects its channel's shift when they differ."""
+        shifts = sorted(set(self.plan.shift))
+        return shifts, (len(shifts) - 1).bit_length() if self._narrow_rom() else 0
 
     def _elaborate_narrow(self, m, en, out_valid, fold, x1, v1):
         p, pe, ab = self.plan, self.pe, self.acc_bits
         nf = self.channels // pe
         mw, bw, gw = self._narrow_widths()
+        shifts, xw = self._narrow_shifts()
+        tree = self._narrow_tree_stages()
         if self._narrow_rom():
+            fw = mw + bw + xw
             words = []
             for f in range(nf):
-                ch = range(f * pe, (f + 1) * pe)
                 w = 0
-                for k, c in enumerate(ch):
-                    w |= (p.mult_hi[c] & ((1 << mw) - 1)) << (k * mw)
-                    w |= (p.bias[c] & ((1 << bw) - 1)) << (pe * mw + k * bw)
+                for k, c in enumerate(range(f * pe, (f + 1) * pe)):
+                    w |= (((p.mult_hi[c] & ((1 << mw) - 1)) | ((p.bias[c] & ((1 << bw) - 1)) << mw)
+                           | (shifts.index(p.shift[c]) << (mw + bw))) << (k * fw))
                 words.append(w)
-            word = rom(m, words, pe * (mw + bw), fold, en, "params")
-            mhs, bs = [], []
+            word = rom(m, words, pe * fw, fold, en, "params")
+            mhs, bs, xs = [], [], []
             for k in range(pe):   # stage 2 (beside the clamp): the lane's parameters, registered
                 mh = Signal(signed(mw), name=f"mh{k}")
                 b = Signal(signed(bw), name=f"b{k}")
                 with m.If(en):
-                    m.d.sync += [mh.eq(word[k * mw:(k + 1) * mw].as_signed()),
-                                 b.eq(word[pe * mw + k * bw:pe * mw + (k + 1) * bw].as_signed())]
+                    m.d.sync += [mh.eq(word[k * fw:k * fw + mw].as_signed()),
+                                 b.eq(word[k * fw + mw:k * fw + mw + bw].as_signed())]
                 mhs.append(mh)
                 bs.append(b)
+                # the shift index follows the data to the output clamp
+                xs.append(delay(m, en, word[k * fw + mw + bw:(k + 1) * fw], 2 + tree,
+                                name=f"x{k}_")[-1] if xw else None)
         else:
             mhs = [Const(p.mult_hi[k], signed(mw)) for k in range(pe)]
             bs = [p.bias[k] for k in range(pe)]
-        tree = self._narrow_tree_stages()
+            xs = [None] * pe
         outs = []
         for k in range(pe):
             acc = x1[k * ab:(k + 1) * ab].as_signed()
@@ -551,7 +555,13 @@ class Requantize(wiring.Component):
                 with m.If(en):
                     m.d.sync += t.eq(total)
             g = Signal(signed(gw), name=f"g{k}")     # exact: the shifted sum lies in [g_lo, g_hi]
-            m.d.comb += g.eq(t >> p.shift)
+            if xs[k] is None:
+                m.d.comb += g.eq(t >> p.shift[k])
+            else:
+                with m.Switch(xs[k]):
+                    for j, sh in enumerate(shifts):
+                        with m.Case(j):
+                            m.d.comb += g.eq(t >> sh)
             y = Signal(self.o.payload[k].shape(), name=f"y{k}")
             yv = g
             if p.g_lo < self.lo:
@@ -660,8 +670,10 @@ class Requantize(wiring.Component):
         ff = pe * (2 * ab + aw + (aw + mw if p.dsp else 0) + -(-terms // 2) * tw
                    + max(n - 1, 0) * tw + self.out_bits) + 20
         if self._narrow_rom():
-            width = pe * (mw + bw)
-            ff += width
+            xw = self._narrow_shifts()[1]
+            width = pe * (mw + bw + xw)
+            ff += width + pe * xw * (2 + self._narrow_tree_stages())
+            lut += pe * gw * (len(self._narrow_shifts()[0]) - 1)     # the shift select
             if nf <= 64:
                 lut += 1.4 * width * -(-nf // 16)
             else:
