@@ -214,8 +214,13 @@ def test_narrow_verilator():
     np.testing.assert_array_equal(out["o"], spec(x, m[ch], s[ch], z[ch], lo, hi))
 
 
+SYNTH = [CONFIGS[0], CONFIGS[1], CONFIGS[3], CONFIGS[4],
+         ("pt_pe8", 8, 8, 23, 8, False, False, False, None, (20000, 60000)),
+         ("pc_pe2_rom64", 128, 2, 20, 8, True, True, False, None, (300, 2000))]
+
+
 @pytest.mark.synth
-@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[1], CONFIGS[4]], ids=lambda c: c[0])
+@pytest.mark.parametrize("cfg", SYNTH, ids=lambda c: c[0])
 def test_narrow_synth_dsp_count_and_estimate(cfg, summary):
     from onnx2hw.rtl.synth_check import yosys_stat
     kw, *_ = _make(*cfg, seed=len(cfg[0]))

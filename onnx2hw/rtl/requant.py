@@ -656,26 +656,27 @@ class Requantize(wiring.Component):
         aw = p.a_bits
         n_clamp = (p.clamp_lo is not None) + (p.clamp_hi is not None)
         pw = aw + mw + p.low_bits if p.dsp else aw + max((e for _, e in p.low_digits), default=0) + 1
-        tw = max(pw, bw) + 1
+        # the sum's bits above shift + gw are unused (Yosys drops them)
+        sw = min(max(pw, bw) + 1, max(p.shift) + gw + 1)
         terms = len(p.low_digits) + (1 if any(p.bias) else 0)
-        pairs = terms // 2                      # two-term pair sums (adders)
         n = self._narrow_items()
-        # LUT4 equivalents fitted to Yosys synth_ecp5 stat: input clamp (compare + select),
-        # pair-sum and tree adders, output clamp (compare + select)
+        adders = terms // 2 + max(n - 1, 0)
         n_out = (p.g_lo < self.lo) + (p.g_hi > self.hi)
-        lane = (n_clamp * (ab + aw) + pairs * tw + max(n - 1, 0) * tw
-                + n_out * (gw + self.out_bits))
-        lut = pe * lane + pe * ab + 20
+        rom = self._narrow_rom()
+        shifts, xw = self._narrow_shifts()
+        # LUT4 equivalents fitted to Yosys synth_ecp5 stat (tests/test_rtl_requant_narrow.py):
+        # input clamp (compare + select), pair-sum and tree adders, output clamp and shift select
+        lane = n_clamp * (ab + aw) + 0.8 * adders * sw + n_out * (gw + self.out_bits)
+        if rom:
+            lane += gw * (len(shifts) - 1)
+        lut = pe * lane + 20
         ebr = 0
-        ff = pe * (2 * ab + aw + (aw + mw if p.dsp else 0) + -(-terms // 2) * tw
-                   + max(n - 1, 0) * tw + self.out_bits) + 20
-        if self._narrow_rom():
-            xw = self._narrow_shifts()[1]
+        ff = pe * (ab + aw + (aw + mw if p.dsp else 0) + adders * sw + self.out_bits) + 20
+        if rom:
             width = pe * (mw + bw + xw)
             ff += width + pe * xw * (2 + self._narrow_tree_stages())
-            lut += pe * gw * (len(self._narrow_shifts()[0]) - 1)     # the shift select
-            if nf <= 64:
-                lut += 1.4 * width * -(-nf // 16)
+            if nf <= 64:     # a LUT ROM; two or three words are mostly wires
+                lut += 1.4 * width * max(nf, 4) / 16 if nf <= 16 else 1.4 * width * -(-nf // 16)
             else:
                 ebr = -(-width // 36) * -(-nf // 512)
         if family == "ice40":
@@ -723,4 +724,15 @@ def bench_config():
     def factory():
         return Requantize(channels=c, pe=pe, acc_bits=ab, multiplier=m_, shift=s_, zero_point=z_,
                           out_bits=8, out_signed=True)
-    return [("requant_c64_pe4_acc24", factory, {"i": x}, {"o": len(x)})]
+
+    # the narrow form on an MLPerf-Tiny-like layer (AD autoencoder's first Dense: uint8 ReLU
+    # output, per-tensor scale, 23-bit accumulators): one DSP and a LUT low part per lane
+    nlo, nhi = -(1 << 22) + 5, (1 << 22) - 9
+    xn = rng.integers(-200, 40000, size=(256, pe))
+    xn[::7] = rng.integers(nlo, nhi + 1, size=xn[::7].shape)
+
+    def narrow():
+        return Requantize(channels=c, pe=pe, acc_bits=23, multiplier=1959666132, shift=38,
+                          out_bits=8, out_signed=False, acc_lo=nlo, acc_hi=nhi)
+    return [("requant_c64_pe4_acc24", factory, {"i": x}, {"o": len(x)}),
+            ("requant_narrow_c64_pe4_acc23", narrow, {"i": xn}, {"o": len(xn)})]
