@@ -120,6 +120,21 @@ def test_narrow_plan_exhaustive_against_spec():
             np.testing.assert_array_equal(got, spec(a, m[k], s[k], z[k], lo, hi), err_msg=f"{name} ch{k}")
 
 
+def test_narrow_offset_for_a_wide_relu_window():
+    """A uint8 ReLU output over ~200k accumulator values: the window [~0, 200k] needs 19 signed
+    bits, so its centre is subtracted (18 bits) and folded into the bias."""
+    m, s = fixed_point(256 / 200_000)
+    kw = dict(channels=4, pe=2, acc_bits=24, multiplier=m, shift=s, zero_point=0, out_bits=8,
+              out_signed=False, acc_lo=-(1 << 22), acc_hi=(1 << 22) - 1)
+    dut = Requantize(**kw)
+    assert dut.plan is not None and dut.plan.offset > 0 and dut.plan.a_bits <= 18
+    assert Requantize.estimate(**kw).dsp == 2
+    c = np.full(4, 1, np.int64)
+    alo, ahi = np.full(4, -(1 << 22)), np.full(4, (1 << 22) - 1)
+    x, ch = _stream_inputs(np.random.default_rng(4), 4, 2, c * m, c * s, c * 0, 0, 255, alo, ahi, 30)
+    _check_block(dut, x, ch, c * m, c * s, c * 0, 0, 255, seed=9)
+
+
 def test_narrow_lut_only_power_of_two():
     """M / 2**s = 1/16 (an average of 16): no DSP, a shift; ties round up."""
     kw = dict(channels=4, pe=2, acc_bits=14, multiplier=1, shift=4, zero_point=-3, out_bits=8,

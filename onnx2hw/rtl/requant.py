@@ -55,13 +55,14 @@ class NarrowPlan:
     """Parameters of the narrow requantizer (see :func:`narrow_plan`).
 
     ``y = clamp((a * (mult_hi[c] << low_bits) + a * low + bias[c]) >> shift[c], lo, hi)`` with
-    ``a = clamp(acc, clamp_lo, clamp_hi)`` (a bound of ``None`` is not applied); ``a`` fits
+    ``a = clamp(acc, clamp_lo, clamp_hi) - offset`` (a bound of ``None`` is not applied); ``a`` fits
     ``a_bits`` signed bits; ``low`` is ``sum(sign * 2**e for sign, e in low_digits)``;
     ``mult_hi`` is 0 everywhere for a LUT-only form; ``g_lo``/``g_hi`` bound the shifted sum.
     """
 
     clamp_lo: int | None
     clamp_hi: int | None
+    offset: int
     a_bits: int
     shift: tuple
     low_bits: int
@@ -84,7 +85,7 @@ class NarrowPlan:
         acc = np.asarray(acc, dtype=np.int64)
         ch = np.broadcast_to(np.asarray(channel), acc.shape)
         a = np.clip(acc, -(1 << 62) if self.clamp_lo is None else self.clamp_lo,
-                    (1 << 62) if self.clamp_hi is None else self.clamp_hi)
+                    (1 << 62) if self.clamp_hi is None else self.clamp_hi) - self.offset
         m = np.array([self.multiplier(c) for c in range(len(self.mult_hi))], dtype=np.int64)[ch]
         b = np.array(self.bias, dtype=np.int64)[ch]
         return (a * m + b) >> np.array(self.shift, dtype=np.int64)[ch]
@@ -238,7 +239,9 @@ def narrow_plan(multiplier, shift, zero_point, lo, hi, acc_lo, acc_hi):
        the reachable range; for a reachable ``acc`` of channel ``c`` either ``clamp(acc, PL, PH)
        == acc`` or both lie on the same saturated side of channel ``c``, so ``f_c`` agrees.
        The clamped operand ranges over the finite interval ``J_c = [clamp(acc_lo_c, PL, PH),
-       clamp(acc_hi_c, PL, PH)]``.
+       clamp(acc_hi_c, PL, PH)]``; when ``[PL, PH]`` needs more than 18 signed bits but spans
+       fewer than ``2**18`` values, a constant ``offset`` (its centre) is subtracted beside the
+       clamp and folded into the bias.
     3. On ``J_c`` the narrow sum ``g(a) = (a*M' + B) >> s'`` is compared with ``f_c`` at every
        integer (NumPy, int64): ``clamp(g(a), lo, hi) == f_c(a)`` for all ``a`` in ``J_c`` is the
        whole proof of exactness for every reachable accumulator, by 1 and 2.
@@ -291,9 +294,13 @@ def _search(m, s, z, lo, hi, acc_lo, acc_hi):
     edges = [_edges(int(m[k]), int(s[k]), int(z[k]), lo, hi) for k in range(c)]
     img = [(min(max(acc_lo[k], cl), ch), min(max(acc_hi[k], cl), ch)) for k, (cl, ch) in enumerate(edges)]
     pl, ph = min(v[0] for v in img), max(v[1] for v in img)
+    offset = 0
     a_bits = arith.acc_bits(min(pl, 0), max(ph, 0))
-    if a_bits > _DSP_BITS:
-        return None
+    if a_bits > _DSP_BITS:    # centre the window on 0 (e.g. a ReLU's [0, N] window up to 2**18)
+        offset = (pl + ph + 1) >> 1
+        a_bits = arith.acc_bits(min(pl - offset, 0), max(ph - offset, 0))
+        if a_bits > _DSP_BITS:
+            return None
     # groups of channels with the same spec parameters, checked on the hull of their intervals
     groups = {}
     for k in range(c):
@@ -302,7 +309,7 @@ def _search(m, s, z, lo, hi, acc_lo, acc_hi):
         g[0], g[1] = min(g[0], j[0]), max(g[1], j[1])
         g[2].append(k)
     single = len(groups) == 1
-    a_max = max(abs(pl), abs(ph)) + 1
+    a_max = max(abs(pl - offset), abs(ph - offset)) + 1
     mult_hi, bias, shift = [0] * c, [0] * c, [0] * c
     low_bits, low_digits = 0, ()
     checks = []
@@ -311,7 +318,7 @@ def _search(m, s, z, lo, hi, acc_lo, acc_hi):
         out = arith.requantize(a, mk, sk, zk, lo, hi)
         change = np.flatnonzero(np.diff(out))
         idx = np.unique(np.concatenate([[0, len(a) - 1], change, change + 1]))
-        ca, co = a[idx], out[idx]
+        ca, co = a[idx] - offset, out[idx]
         found = _group_search(ca, co, mk, sk, lo, hi, int(np.max(np.abs(out))) + 2, a_max, single)
         if found is None:
             return None
@@ -329,7 +336,8 @@ def _search(m, s, z, lo, hi, acc_lo, acc_hi):
     if not single and not all(mult_hi):
         return None
     plan = NarrowPlan(clamp_lo=pl if pl > min(acc_lo) else None,
-                      clamp_hi=ph if ph < max(acc_hi) else None, a_bits=a_bits, shift=tuple(shift),
+                      clamp_hi=ph if ph < max(acc_hi) else None, offset=offset, a_bits=a_bits,
+                      shift=tuple(shift),
                       low_bits=low_bits, low_digits=tuple(low_digits), mult_hi=tuple(mult_hi),
                       bias=tuple(bias), g_lo=0, g_hi=0)
     # step 3: every integer of every group's interval, against the spec
@@ -520,11 +528,11 @@ class Requantize(wiring.Component):
         outs = []
         for k in range(pe):
             acc = x1[k * ab:(k + 1) * ab].as_signed()
-            v = acc
+            v = acc - p.offset if p.offset else acc       # beside the compares, not after them
             if p.clamp_lo is not None:
-                v = Mux(acc < p.clamp_lo, p.clamp_lo, v)
+                v = Mux(acc < p.clamp_lo, p.clamp_lo - p.offset, v)
             if p.clamp_hi is not None:
-                v = Mux(acc > p.clamp_hi, p.clamp_hi, v)
+                v = Mux(acc > p.clamp_hi, p.clamp_hi - p.offset, v)
             a = Signal(signed(p.a_bits), name=f"a{k}")          # stage 2: clamped operand
             with m.If(en):
                 m.d.sync += a.eq(v)
@@ -666,7 +674,8 @@ class Requantize(wiring.Component):
         shifts, xw = self._narrow_shifts()
         # LUT4 equivalents fitted to Yosys synth_ecp5 stat (tests/test_rtl_requant_narrow.py):
         # input clamp (compare + select), pair-sum and tree adders, output clamp and shift select
-        lane = n_clamp * (ab + aw) + 0.8 * adders * sw + n_out * (gw + self.out_bits)
+        lane = (n_clamp * (ab + aw) + 0.8 * adders * sw + n_out * (gw + self.out_bits)
+                + (aw if p.offset else 0))
         if rom:
             lane += gw * (len(shifts) - 1)
         lut = pe * lane + 20
