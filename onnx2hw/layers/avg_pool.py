@@ -107,7 +107,8 @@ class AvgPool(LayerKind):
             window = Block(AvgPoolUnit, params, AvgPoolUnit.estimate(**params, family=family))
         lo, hi = summed.lo * area + self.bias, summed.hi * area + self.bias
         acc_bits = arith.acc_bits(min(lo, 0), max(hi, 0))
-        act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family)
+        act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family,
+                                  None if any(self.pads) else (lo, hi))  # padding adds pad_value
         return Lowered((*terms, window, _offset_block(acc_bits, self.bias), *act), window.cost.cycles, ob, osg,
                        fill=window_fill(self.kernel[0], self.pads[0], h))
 

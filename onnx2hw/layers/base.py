@@ -177,8 +177,13 @@ def linear_problem(layer) -> str | None:
     return None
 
 
-def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family: str) -> tuple[list[Block], int, bool]:
-    """Blocks after an accumulator stream; returns (blocks, out_bits, out_signed)."""
+def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family: str,
+               bounds=None) -> tuple[list[Block], int, bool]:
+    """Blocks after an accumulator stream; returns (blocks, out_bits, out_signed).
+
+    ``bounds``: the exact reachable accumulator range ``(lo, hi)``, scalars or per channel (e.g.
+    :func:`accumulator_bounds`); with it a Requantize may take its narrow one-DSP form, which is
+    exact only inside that range."""
     if act is None:
         return [], acc_bits, True
     if isinstance(act, Requant):
@@ -191,6 +196,9 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
         params = dict(channels=channels, pe=pe, acc_bits=acc_bits, multiplier=m, shift=s,
                       zero_point=act.zero_point, out_bits=out.bits, out_signed=out.signed,
                       lo=act.lo, hi=act.hi)
+        if bounds is not None:
+            params.update({k: np.array([int(v) for v in np.broadcast_to(np.asarray(b, dtype=object), (channels,))],
+                                       dtype=np.int64) for k, b in zip(("acc_lo", "acc_hi"), bounds)})
         return [Block(Requantize, params, Requantize.estimate(**params, family=family))], out.bits, out.signed
     if act.bipolar:   # the comparison bit is the bipolar code (1 = +1, 0 = -1)
         params = dict(thresholds=act.table, channels=channels, pe=pe, acc_bits=acc_bits,

@@ -34,7 +34,7 @@ from ._exact import exact_conv
 from ._windows import as_image, spatial_out
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
                    mvu_block, window_fill)
-from .types import Act, IntType, acc_bits_for, apply_act, elem_shape, readonly, window_out
+from .types import Act, IntType, acc_bits_for, accumulator_bounds, apply_act, elem_shape, readonly, window_out
 
 __all__ = ["Conv", "KIND", "PATTERNS"]
 
@@ -150,7 +150,8 @@ class Conv(LayerKind):
             unit = mvu_block(self.window_weights(simd), self.bias, self.in_type, self.w_type,
                              pe, simd, self.acc_bits, family, groups=self.group)
             multipliers = pe * simd
-        act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family)
+        act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family,
+                                  accumulator_bounds(self.weights, self.bias, self.in_type.lo, self.in_type.hi))
         cycles = max(window.cost.cycles, oh * ow * unit.cost.cycles)
         return Lowered((window, unit, *act), cycles, ob, osg, fill=window_fill(kh, self.pads[0], h),
                        macs=macs, multipliers=multipliers)

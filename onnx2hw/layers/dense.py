@@ -19,7 +19,7 @@ from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt,
 from ._exact import exact_dense
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
                    mvu_block)
-from .types import Act, IntType, acc_bits_for, apply_act, readonly
+from .types import Act, IntType, acc_bits_for, accumulator_bounds, apply_act, readonly
 
 __all__ = ["Dense", "KIND", "PATTERNS"]
 
@@ -72,7 +72,8 @@ class Dense(LayerKind):
     def lower(self, ins, pe, simd, family):
         n, k = self.weights.shape
         mvu = mvu_block(self.weights, self.bias, self.in_type, self.w_type, pe, simd, self.acc_bits, family)
-        act, ob, osg = act_blocks(self.act, n, pe, self.acc_bits, self.output.dtype, family)
+        act, ob, osg = act_blocks(self.act, n, pe, self.acc_bits, self.output.dtype, family,
+                                  accumulator_bounds(self.weights, self.bias, self.in_type.lo, self.in_type.hi))
         return Lowered((mvu, *act), mvu.cost.cycles, ob, osg, fill=1.0, macs=n * k, multipliers=pe * simd)
 
 
