@@ -132,8 +132,8 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             dst_lanes = lanes if dst_stage is None else dst_stage.in_lanes[port]
             n = elements(tensor)
             depth = LINK_FIFO
-            if tensor in forked:
-                depth = -(-n // min(lanes, dst_lanes)) + LINK_FIFO
+            if tensor in forked:   # the FIFO sits after the width converter: words of dst_lanes
+                depth = -(-n // dst_lanes) + LINK_FIFO
             elif dst_stage is not None and dst_stage.op == "dense":
                 # an MVU reads its whole input vector during its first output fold and none
                 # during the others: buffer one vector so the producer never waits meanwhile
