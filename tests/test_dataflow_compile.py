@@ -71,7 +71,7 @@ def test_does_not_fit_names_resource_and_layer():
 def test_explicit_folding_and_file_roundtrip(tmp_path):
     g = models.mlp()
     p = compile_pipeline(g, folding={"fc0": (4, 6), "fc1": (2, 8), "fc2": (3, 4)})
-    assert dict(p.folding) == {"fc0": (4, 6), "fc1": (2, 8), "fc2": (3, 4)}
+    assert dict(p.folding) == {"fc0": (4, 6, "dsp"), "fc1": (2, 8, "dsp"), "fc2": (3, 4, "dsp")}  # mul: by width
     path = tmp_path / "fold.json"
     save_folding(p.folding, path)
     assert load_folding(path) == dict(p.folding)

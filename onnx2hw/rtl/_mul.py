@@ -13,26 +13,44 @@ DSP_SIGNED = 18     # MULT18X18D operand width (signed)
 CHUNK = 17          # unsigned low chunk width when splitting wider operands
 
 
-def lut_product(a, b):
+#: carry-chain levels of a LUT product computed before its internal register (with ``m`` given)
+LUT_LEVELS_PER_STAGE = 2
+
+
+def lut_product_registers(a_width: int, b_width: int) -> int:
+    """Register stages :func:`lut_product` puts inside a product of these operand widths when
+    given a module: one when its tree has more than :data:`LUT_LEVELS_PER_STAGE` levels (a
+    narrow operand of 5..16 bits), else none."""
+    levels = (min(a_width, b_width) - 1).bit_length()
+    return 1 if levels > LUT_LEVELS_PER_STAGE else 0
+
+
+def lut_product(a, b, m=None, en=None, name="lp"):
     """``a * b`` in LUT and carry logic (no ``*``, so Yosys maps no DSP).
 
-    The narrower operand's bits select shifted copies of the wider one (its top bit with a
-    negative weight when signed); the copies are summed as a pairwise tree in which each addition
-    passes the bits below the later term's shift straight through (``Cat(x[:d], x[d:] + y)``).
-    The slicing keeps every addition a separate carry-chain adder: a plain sum of the selected
-    terms is merged by Yosys' ``alumacc`` into one ``$macc`` that becomes LUT full adders,
-    about 2.2x the logic (8x8 signed, synth_ecp5: 300 LUT4 equivalents -> 136: 64 LUT4 and 36
-    CCU2C). Depth: one LUT and ``ceil(log2(n))`` carry chains for an ``n``-bit narrow operand.
+    The narrower operand's bits select copies of the wider one (its top bit with a negative
+    weight when signed); the copies are summed as a pairwise tree in which each addition passes
+    the bits below the later term's shift straight through (``Cat(x[:d], x[d:] + y)``). The
+    slicing keeps every addition a separate carry-chain adder: a plain sum of the selected terms
+    is merged by Yosys' ``alumacc`` into one ``$macc`` that becomes LUT full adders, about 2.2x
+    the logic (8x8 signed, synth_ecp5: 300 LUT4 equivalents -> 136: 64 LUT4 and 36 CCU2C).
+    Depth: one LUT and ``ceil(log2(n))`` carry chains for an ``n``-bit narrow operand.
+
+    With a module ``m`` the partial sums after :data:`LUT_LEVELS_PER_STAGE` levels are
+    registered (enabled by ``en``) when the tree is deeper (:func:`lut_product_registers`), so
+    an 8x8 product is two short pipeline stages; the caller accounts for the latency.
     """
     a, b = Value.cast(a), Value.cast(b)
     if a.shape().width > b.shape().width:
         a, b = b, a
     n = a.shape().width
+    regs = lut_product_registers(n, b.shape().width) if m is not None else 0
     bs = b if b.shape().signed else Cat(b, Const(0, 1)).as_signed()
     items = []
     for k in range(n):
         term = Mux(a[k], bs, 0)
         items.append((-term if a.shape().signed and k == n - 1 else term, k))
+    level = 0
     while len(items) > 1:
         nxt = []
         for i in range(0, len(items) - 1, 2):
@@ -45,6 +63,15 @@ def lut_product(a, b):
         if len(items) % 2:
             nxt.append(items[-1])
         items = nxt
+        level += 1
+        if regs and level == LUT_LEVELS_PER_STAGE:
+            regd = []
+            for k, (v, sh) in enumerate(items):
+                r = Signal(v.shape(), name=f"{name}_l{level}_{k}")
+                with m.If(en):
+                    m.d.sync += r.eq(v)
+                regd.append((r, sh))
+            items = regd
     return items[0][0]
 
 

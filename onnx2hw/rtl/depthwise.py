@@ -8,8 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import lut_product, n_dsp
-from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
+from ._mul import lut_product, lut_product_registers, n_dsp
+from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["DepthwiseUnit", "bench_config"]
@@ -90,23 +90,30 @@ class DepthwiseUnit(wiring.Component):
         self.multiplier, self.lanes_out = multiplier, pe * multiplier
         self.in_bits, self.in_signed = in_bits, bool(in_signed)
         self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed)
-        if mul_style != "auto":
-            self.style = mul_style
-        else:
-            self.style = "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
+        self.style = mul_style if mul_style != "auto" else auto_style(in_bits, weight_bits)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(Shape(in_bits, self.in_signed), pe))),
             "o": Out(stream.Signature(data.ArrayLayout(signed(acc_bits), self.lanes_out))),
         })
 
     @staticmethod
-    def _stages(style):
-        # input register / weight ROM; DSP: operand registers; product registers; accumulator
-        return 1 + (1 if style == "dsp" else 0) + 1 + 1
+    def product_style(in_bits: int, weight_bits: int, mul_style: str = "auto") -> str:
+        """How products are built (``"dsp"`` or ``"lut"``) for ``mul_style`` (the matrix-vector
+        unit's rule)."""
+        if mul_style not in MUL_STYLES:
+            raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
+        return mul_style if mul_style != "auto" else auto_style(in_bits, weight_bits)
+
+    @staticmethod
+    def _stages(style, in_bits=1, weight_bits=1):
+        # input register / weight ROM; DSP and LUT products: operand registers; LUT products of
+        # a narrow factor wider than 4 bits: one register inside; product registers; accumulator
+        inner = lut_product_registers(in_bits, weight_bits) if style == "lut" else 0
+        return 1 + 1 + inner + 1 + 1
 
     def pipeline_stages(self):
         """Register stages from the issue cycle to the output register (inclusive)."""
-        return self._stages(self.style)
+        return self._stages(self.style, self.in_bits, self.weight_bits)
 
     @property
     def in_transfers(self) -> int:
@@ -162,14 +169,14 @@ class DepthwiseUnit(wiring.Component):
 
         xs = lanes(xin, ib, self.in_signed, pe)
         ws = lanes(wdata, wb, self.weight_signed, lo)
-        stages = 1
-        if self.style == "dsp":
-            xs, ws = register_operands(m, en, xs, ws)
-            stages += 1
+        stages = 2   # (LUT products too: off the weight memory's slow output)
+        xs, ws = register_operands(m, en, xs, ws)
+        if self.style == "lut":
+            stages += lut_product_registers(wb, ib)
         prods = []
         for q in range(lo):
             wq, xq = ws[q], xs[q // mult]
-            e = wq * xq if self.style == "dsp" else lut_product(wq, xq)
+            e = wq * xq if self.style == "dsp" else lut_product(wq, xq, m, en, name=f"lp{q}")
             r = Signal(e.shape(), name=f"prod{q}")
             with m.If(en):
                 m.d.sync += r.eq(e)

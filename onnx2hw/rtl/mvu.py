@@ -8,8 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import adder_tree, lut_product, n_dsp, tree_registers
-from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
+from ._mul import adder_tree, lut_product, lut_product_registers, n_dsp, tree_registers
+from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
@@ -140,6 +140,15 @@ class MatrixVectorUnit(wiring.Component):
     # -- structure shared by elaborate() and estimate() -------------------------------------
 
     @staticmethod
+    def product_style(in_bits: int, weight_bits: int, mul_style: str = "auto") -> str:
+        """How integer products are built (``"dsp"`` or ``"lut"``) for ``mul_style``: ``"auto"``
+        takes a DSP when both factors are at least 3 bits and one at least 5. (Bipolar operands
+        never multiply: see ``bipolar``.) The depthwise unit follows the same rule."""
+        if mul_style not in MUL_STYLES:
+            raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
+        return mul_style if mul_style != "auto" else auto_style(in_bits, weight_bits)
+
+    @staticmethod
     def _style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style, weight_bipolar=False,
                input_bipolar=False):
         if bipolar or (weight_bipolar and input_bipolar):
@@ -150,17 +159,19 @@ class MatrixVectorUnit(wiring.Component):
             return "negate"
         if mul_style != "auto":
             return mul_style
-        return "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
+        return auto_style(in_bits, weight_bits)
 
     @staticmethod
-    def _stages(style, simd):
+    def _stages(style, simd, in_bits=1, weight_bits=1):
         """Register stages from the issue cycle to the output register (inclusive)."""
-        # 1: memory read / input register; DSP: +1 operand registers; +1 product registers;
+        # 1: memory read / input register; DSP and LUT products: +1 operand registers, LUT
+        # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
         # adder tree boundaries; +1 accumulator (= output register).
-        return 1 + (1 if style == "dsp" else 0) + 1 + tree_registers(simd, 2) + 1
+        inner = lut_product_registers(in_bits, weight_bits) if style == "lut" else 0
+        return 1 + (1 if style in ("dsp", "lut") else 0) + inner + 1 + tree_registers(simd, 2) + 1
 
     def pipeline_stages(self):
-        return self._stages(self.style, self.simd)
+        return self._stages(self.style, self.simd, self.in_bits, self.weight_bits)
 
     # -- hardware -------------------------------------------------------------------------
 
@@ -237,9 +248,11 @@ class MatrixVectorUnit(wiring.Component):
         xs = lanes(x1, ib, simd, self.in_signed)
         ws = lanes(wdata, wb, pe * simd, self.weight_signed)
         stages = 1
-        if self.style == "dsp":
+        if self.style in ("dsp", "lut"):  # (LUT products: off the weight memory's slow output)
             xs, ws = register_operands(m, en, xs, ws)
             stages += 1
+        if self.style == "lut":
+            stages += lut_product_registers(wb, ib)
 
         # Products, registered.
         prods = []
@@ -257,7 +270,7 @@ class MatrixVectorUnit(wiring.Component):
                 elif self.style == "dsp":
                     e = wv * xv
                 else:
-                    e = lut_product(wv, xv)
+                    e = lut_product(wv, xv, m, en, name=f"lp_{p}_{s}")
                 r = Signal(e.shape(), name=f"prod_{p}_{s}")
                 with m.If(en):
                     m.d.sync += r.eq(e)
@@ -383,19 +396,20 @@ def _mem_cost(depth, width, ram=False):
 
 
 def bench_config():
-    """Bench entries ``[(name, factory, feeds, expect)]``: 8-bit MVUs, 16 multipliers."""
+    """Bench entries ``[(name, factory, feeds, expect)]``: 8-bit MVUs, 16 multipliers (DSP or LUT)."""
     rng = np.random.default_rng(1)
     out = []
-    for name, n, k, pe, simd in (("mvu_8b_64x64_pe4_simd4", 64, 64, 4, 4),
-                                 ("mvu_8b_32x128_pe2_simd8", 32, 128, 2, 8)):
+    for name, n, k, pe, simd, style in (("mvu_8b_64x64_pe4_simd4", 64, 64, 4, 4, "auto"),
+                                        ("mvu_8b_32x128_pe2_simd8", 32, 128, 2, 8, "auto"),
+                                        ("mvu_8b_64x64_pe4_simd4_lut", 64, 64, 4, 4, "lut")):
         w = rng.integers(-128, 128, size=(n, k))
         b = rng.integers(-1000, 1000, size=n)
         vectors = 4
         x = rng.integers(-128, 128, size=(vectors, k))
 
-        def factory(w=w, b=b, pe=pe, simd=simd):
+        def factory(w=w, b=b, pe=pe, simd=simd, style=style):
             return MatrixVectorUnit(w, b, in_bits=8, in_signed=True, weight_bits=8,
-                                    weight_signed=True, pe=pe, simd=simd)
+                                    weight_signed=True, pe=pe, simd=simd, mul_style=style)
 
         out.append((name, factory, {"i": x.reshape(-1, simd)}, {"o": vectors * n // pe}))
     return out
