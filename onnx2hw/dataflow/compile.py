@@ -50,22 +50,28 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
     """Map every layer to a stage, fold, and size the FIFOs.
 
     ``folding`` (layer name -> (pe, simd) or (pe, simd, mul), ``mul`` "dsp" or "lut") overrides
-    the automatic choice for the layers it names. Residual branches: a tensor read by two layers goes through a Fork; the FIFO on each
-    fork output holds the whole tensor, so the branch that is consumed later can never stall
-    the other (deadlock-free for any stage latencies).
+    the automatic choice for the layers it names. Residual branches: a tensor read by two layers
+    goes through a Fork; the FIFO on each fork output holds the whole tensor, so the branch that
+    is consumed later can never stall the other (deadlock-free for any stage latencies). The
+    automatic folding fits ``budget`` with the links' FIFOs: when they do not fit beside the
+    stages it is chosen again for the budget less the FIFOs.
     """
     ig.validate()
     check_supported(ig)
     specs = ig.specs()
-    fold = auto_fold(ig, family, budget, target_cycles) if folding is None else {}
+    known = {layer.name for layer in ig.layers}
+    for name in folding or {}:
+        if name not in known:
+            raise ModelError(f"folding names layer {name!r}, which the model does not have")
+    auto = folding is None or bool(known - set(folding))
+
+    def choose(avail):
+        fold = auto_fold(ig, family, avail, target_cycles) if auto else {}
+        fold.update(folding or {})
+        return fold
+
+    fold = choose(budget)
     if folding is not None:
-        known = {layer.name for layer in ig.layers}
-        for name in folding:
-            if name not in known:
-                raise ModelError(f"folding names layer {name!r}, which the model does not have")
-        missing = known - set(folding)
-        fold = auto_fold(ig, family, budget, target_cycles) if missing else {}
-        fold.update(folding)
         for layer in ig.layers:
             ins = [specs[n] for n in layer.inputs]
             try:
@@ -78,6 +84,17 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             if mul is not None and mul not in layer.mul_options(ins):
                 raise ModelError(f"folding {fold[layer.name]!r}: layer {layer.name!r} has no {mul!r} products "
                                  f"(its choices: {', '.join(layer.mul_options(ins)) or 'none'})")
+    pipeline = _assemble(ig, fold, family)
+    if auto and budget is not None:
+        t, links = pipeline.total, pipeline.link_cost
+        if t.lut > budget.lut or t.dsp > budget.dsp or t.ebr > budget.ebr:
+            pipeline = _assemble(ig, choose(budget.minus(links)), family)
+    return pipeline
+
+
+def _assemble(ig: IntegerGraph, fold: Folding, family: str) -> Pipeline:
+    """The pipeline of ``ig`` at the checked folding ``fold``: stages, forks, links and FIFOs."""
+    specs = ig.specs()
     names = Sanitizer(reserved=(INPUT, OUTPUT))  # stage names never shadow the pseudo stages
     stages: list[Stage] = []
     producer: dict[str, tuple[str, int, int, int, bool]] = {}  # tensor -> (stage, port, lanes, bits, signed)
@@ -140,7 +157,7 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
             n = elements(tensor)
             depth = LINK_FIFO
             if tensor in forked:
-                depth = -(-n // min(lanes, dst_lanes)) + LINK_FIFO
+                depth = -(-n // dst_lanes) + LINK_FIFO   # (the FIFO is after the width converter)
             elif dst_stage is not None and dst_stage.op == "dense":
                 # an MVU reads its whole input vector during its first output fold and none
                 # during the others: buffer one vector so the producer never waits meanwhile

@@ -65,6 +65,11 @@ class Pipeline:
                     sum(s.cost.ebr for s in self.stages) + sum(_fifo_ebr(l) for l in self.links))
 
     @property
+    def link_cost(self) -> Cost:
+        """LUTs and block RAM of the links' FIFOs (part of :attr:`total`)."""
+        return Cost(0, 0, sum(_fifo_lut(l) for l in self.links), 0, 0, sum(_fifo_ebr(l) for l in self.links))
+
+    @property
     def input_link(self) -> Link:
         return next(l for l in self.links if l.src == INPUT)
 

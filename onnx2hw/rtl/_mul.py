@@ -1,6 +1,7 @@
 """Products and pipelined sums for the arithmetic blocks.
 
-* :func:`lut_product` — ``a*b`` from shifts and adds (no ``*``, so Yosys keeps it in LUT/carry logic).
+* :func:`lut_product` — ``a*b`` from selects and carry-chain adds (no ``*``, so Yosys keeps it in
+  LUT/carry logic), optionally with one register inside; :func:`lut_product_cost` its size.
 * :func:`dsp_chunks` / :func:`split_product` — products of any width split into signed 18×18
   pieces (one ECP5 ``MULT18X18D`` each), registered in and out, partial sums pipelined.
 * :func:`adder_tree` — pairwise sum with a register boundary every ``per_stage`` levels.
@@ -23,6 +24,20 @@ def lut_product_registers(a_width: int, b_width: int) -> int:
     narrow operand of 5..16 bits), else none."""
     levels = (min(a_width, b_width) - 1).bit_length()
     return 1 if levels > LUT_LEVELS_PER_STAGE else 0
+
+
+def lut_product_cost(a_width: int, b_width: int, constant: bool = False) -> tuple[float, float]:
+    """(LUT4 equivalents, flip-flops) of one registered :func:`lut_product` of a module, operand
+    registers included: least-squares fit to Yosys synth_ecp5 stat of matrix-vector and
+    depthwise units (1x8, 2x2, 4x4, 4x8, 8x8 products: whole units within 17 % LUT, 16 % FF).
+    ``constant``: one operand
+    is a constant (the selects vanish)."""
+    small, large = min(a_width, b_width), max(a_width, b_width)
+    if constant:
+        return small * large / 2, small + large
+    lut = 2.1 * small * (large + 1) if small > 1 else large + 1.0
+    inner = lut_product_registers(a_width, b_width)
+    return lut, 1.6 * (a_width + b_width) + 2 * (large + 4) * inner + 2 * small
 
 
 def lut_product(a, b, m=None, en=None, name="lp"):

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import lut_product, lut_product_registers, n_dsp
+from ._mul import lut_product, lut_product_cost, lut_product_registers, n_dsp
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -229,12 +229,13 @@ class DepthwiseUnit(wiring.Component):
         # LUT4 equivalents, least-squares fit to Yosys synth_ecp5 stat (9 instances, 1..16 lanes,
         # 1..8-bit operands, within 30 %): accumulators with their first/bias mux (~2 per bit),
         # the constant ROMs (partly absorbed), shift-and-add products, control
-        prod = lo * small * small * (small + large) / 2 if self.style == "lut" else 0
+        per, per_ff = lut_product_cost(wb, ib) if self.style == "lut" else (0, 0)
+        prod = lo * per
         rom_ebr, rom_lut = _rom_cost(words, lo * wb)
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
-        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + 0.93 * prod + 74
-        ff = (2 * pe * ib + lo * ab + lo * (2 * pw if self.style == "dsp" else pw)
-              + (lo * wb if self.style == "dsp" else 0) + 4 * self.pipeline_stages()
+        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + prod + 74
+        ff = (2 * pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff)
+              + 4 * self.pipeline_stages()
               + 2 * (k.bit_length() + nf.bit_length()) + 10)
         if family == "ice40":
             lut *= 1.1

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import adder_tree, lut_product, lut_product_registers, n_dsp, tree_registers
+from ._mul import adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, tree_registers
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -338,9 +338,10 @@ class MatrixVectorUnit(wiring.Component):
               "negate": wb + 1}.get(self.style, wb + ib)  # product width
         small, large = min(wb, ib), max(wb, ib)
         # LUT4 equivalents (a CCU2C carry cell counts 2): fitted to Yosys synth_ecp5 stat
+        lut_ff = 0
         if self.style == "lut":
-            per = small * small * (small + large) / 2
-            prod = mults * (per if nf * sf > 1 else small * large / 2)   # constant weights
+            per, per_ff = lut_product_cost(wb, ib, constant=nf * sf == 1)
+            prod, lut_ff = mults * per, mults * per_ff
         elif self.style == "dsp":
             prod = 12 * mults
         elif self.style == "sign":
@@ -355,12 +356,12 @@ class MatrixVectorUnit(wiring.Component):
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
         io = simd * ib * (2 if nfg > 1 else 1)                  # input skid mux, buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw)
+        ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
               + 4 * stages + 30)
         if self.style != "dsp":
-            ff *= 1.25
+            ff = ff * 1.25 + lut_ff
         if family == "ice40":
             lut *= 1.1
         return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff),
