@@ -50,7 +50,9 @@ def _any_mix_fits(g, target, budget):
 def test_few_dsps_many_luts_mixes_styles_at_the_fastest_fitting_ii():
     g = _mlp()
     budget = Budget(30000, 24, 200, "few DSPs")
-    p = compile_pipeline(g, budget=budget)
+    t = compile_pipeline(g, budget=budget).total     # the whole pipeline, FIFOs included, fits
+    assert t.lut <= budget.lut and t.dsp <= budget.dsp and t.ebr <= budget.ebr
+    p = compile_pipeline(g, folding=auto_fold(g, "ecp5", budget))   # the folder's choice for the stages
     styles = {s.mul for s in p.stages}
     assert styles == {"dsp", "lut"}, [(s.name, s.pe, s.simd, s.mul) for s in p.stages]
     assert _fits(_totals(p), budget)
