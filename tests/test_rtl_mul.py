@@ -10,7 +10,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from onnx2hw.rtl._mul import lut_product
+from onnx2hw.rtl._mul import lut_product, pack_pair, pair_field, pair_width, unpack_pair
 from onnx2hw.rtl.synth_check import yosys_stat
 
 
@@ -97,3 +97,61 @@ def test_lut_product_8x8_is_carry_chain_logic():
     per = (st["lut"] + 2 * st["ccu2c"]) / 4
     assert st["ccu2c"] >= 4 * 28
     assert per <= 160, per
+
+
+# -- two products per MULT18X18D ------------------------------------------------------------
+
+def _pair_widths():
+    """(a, b) operand shapes of 1..4, 7 and 8-bit a and 1..4-bit b (all of which pack)."""
+    out = []
+    for aw, asg, bw, bsg in itertools.product((1, 2, 3, 4, 7, 8), (False, True), range(1, 5), (False, True)):
+        out.append((Shape(aw, asg), Shape(bw, bsg)))
+    return out
+
+
+def test_pair_field_accepts_what_fits_an_18x18_port():
+    assert pair_field(4, True, 4, True) == 8                  # packed factor 13 bits
+    assert pair_field(8, False, 4, True) == 12                # u8 x s4: 17 bits
+    assert pair_field(9, True, 4, True) == 13                 # 13 + 4 + 1 = 18 bits: just fits
+    assert pair_field(8, True, 5, True) is None               # 19 bits
+    assert pair_field(17, False, 1, True) is None             # packed factor 18 + 1 + 1 bits
+    assert pair_field(18, False, 1, True) is None             # u18 does not fit a signed port
+    assert pair_field(8, True, 8, True) is None               # 8-bit pairs do not fit
+    assert pair_field(18, True, 1, True) is None
+    for sa, sb in _pair_widths():
+        f = pair_field(sa.width, sa.signed, sb.width, sb.signed)
+        assert f is not None, (sa, sb)                        # every a<=8, b<=4 pair fits
+
+
+@pytest.mark.parametrize("sa,sb", _pair_widths(), ids=str)
+def test_pair_products_exhaustive(sa, sb):
+    """Every a, b0, b1 of the shapes: the packed product (one ``*``) split into a*b0 and a*b1."""
+    field = pair_field(sa.width, sa.signed, sb.width, sb.signed)
+    signed = sa.signed or sb.signed
+    a = Signal(sa)
+    m = Module()
+    bs = list(_values(sb))
+    pairs = [(b0, b1) for b0 in bs for b1 in bs]
+    outs = []
+    for b0, b1 in pairs:
+        packed = pack_pair(b0, b1, field)
+        width = pair_width(field, sb.width)
+        assert -(1 << (width - 1)) <= packed < 1 << (width - 1) and width <= 18, (b0, b1, width)
+        lo, hi = unpack_pair(a * Const(packed, Shape(pair_width(field, sb.width), True)), field, signed)
+        o0, o1 = Signal(lo.shape()), Signal(hi.shape())
+        m.d.comb += [o0.eq(lo), o1.eq(hi)]
+        outs.append((o0, o1))
+    bad = []
+    sim = Simulator(m)
+
+    async def tb(ctx):
+        for x in _values(sa):
+            ctx.set(a, x)
+            for (b0, b1), (o0, o1) in zip(pairs, outs):
+                if (ctx.get(o0), ctx.get(o1)) != (x * b0, x * b1):
+                    bad.append((x, b0, b1, ctx.get(o0), ctx.get(o1)))
+                    return
+
+    sim.add_testbench(tb)
+    sim.run()
+    assert not bad, bad[0]

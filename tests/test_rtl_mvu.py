@@ -146,6 +146,41 @@ def test_mvu_lut_products_match_numpy_under_backpressure(cfg, pauses):
     assert dut.style == "lut"
 
 
+# Two products per DSP (rows 2g and 2g+1 share the input x): (N, K, PE, SIMD, wbits, wsigned,
+# ibits, isigned)
+PAIRED_CONFIGS = [
+    (8, 12, 4, 3, 4, True, 4, True),
+    (6, 12, 2, 4, 4, True, 8, False),      # u8 activations x s4 weights
+    (6, 12, 3, 4, 2, False, 4, False),     # unsigned x unsigned, odd PE: the last row alone
+    (8, 8, 8, 8, 4, True, 4, True),        # one weight word
+    (10, 6, 5, 2, 3, True, 5, True),
+]
+
+
+@pytest.mark.parametrize("pauses", [("random", "random"), ("3of4", "random")], ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.mark.parametrize("extreme", [False, True])
+@pytest.mark.parametrize("cfg", PAIRED_CONFIGS, ids=lambda c: _id((*c, False, True)))
+def test_mvu_paired_dsp_products_match_numpy_under_backpressure(cfg, extreme, pauses):
+    n, k, pe, simd, wb, ws, ib, isg = cfg
+    dut, _ = _run(n, k, pe, simd, wb, ws, ib, isg, vectors=max(4, 1200 // (k // simd + n // pe)),
+                  src=pauses[0], sink=pauses[1], seed=zlib.crc32("-".join(pauses).encode()) % 1000,
+                  mul_style="dsp", extreme=extreme)
+    assert dut.pair_field is not None
+    w, b, _, _ = _case(n, k, wb, ws, ib, isg)
+    est = MatrixVectorUnit.estimate(w, b, in_bits=ib, in_signed=isg, weight_bits=wb, weight_signed=ws,
+                                    pe=pe, simd=simd, mul_style="dsp")
+    assert est.dsp == -(-pe // 2) * simd
+
+
+def test_mvu_pairs_only_what_fits():
+    w = np.ones((4, 4), dtype=np.int64)
+    kw = dict(in_signed=True, weight_signed=True, pe=2, simd=2, mul_style="dsp")
+    assert MatrixVectorUnit(w, in_bits=8, weight_bits=4, **kw).pair_field == 12
+    assert MatrixVectorUnit(w, in_bits=8, weight_bits=8, **kw).pair_field is None     # 8x8: one each
+    assert MatrixVectorUnit(w, in_bits=4, weight_bits=4, **dict(kw, pe=1)).pair_field is None
+    assert MatrixVectorUnit(w, in_bits=4, weight_bits=4, **dict(kw, mul_style="lut")).pair_field is None
+
+
 def test_mvu_lut_latency_matches_estimate():
     n, k, pe, simd, vectors = 8, 16, 2, 4, 30
     dut, cycles = _run(n, k, pe, simd, 8, True, 8, True, vectors=vectors, mul_style="lut")
@@ -303,6 +338,26 @@ def test_mvu_lut_style_estimate_matches_yosys(n, k, pe, simd, wb, ib, isg, summa
     assert _within(est.lut, got, rel=0.2), (est, stat)
     assert _within(est.ff, stat["ff"], rel=0.2), (est, stat)
     assert est.ebr == stat["ebr"]
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("n,k,pe,simd,wb,ib,isg", [(16, 16, 4, 4, 4, 4, True), (12, 12, 3, 4, 4, 8, False)])
+def test_mvu_paired_products_use_half_the_dsps(n, k, pe, simd, wb, ib, isg, summary):
+    from onnx2hw.rtl.synth_check import yosys_stat
+    rng = np.random.default_rng(5)
+    w = rng.integers(-(1 << (wb - 1)), 1 << (wb - 1), size=(n, k))
+    b = rng.integers(-100, 100, size=n)
+    kw = dict(in_bits=ib, in_signed=isg, weight_bits=wb, weight_signed=True, pe=pe, simd=simd,
+              mul_style="dsp")
+    stat = yosys_stat(MatrixVectorUnit(w, b, **kw))
+    est = MatrixVectorUnit.estimate(w, b, **kw)
+    got = _lut_equiv(stat)
+    summary(f"mvupair{n}x{k}p{pe}s{simd}w{wb}x{ib}",
+            f"MVU paired DSP products {n}x{k} PE{pe} SIMD{simd} {wb}x{ib}b: DSP {stat['dsp']}, LUT4eq {got} "
+            f"(est {est.lut}), FF {stat['ff']} (est {est.ff})")
+    assert stat["dsp"] == est.dsp == -(-pe // 2) * simd
+    assert _within(est.lut, got), (est, stat)
+    assert _within(est.ff, stat["ff"]), (est, stat)
 
 
 @pytest.mark.synth

@@ -2,6 +2,8 @@
 
 * :func:`lut_product` — ``a*b`` from selects and carry-chain adds (no ``*``, so Yosys keeps it in
   LUT/carry logic), optionally with one register inside; :func:`lut_product_cost` its size.
+* :func:`pair_field` / :func:`pack_pair` / :func:`unpack_pair` — two narrow products with a shared
+  factor in one ``MULT18X18D``: ``a * (b0 + b1 * 2**F)``, split exactly.
 * :func:`dsp_chunks` / :func:`split_product` — products of any width split into signed 18×18
   pieces (one ECP5 ``MULT18X18D`` each), registered in and out, partial sums pipelined.
 * :func:`adder_tree` — pairwise sum with a register boundary every ``per_stage`` levels.
@@ -88,6 +90,43 @@ def lut_product(a, b, m=None, en=None, name="lp"):
                 regd.append((r, sh))
             items = regd
     return items[0][0]
+
+
+def pair_field(a_width: int, a_signed: bool, b_width: int, b_signed: bool) -> int | None:
+    """Bit offset ``F`` of the second product when two products ``a*b0``, ``a*b1`` share one
+    MULT18X18D as ``a * (b0 + b1 * 2**F)``; ``None`` when they do not fit one (18x18 signed
+    ports: ``a`` and the packed factor of ``F + b_width`` bits, both as signed values).
+
+    ``F = a_width + b_width``: each product fits an ``F``-bit field (signed when either factor
+    is), so the low field is read exactly and the high one after a borrow correction.
+    """
+    f = a_width + b_width
+    a_port = a_width + (0 if a_signed else 1)
+    if pair_width(f, b_width) > DSP_SIGNED or a_port > DSP_SIGNED:
+        return None
+    return f
+
+
+def pair_width(field: int, b_width: int) -> int:
+    """Signed width of a packed factor ``b0 + b1 * 2**field`` of ``b_width``-bit factors (the
+    low one's borrow can take the sum one bit below ``b1 * 2**field``)."""
+    return field + b_width + 1
+
+
+def pack_pair(b0: int, b1: int, field: int) -> int:
+    """The packed factor ``b0 + b1 * 2**field`` (an integer, e.g. for a weight memory)."""
+    return int(b0) + (int(b1) << field)
+
+
+def unpack_pair(p, field: int, signed: bool):
+    """``(a*b0, a*b1)`` from the product ``p = a * (b0 + b1 * 2**field)`` of a packed factor
+    (:func:`pack_pair`): the low field sign-extended, the high field plus the borrow the low
+    one took from it when negative. ``signed``: either factor is signed."""
+    p = Value.cast(p)
+    if not signed:
+        return p[:field], p[field:]
+    lo = p[:field].as_signed()
+    return lo, p[field:].as_signed() + p[field - 1]
 
 
 def tree_registers(n_items: int, per_stage: int, extra_levels: int = 1) -> int:

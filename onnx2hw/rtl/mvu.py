@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, tree_registers
+from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
+                   pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -161,17 +162,25 @@ class MatrixVectorUnit(wiring.Component):
             return mul_style
         return auto_style(in_bits, weight_bits)
 
-    @staticmethod
-    def _stages(style, simd, in_bits=1, weight_bits=1):
+    @property
+    def pair_field(self) -> int | None:
+        """With DSP products, the offset ``F`` at which two output rows share one MULT18X18D
+        (``x * (w0 + w1 * 2**F)``, the packed weights stored in the memory); ``None`` when the
+        products do not fit two to a DSP or ``pe == 1``."""
+        if self.style != "dsp" or self.pe < 2:
+            return None
+        return pair_field(self.in_bits, self.in_signed, self.weight_bits, self.weight_signed)
+
+    def pipeline_stages(self):
         """Register stages from the issue cycle to the output register (inclusive)."""
         # 1: memory read / input register; DSP and LUT products: +1 operand registers, LUT
         # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
-        # adder tree boundaries; +1 accumulator (= output register).
-        inner = lut_product_registers(in_bits, weight_bits) if style == "lut" else 0
-        return 1 + (1 if style in ("dsp", "lut") else 0) + inner + 1 + tree_registers(simd, 2) + 1
-
-    def pipeline_stages(self):
-        return self._stages(self.style, self.simd, self.in_bits, self.weight_bits)
+        # paired DSP products: +1 after the split; adder tree boundaries; +1 accumulator
+        # (= output register).
+        style = self.style
+        inner = lut_product_registers(self.in_bits, self.weight_bits) if style == "lut" else 0
+        paired = 1 if self.pair_field is not None else 0
+        return 1 + (1 if style in ("dsp", "lut") else 0) + inner + 1 + paired + tree_registers(self.simd, 2) + 1
 
     # -- hardware -------------------------------------------------------------------------
 
@@ -210,14 +219,23 @@ class MatrixVectorUnit(wiring.Component):
             with m.If(sf_i == sf - 1):
                 m.d.sync += nf_i.eq(Mux(nf_i == nf - 1, 0, nf_i + 1))
 
-        # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s.
+        # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s; with
+        # paired DSP products, field g*simd + s holds rows 2g and 2g+1 packed (an odd last row
+        # alone), each field signed of ``fw`` bits.
         fields = np.where(self.weights > 0, 1, 0) if self.weight_bipolar else self.weights
+        pf = self.pair_field
+        groups = _row_groups(pe) if pf is not None else [(p,) for p in range(pe)]
+        fw = wb if pf is None else pair_width(pf, wb)
         rows = []
         for a in range(nf):
             for s in range(sf):
                 blk = fields[a * pe:(a + 1) * pe, s * simd:(s + 1) * simd]
-                rows.append(blk.reshape(-1))
-        wdata = rom(m, pack_words(rows, wb), pe * simd * wb, addr, en, "weights")
+                if pf is None:
+                    rows.append(blk.reshape(-1))
+                else:
+                    rows.append([pack_pair(blk[g[0], j], blk[g[1], j], pf) if len(g) == 2 else blk[g[0], j]
+                                 for g in groups for j in range(simd)])
+        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights")
 
         # Stage 1 registers.
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
@@ -246,7 +264,7 @@ class MatrixVectorUnit(wiring.Component):
             return out
 
         xs = lanes(x1, ib, simd, self.in_signed)
-        ws = lanes(wdata, wb, pe * simd, self.weight_signed)
+        ws = lanes(wdata, fw, len(groups) * simd, self.weight_signed or pf is not None)
         stages = 1
         if self.style in ("dsp", "lut"):  # (LUT products: off the weight memory's slow output)
             xs, ws = register_operands(m, en, xs, ws)
@@ -255,6 +273,36 @@ class MatrixVectorUnit(wiring.Component):
             stages += lut_product_registers(wb, ib)
 
         # Products, registered.
+        if pf is not None:   # paired DSP products: registered, split, registered again
+            prods = [[None] * simd for _ in range(pe)]
+            sgn = self.in_signed or self.weight_signed
+            for gi, g in enumerate(groups):
+                for s in range(simd):
+                    r = Signal(signed(fw + ib + 1), name=f"pprod_{gi}_{s}")
+                    with m.If(en):
+                        m.d.sync += r.eq(ws[gi * simd + s] * xs[s])
+                    parts = unpack_pair(r, pf, sgn) if len(g) == 2 else (r,)
+                    for row, e in zip(g, parts):
+                        rr = Signal(e.shape(), name=f"prod_{row}_{s}")
+                        with m.If(en):
+                            m.d.sync += rr.eq(e)
+                        prods[row][s] = rr
+            stages += 2
+        else:
+            prods = self._products(m, en, xs, ws)
+            stages += 1
+        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
+                for p, row in enumerate(prods)]
+        stages += tree_registers(simd, 2)
+        ctls = delay(m, en, ctl, stages, name="ctl")
+        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+        self._accumulate(m, en, out_valid, ctl_acc, ctl_pre, sums)
+        assert stages + 1 == self.pipeline_stages()
+        return m
+
+    def _products(self, m, en, xs, ws):
+        """The registered products ``[row][lane]`` of one (unpaired) beat."""
+        pe, simd = self.pe, self.simd
         prods = []
         for p in range(pe):
             row = []
@@ -276,12 +324,16 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += r.eq(e)
                 row.append(r)
             prods.append(row)
-        stages += 1
-        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
-                for p, row in enumerate(prods)]
-        stages += tree_registers(simd, 2)
-        ctls = delay(m, en, ctl, stages, name="ctl")
-        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+        return prods
+
+    def _accumulate(self, m, en, out_valid, ctl_acc, ctl_pre, sums):
+        """Accumulators (the output register) fed by the row sums, with the bias."""
+        pe, simd, ab = self.pe, self.simd, self.acc_bits
+        nf = self.out_features // pe
+
+        def lanes(flat, width, count, sgn):
+            return [flat[j * width:(j + 1) * width].as_signed() if sgn else flat[j * width:(j + 1) * width]
+                    for j in range(count)]
 
         # Bias, read one stage ahead of the accumulator (with "sign" products: plus the number of
         # -1 weights of the row, stored modulo 2**acc_bits).
@@ -304,8 +356,6 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += accs[p].eq(Mux(ctl_acc.first, biases[p], accs[p]) + contrib)
         for p in range(pe):
             m.d.comb += self.o.payload[p].eq(accs[p])
-        assert stages + 1 == self.pipeline_stages()
-        return m
 
     # -- cost model -------------------------------------------------------------------------
 
@@ -350,9 +400,17 @@ class MatrixVectorUnit(wiring.Component):
             prod = mults * pw * 3.4                            # negation (carry chain) and select
         else:
             prod = 0
+        pf = self.pair_field
+        dsps = (len(_row_groups(pe)) * simd if pf is not None
+                else mults * n_dsp(wb, self.weight_signed, ib, self.in_signed) if self.style == "dsp" else 0)
+        pair_ff = 0
+        if pf is not None:   # the split of each pair (a borrow add) and its second register
+            prod += (pe // 2) * simd * (pw + 2)
+            pair_ff = mults * pw + dsps * (pf + wb + ib + 2)
         tree = pe * _tree_bits(simd, pw, ab)
         acc = pe * ab * 2                                      # adder + first/bias mux
-        rom_ebr, rom_lut = _mem_cost(nf * sf, mults * wb)
+        wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
+        rom_ebr, rom_lut = _mem_cost(nf * sf, wbits)
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
         io = simd * ib * (2 if nfg > 1 else 1)                  # input skid mux, buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
@@ -364,9 +422,13 @@ class MatrixVectorUnit(wiring.Component):
             ff = ff * 1.25 + lut_ff
         if family == "ice40":
             lut *= 1.1
-        return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff),
-                    dsp=mults * n_dsp(wb, self.weight_signed, ib, self.in_signed)
-                    if self.style == "dsp" else 0, ebr=rom_ebr + buf_ebr)
+        return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff),
+                    dsp=dsps, ebr=rom_ebr + buf_ebr)
+
+
+def _row_groups(pe):
+    """Output rows sharing a DSP when products are paired: (0, 1), (2, 3), ... and an odd last row alone."""
+    return [(p, p + 1) for p in range(0, pe - 1, 2)] + ([(pe - 1,)] if pe % 2 else [])
 
 
 def _tree_bits(items, width, cap):
