@@ -257,7 +257,8 @@ def _rom_cost(depth, width):
 
 
 def bench_config():
-    """Bench entries ``[(name, factory, feeds, expect)]``: a 3x3 depthwise layer of 32 channels."""
+    """Bench entries ``[(name, factory, feeds, expect)]``: a 3x3 depthwise layer of 32 channels
+    (DSP and LUT products)."""
     rng = np.random.default_rng(3)
     c, k, pe = 32, 9, 8
     w = rng.integers(-128, 128, size=(c, k))
@@ -265,6 +266,8 @@ def bench_config():
     pixels = 16
     x = rng.integers(0, 256, size=(pixels * c // pe * k, pe))
 
-    def factory():
-        return DepthwiseUnit(w, b, in_bits=8, in_signed=False, weight_bits=8, weight_signed=True, pe=pe)
-    return [("depthwise_3x3_c32_pe8", factory, {"i": x}, {"o": pixels * c // pe})]
+    def factory(style="auto"):
+        return DepthwiseUnit(w, b, in_bits=8, in_signed=False, weight_bits=8, weight_signed=True, pe=pe,
+                             mul_style=style)
+    return [("depthwise_3x3_c32_pe8", factory, {"i": x}, {"o": pixels * c // pe}),
+            ("depthwise_3x3_c32_pe8_lut", lambda: factory("lut"), {"i": x}, {"o": pixels * c // pe})]

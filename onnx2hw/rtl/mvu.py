@@ -404,9 +404,9 @@ class MatrixVectorUnit(wiring.Component):
         dsps = (len(_row_groups(pe)) * simd if pf is not None
                 else mults * n_dsp(wb, self.weight_signed, ib, self.in_signed) if self.style == "dsp" else 0)
         pair_ff = 0
-        if pf is not None:   # the split of each pair (a borrow add) and its second register
-            prod += (pe // 2) * simd * (pw + 2)
-            pair_ff = mults * pw + dsps * (pf + wb + ib + 2)
+        if pf is not None:   # half the DSPs, the split of each pair (a borrow add), a second register
+            prod = 12 * dsps + (pe // 2) * simd * pw / 2
+            pair_ff = mults * pw
         tree = pe * _tree_bits(simd, pw, ab)
         acc = pe * ab * 2                                      # adder + first/bias mux
         wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
@@ -459,7 +459,8 @@ def _mem_cost(depth, width, ram=False):
 
 
 def bench_config():
-    """Bench entries ``[(name, factory, feeds, expect)]``: 8-bit MVUs, 16 multipliers (DSP or LUT)."""
+    """Bench entries ``[(name, factory, feeds, expect)]``: MVUs of 16 multipliers: 8-bit in DSPs
+    or LUTs, 4-bit weights two to a DSP."""
     rng = np.random.default_rng(1)
     out = []
     for name, n, k, pe, simd, style in (("mvu_8b_64x64_pe4_simd4", 64, 64, 4, 4, "auto"),
@@ -475,4 +476,12 @@ def bench_config():
                                     weight_signed=True, pe=pe, simd=simd, mul_style=style)
 
         out.append((name, factory, {"i": x.reshape(-1, simd)}, {"o": vectors * n // pe}))
+    # 4-bit weights x 8-bit activations, two products per DSP (8 MULT18X18D for 16 products)
+    w4 = rng.integers(-8, 8, size=(64, 64))
+    x8 = rng.integers(0, 256, size=(4, 64))
+
+    def paired():
+        return MatrixVectorUnit(w4, None, in_bits=8, in_signed=False, weight_bits=4, weight_signed=True,
+                                pe=4, simd=4, mul_style="dsp")
+    out.append(("mvu_w4a8_64x64_pe4_simd4_paired", paired, {"i": x8.reshape(-1, 4)}, {"o": 4 * 64 // 4}))
     return out
