@@ -6,11 +6,13 @@ import json
 import pytest
 
 import _int_models as models
+from onnx2hw.boards import get_board
 from onnx2hw.dataflow import MULS, compile_pipeline, fold_entry
 from onnx2hw.dataflow._stages import build_stage
 from onnx2hw.dataflow.fold import Budget, auto_fold, load_folding, save_folding
 from onnx2hw.ir.errors import ModelError
 from onnx2hw.layers.types import IntType
+from onnx2hw.report import make_report, render_html
 
 
 def _mlp():
@@ -148,3 +150,16 @@ def test_fold_entry():
     assert fold_entry([2, 3, "lut"]) == (2, 3, "lut")
     with pytest.raises(ValueError, match="a folding is"):
         fold_entry((1, 2, 3, 4))
+
+
+def test_describe_and_report_show_the_style():
+    p = compile_pipeline(_mlp(), folding={"fc0": (2, 8, "lut"), "fc1": (1, 4, "dsp"), "fc2": (1, 2, "lut")})
+    assert [s["mul"] for s in p.describe()["stages"]] == ["lut", "dsp", "lut"]
+    assert p.describe()["folding"]["fc0"] == [2, 8, "lut"]
+    r = make_report(model="mlp", board=get_board("ulx3s-85f"), pipeline=p, clock_mhz=100.0, fmax_mhz=None,
+                    util={}, times={}, baud=3e6, link_bytes=64)
+    assert [s["mul"] for s in r["stages"]] == ["lut", "dsp", "lut"]
+    assert "PE 2 × SIMD 8, LUT products" in render_html(r)
+    # a stage without products names no style
+    cnn = compile_pipeline(models.cnn(), budget=Budget(83640, 156, 208))
+    assert "mul" not in next(s for s in cnn.describe()["stages"] if s["op"] == "maxpool")
