@@ -38,7 +38,9 @@ class DepthwiseUnit(wiring.Component):
     in_bits, in_signed, weight_bits, weight_signed : int, bool
         Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
         at least 5 bits use ``*`` (one ECP5 ``MULT18X18D`` per lane for operands that fit a
-        signed 18-bit port); others are shift-and-add LUT logic (``mul_style`` forces one).
+        signed 18-bit port); others are LUT and carry-chain logic (``_mul.lut_product``, a
+        register inside when the narrower factor has more than 4 bits); ``mul_style`` forces
+        one (the folder chooses per layer). Both register their operands first.
     pe : int
         Input channel lanes; must divide ``C``.
     multiplier : int

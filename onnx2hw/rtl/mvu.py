@@ -37,10 +37,13 @@ class MatrixVectorUnit(wiring.Component):
         Within ``int_range(weight_bits, weight_signed)``; with ``bipolar``, values in {-1, +1}.
     bias : int ndarray, shape (N,), optional
     in_bits, in_signed, weight_bits, weight_signed : int, bool
-        Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
-        at least 5 bits use ``*``: one ECP5 ``MULT18X18D`` each for operands that fit a signed
-        18-bit port, several (combinational, lower Fmax) beyond that. Other products are
-        shift-and-add LUT logic (see ``mul_style``).
+        Operand widths (1..32 bits). By default (``mul_style="auto"``) products with both
+        operands of at least 3 bits and one of at least 5 bits use ``*``: one ECP5 ``MULT18X18D``
+        each for operands that fit a signed 18-bit port, several (combinational, lower Fmax)
+        beyond that; two per DSP when ``pe >= 2`` and the packed weights of two rows fit a port
+        (:attr:`pair_field`: e.g. 4-bit weights with up to 9-bit inputs). Other products are LUT
+        and carry-chain logic (``_mul.lut_product``: ~136 LUT4 equivalents for 8x8, a register
+        inside when the narrower factor has more than 4 bits).
     bipolar : bool
         1-bit bipolar mode: weights and inputs are ±1, inputs encoded on the stream as bit 1 = +1,
         0 = -1 (``unsigned(1)`` lanes); products are XNOR, sums a popcount.
@@ -62,7 +65,7 @@ class MatrixVectorUnit(wiring.Component):
         given the actual weights, bias and input range (``arith.acc_bits`` of exact per-row bounds).
         A narrower value is rejected.
     mul_style : {"auto", "dsp", "lut"}
-        Force products to DSP (``*``) or LUT logic.
+        Force products to DSP (``*``) or LUT logic (the folder chooses per layer).
 
     Ports
     -----
