@@ -63,33 +63,34 @@ def lut_product(a, b, m=None, en=None, name="lp"):
     n = a.shape().width
     regs = lut_product_registers(n, b.shape().width) if m is not None else 0
     bs = b if b.shape().signed else Cat(b, Const(0, 1)).as_signed()
-    items = []
-    for k in range(n):
-        term = Mux(a[k], bs, 0)
-        items.append((-term if a.shape().signed and k == n - 1 else term, k))
+    # (term, shift, subtracted): a signed narrow factor's top bit weighs -2**(n-1); its term is
+    # always the last item, so it is subtracted by the addition that takes it (no negation chain)
+    items = [(Mux(a[k], bs, 0), k, a.shape().signed and k == n - 1) for k in range(n)]
     level = 0
     while len(items) > 1:
         nxt = []
         for i in range(0, len(items) - 1, 2):
-            (x, sx), (y, sy) = items[i], items[i + 1]
+            (x, sx, _), (y, sy, neg) = items[i], items[i + 1]
             d = sy - sx
             if x.shape().width > d:
-                nxt.append((Cat(x[:d], x[d:].as_signed() + y).as_signed(), sx))
+                hi = x[d:].as_signed() - y if neg else x[d:].as_signed() + y
+                nxt.append((Cat(x[:d], hi).as_signed(), sx, False))
             else:  # x lies wholly below y's shift (1-bit operands)
-                nxt.append((x + (y << d), sx))
+                nxt.append((x - (y << d) if neg else x + (y << d), sx, False))
         if len(items) % 2:
             nxt.append(items[-1])
         items = nxt
         level += 1
         if regs and level == LUT_LEVELS_PER_STAGE:
             regd = []
-            for k, (v, sh) in enumerate(items):
+            for k, (v, sh, neg) in enumerate(items):
                 r = Signal(v.shape(), name=f"{name}_l{level}_{k}")
                 with m.If(en):
                     m.d.sync += r.eq(v)
-                regd.append((r, sh))
+                regd.append((r, sh, neg))
             items = regd
-    return items[0][0]
+    v, _, neg = items[0]
+    return -v if neg else v     # (a 1-bit signed factor: 0 or -b)
 
 
 def pair_field(a_width: int, a_signed: bool, b_width: int, b_signed: bool) -> int | None:
