@@ -239,7 +239,8 @@ def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding
     clock_mhz, baud : float, optional
         System clock and host-link baud rate (default: the board's).
     folding : path or dict, optional
-        A fixed folding ``{layer: (pe, simd)}`` (or a ``folding.json`` file).
+        A fixed folding ``{layer: (pe, simd)}`` or ``(pe, simd, mul)`` with ``mul`` "dsp" or "lut"
+        (the layer's products in DSPs or LUTs), or a ``folding.json`` file.
     target_cycles, target_fps : optional
         Fold for the fewest resources reaching this initiation interval (cycles) or rate
         (inferences/s at the clock); ``target_fps="max"``: the highest rate whose folding fits

@@ -108,7 +108,8 @@ def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: floa
         "resources": {r: {"used": used[r], "available": avail[r], "estimated": estimated[r]} for r in avail},
         "throughput": throughput(pipeline, clock_mhz=clock_mhz, fmax_mhz=fmax_mhz, baud=baud,
                                  link_bytes=link_bytes, simulated=simulated, selftest=selftest),
-        "stages": [{"name": s.name, "op": s.op, "pe": s.pe, "simd": s.simd, "cycles": s.cycles,
+        "stages": [{"name": s.name, "op": s.op, "pe": s.pe, "simd": s.simd, **({"mul": s.mul} if s.mul else {}),
+                    "cycles": s.cycles,
                     "lut": s.cost.lut, "dsp": s.cost.dsp, "bram": s.cost.ebr} for s in pipeline.stages],
         "times_s": {k: round(v, 2) for k, v in times.items()},
         "host": host_part(pipeline.graph),
@@ -167,7 +168,7 @@ def _svg_pipeline(stages: list[dict]) -> str:
             f'<text x="{x + w / 2}" y="{top + hmax + 18}" text-anchor="middle" font-weight="bold">'
             f'{html.escape(s["name"])}</text>'
             f'<text x="{x + w / 2}" y="{top + hmax + 34}" text-anchor="middle">{html.escape(s["op"])} '
-            f'PE {s["pe"]} × SIMD {s["simd"]}</text>'
+            f'PE {s["pe"]} × SIMD {s["simd"]}{", " + s["mul"].upper() + " products" if s.get("mul") else ""}</text>'
             f'<text x="{x + w / 2}" y="{top + hmax + 50}" text-anchor="middle">{s["cycles"]:,} cycles</text>'
             f'<text x="{x + w / 2}" y="{top + hmax + 66}" text-anchor="middle">{s["lut"]:,} LUT · '
             f'{s["dsp"]} DSP · {s["bram"]} BRAM</text>')

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .boards import Board, get_board
-from .dataflow.fold import Budget, load_folding
+from .dataflow.fold import MULS, Budget, fold_entry, load_folding
 from .rtl.board_top import LINK_COST
 
 __all__ = ["Target", "resolve_target", "HEADROOM", "API_LABELS"]
@@ -50,8 +50,9 @@ def _positive(name: str, value) -> None:
 
 
 def _folding(folding) -> tuple[dict | None, str | None]:
-    """``folding`` as {layer: (pe, simd)}: a JSON file path, or a mapping of layer name to
-    ``(pe, simd)`` or ``{"pe": P, "simd": S}``."""
+    """``folding`` as {layer: (pe, simd) or (pe, simd, mul)}: a JSON file path, or a mapping of
+    layer name to ``(pe, simd)``, ``(pe, simd, mul)`` or ``{"pe": P, "simd": S}`` with an optional
+    ``"mul"`` ("dsp" or "lut": the layer's products in DSPs or LUTs)."""
     if folding is None:
         return None, None
     if isinstance(folding, (str, Path)):
@@ -61,13 +62,18 @@ def _folding(folding) -> tuple[dict | None, str | None]:
     out = {}
     for layer, v in folding.items():
         try:
-            pe, simd = (v["pe"], v["simd"]) if isinstance(v, Mapping) else v
-            if isinstance(pe, bool) or isinstance(simd, bool):
+            if isinstance(v, Mapping):
+                if not set(v) <= {"pe", "simd", "mul"}:
+                    raise KeyError
+                pe, simd, mul = v["pe"], v["simd"], v.get("mul")
+            else:
+                pe, simd, mul = fold_entry(v)
+            if isinstance(pe, bool) or isinstance(simd, bool) or mul not in (None, *MULS):
                 raise TypeError
-            out[str(layer)] = (int(pe), int(simd))
+            out[str(layer)] = (int(pe), int(simd)) if mul is None else (int(pe), int(simd), mul)
         except (TypeError, ValueError, KeyError):
-            raise ValueError(f"folding of layer {layer!r} must be (pe, simd) or {{'pe': P, 'simd': S}}, "
-                             f"not {v!r}") from None
+            raise ValueError(f"folding of layer {layer!r} must be (pe, simd), (pe, simd, mul) or "
+                             f"{{'pe': P, 'simd': S, 'mul': 'dsp'|'lut'}} (mul optional), not {v!r}") from None
     return out, "the folding argument"
 
 

@@ -63,7 +63,8 @@ def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, 
     folding = json.loads((out / "folding.json").read_text())
     assert main(["sim", tiny_model, "--board", board, "--count", "2"]) == 0
     sim_text = capsys.readouterr().out
-    assert "folding: " + ", ".join(f"{k} pe={v['pe']} simd={v['simd']}" for k, v in folding.items()) in sim_text
+    assert "folding: " + ", ".join(f"{k} pe={v['pe']} simd={v['simd']}" + (f" mul={v['mul']}" if "mul" in v else "")
+                                   for k, v in folding.items()) in sim_text
     assert f"estimated {r['throughput']['ii_cycles']}" in sim_text
 
 

@@ -303,6 +303,19 @@ def test_float_depthwise_separable_net_compiles(dsnet_design):
     _hardware_equals_golden(dsnet_design.integer, n=2, folding=dsnet_design.pipeline.folding)
 
 
+def test_depthwise_separable_net_in_lut_products_is_golden(dsnet_design):
+    """The same folding with every layer's products flipped to the other style (depthwise,
+    grouped, dense and 1x1 convolutions): the whole pipeline, stalled, against the golden."""
+    fold = {k: (v[0], v[1], "lut" if v[2] == "dsp" else "dsp") if len(v) == 3 else v
+            for k, v in dsnet_design.pipeline.folding.items()}
+    assert sum(len(v) == 3 for v in fold.values()) >= 4
+    p = _hardware_equals_golden(dsnet_design.integer, n=2, folding=fold)
+    assert {s.layer: s.mul for s in p.stages if s.mul} == {k: v[2] for k, v in fold.items() if len(v) == 3}
+    units = [(s.mul, b) for s in p.stages for b in s.blocks if b.kind in ("MatrixVectorUnit", "DepthwiseUnit")]
+    assert len(units) == len([v for v in fold.values() if len(v) == 3])
+    assert all((b.cost.dsp == 0) == (mul == "lut") for mul, b in units)
+
+
 @pytest.mark.sim
 def test_float_depthwise_separable_net_simulates_bit_exact(dsnet_design):
     require_simulator("verilator")

@@ -36,7 +36,8 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("pause", ["random", "3of4"])
-def test_depthwise_unit_matches_formula(case, pause):
+@pytest.mark.parametrize("style", ["auto", "lut"])
+def test_depthwise_unit_matches_formula(case, pause, style):
     c, k, mult, pe, (ib, isg), (wb, wsg), has_bias = case
     rng = np.random.default_rng(c * 100 + k * 10 + mult)
     w = rng.integers(*_range(wb, wsg), endpoint=True, size=(c * mult, k))
@@ -44,7 +45,8 @@ def test_depthwise_unit_matches_formula(case, pause):
     pixels = max(3, 1200 // (c * k))
     x = rng.integers(*_range(ib, isg), endpoint=True, size=(pixels, c, k))
     dut = DepthwiseUnit(w, b if has_bias else None, in_bits=ib, in_signed=isg, weight_bits=wb,
-                        weight_signed=wsg, pe=pe, multiplier=mult)
+                        weight_signed=wsg, pe=pe, multiplier=mult, mul_style=style)
+    assert style == "auto" or dut.style == "lut"
     # stream order: per pixel, channel group, tap; lanes = pe channels of the group
     feed = x.reshape(pixels, c // pe, pe, k).transpose(0, 1, 3, 2).reshape(-1, pe)
     out, _ = run_stream(dut, {"i": feed}, {"o": pixels * c // pe}, src_pause=pause, sink_pause=pause, seed=3)
@@ -143,14 +145,16 @@ def test_depthwise_unit_rejects_bad_parameters(kw, err, msg):
 
 
 @pytest.mark.synth
-@pytest.mark.parametrize("c, k, pe, ib, wb, wsg, mult", [
-    (16, 9, 4, 8, 8, True, 1), (8, 9, 8, 4, 4, True, 1), (32, 9, 2, 8, 1, False, 1),
-    (64, 9, 8, 8, 8, True, 1), (8, 25, 4, 4, 4, True, 2)])
-def test_depthwise_estimate_matches_yosys(c, k, pe, ib, wb, wsg, mult):
+@pytest.mark.parametrize("c, k, pe, ib, wb, wsg, mult, style", [
+    (16, 9, 4, 8, 8, True, 1, "auto"), (8, 9, 8, 4, 4, True, 1, "auto"), (32, 9, 2, 8, 1, False, 1, "auto"),
+    (64, 9, 8, 8, 8, True, 1, "auto"), (8, 25, 4, 4, 4, True, 2, "auto"),
+    (16, 9, 4, 8, 8, True, 1, "lut"), (64, 9, 8, 8, 8, True, 1, "lut")])
+def test_depthwise_estimate_matches_yosys(c, k, pe, ib, wb, wsg, mult, style):
     rng = np.random.default_rng(5)
     w = rng.integers(*_range(wb, wsg), endpoint=True, size=(c * mult, k))
     b = rng.integers(-1000, 1000, size=c * mult)
-    args = dict(in_bits=ib, in_signed=False, weight_bits=wb, weight_signed=wsg, pe=pe, multiplier=mult)
+    args = dict(in_bits=ib, in_signed=False, weight_bits=wb, weight_signed=wsg, pe=pe, multiplier=mult,
+                mul_style=style)
     st = yosys_stat(DepthwiseUnit(w, b, **args), "ecp5")
     est = DepthwiseUnit.estimate(w, b, **args, family="ecp5")
     lut = st["lut"] + 2 * st["ccu2c"]     # LUT4 equivalents, as the other blocks' models

@@ -31,7 +31,7 @@ def add_folding_options(parser):
     """Options that decide the folding (shared with ``synth``)."""
     parser.add_argument("--board", default="ulx3s", help="board whose resources bound the folding (default ulx3s)")
     add_host_option(parser)
-    parser.add_argument("--folding", metavar="FILE", help="folding JSON {layer: {pe, simd}} (default: automatic)")
+    parser.add_argument("--folding", metavar="FILE", help="folding JSON {layer: {pe, simd[, mul: dsp|lut]}} (default: automatic)")
     parser.add_argument("--target-fps", type=_fps, metavar="N|max",
                         help="fold for the fewest resources that reach N inferences/s at --clock-mhz, or "
                              "'max': the highest rate whose folding fits the board (default: the rate the "

@@ -63,7 +63,8 @@ def run(args) -> int:
                                          progress=lambda done, total: bar.update(task, completed=done))
         except AssertionError as e:  # the harness gave up: a time-out or a stalled stream, with what came out
             raise UsageError(f"simulation failed: {' '.join(str(e).split())}") from None
-    print("folding: " + ", ".join(f"{k} pe={v[0]} simd={v[1]}" for k, v in p.folding.items()))
+    print("folding: " + ", ".join(f"{k} pe={v[0]} simd={v[1]}" + (f" mul={v[2]}" if len(v) > 2 else "")
+                                  for k, v in p.folding.items()))
     print(f"bit-exact: {report.exact}/{report.total} inferences")
     print(f"II: measured {report.ii:.1f} cycles, estimated {p.ii}; latency: measured {report.latency}, "
           f"estimated {p.latency} cycles")

@@ -1,4 +1,4 @@
-"""Build one :class:`Stage` from one IntegerGraph layer at a given folding (PE, SIMD)."""
+"""Build one :class:`Stage` from one IntegerGraph layer at a given folding (PE, SIMD, product style)."""
 from __future__ import annotations
 
 from ..ir.errors import UnsupportedError
@@ -13,13 +13,15 @@ __all__ = ["build_stage"]
 _WINDOWED = ("SlidingWindow", "MaxPoolUnit", "AvgPoolUnit", "GlobalAvgPoolUnit")
 
 
-def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, simd: int, family: str) -> Stage:
-    """The stage of ``layer`` folded at (pe, simd): its kind's blocks (``layer.lower``) and their costs."""
+def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, simd: int, family: str,
+                mul: str | None = None) -> Stage:
+    """The stage of ``layer`` folded at (pe, simd) with products in ``mul`` ("dsp", "lut"; None:
+    the blocks' choice by width): its kind's blocks (``layer.lower``) and their costs."""
     why = layer.hardware_problem(ins)
     if why:
         raise UnsupportedError(f"layer {layer.name!r}: {why}")
     try:
-        low = layer.lower(ins, pe, simd, family)
+        low = layer.lower(ins, pe, simd, family) if mul is None else layer.lower(ins, pe, simd, family, mul=mul)
     except (ValueError, TypeError) as exc:  # a block's own parameter check: name the layer
         raise UnsupportedError(f"layer {layer.name!r}: {exc}") from None
     cost = sum_costs(low.blocks)
@@ -29,4 +31,4 @@ def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, sim
                  output=layer.output.name, pe=pe, simd=simd, in_lanes=(simd,) * len(layer.inputs),
                  out_lanes=pe, out_bits=low.out_bits, out_signed=low.out_signed, blocks=low.blocks,
                  cycles=low.cycles, latency=cost.latency, cost=cost, macs=low.macs,
-                 multipliers=low.multipliers, fill=low.fill)
+                 multipliers=low.multipliers, fill=low.fill, mul=low.mul)

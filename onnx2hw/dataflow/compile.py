@@ -10,7 +10,7 @@ from ..layers import IntegerGraph, elem_shape
 from ..rtl.cost import Cost
 from ..rtl.fork import Fork
 from ._stages import build_stage
-from .fold import Budget, Folding, auto_fold
+from .fold import Budget, Folding, auto_fold, fold_entry
 from .pipeline import INPUT, OUTPUT, Block, Link, Pipeline, Stage
 
 __all__ = ["compile_pipeline", "check_supported"]
@@ -49,28 +49,53 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
                      folding: Folding | None = None, target_cycles: int | None = None) -> Pipeline:
     """Map every layer to a stage, fold, and size the FIFOs.
 
-    ``folding`` (layer name -> (pe, simd)) overrides the automatic choice for the layers it
-    names. Residual branches: a tensor read by two layers goes through a Fork; the FIFO on each
-    fork output holds the whole tensor, so the branch that is consumed later can never stall
-    the other (deadlock-free for any stage latencies).
+    ``folding`` (layer name -> (pe, simd) or (pe, simd, mul), ``mul`` "dsp" or "lut") overrides
+    the automatic choice for the layers it names. Residual branches: a tensor read by two layers
+    goes through a Fork; the FIFO on each fork output holds the whole tensor, so the branch that
+    is consumed later can never stall the other (deadlock-free for any stage latencies). The
+    automatic folding fits ``budget`` with the links' FIFOs: when they do not fit beside the
+    stages it is chosen again for the budget less the FIFOs.
     """
     ig.validate()
     check_supported(ig)
     specs = ig.specs()
-    fold = auto_fold(ig, family, budget, target_cycles) if folding is None else {}
+    known = {layer.name for layer in ig.layers}
+    for name in folding or {}:
+        if name not in known:
+            raise ModelError(f"folding names layer {name!r}, which the model does not have")
+    auto = folding is None or bool(known - set(folding))
+
+    def choose(avail):
+        fold = auto_fold(ig, family, avail, target_cycles) if auto else {}
+        fold.update(folding or {})
+        return fold
+
+    fold = choose(budget)
     if folding is not None:
-        known = {layer.name for layer in ig.layers}
-        for name in folding:
-            if name not in known:
-                raise ModelError(f"folding names layer {name!r}, which the model does not have")
-        missing = known - set(folding)
-        fold = auto_fold(ig, family, budget, target_cycles) if missing else {}
-        fold.update(folding)
         for layer in ig.layers:
             ins = [specs[n] for n in layer.inputs]
-            if tuple(fold[layer.name]) not in layer.fold_options(ins):
+            try:
+                p, s, mul = fold_entry(fold[layer.name])
+            except ValueError as exc:
+                raise ModelError(f"layer {layer.name!r}: {exc}") from None
+            if (p, s) not in layer.fold_options(ins):
                 raise ModelError(f"folding {fold[layer.name]!r} is not legal for layer {layer.name!r} "
                                  f"(pe must divide the outputs, simd the inputs)")
+            if mul is not None and mul not in layer.mul_options(ins):
+                raise ModelError(f"folding {fold[layer.name]!r}: layer {layer.name!r} has no {mul!r} products "
+                                 f"(its choices: {', '.join(layer.mul_options(ins)) or 'none'})")
+    pipeline = _assemble(ig, fold, family)
+    for _ in range(3 if auto and budget is not None else 0):   # (the FIFOs change little with the folding)
+        t = pipeline.total
+        if t.lut <= budget.lut and t.dsp <= budget.dsp and t.ebr <= budget.ebr:
+            break
+        pipeline = _assemble(ig, choose(budget.minus(pipeline.link_cost)), family)
+    return pipeline
+
+
+def _assemble(ig: IntegerGraph, fold: Folding, family: str) -> Pipeline:
+    """The pipeline of ``ig`` at the checked folding ``fold``: stages, forks, links and FIFOs."""
+    specs = ig.specs()
     names = Sanitizer(reserved=(INPUT, OUTPUT))  # stage names never shadow the pseudo stages
     stages: list[Stage] = []
     producer: dict[str, tuple[str, int, int, int, bool]] = {}  # tensor -> (stage, port, lanes, bits, signed)
@@ -92,7 +117,7 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
     first = next((layer for layer in ig.layers if in_spec.name in layer.inputs), None)
     if first is None:
         raise UnsupportedError("the model computes nothing from its input that hardware could build")
-    src_lanes_in = fold[first.name][1]
+    src_lanes_in = fold_entry(fold[first.name])[1]
     producer[in_spec.name] = (INPUT, 0, src_lanes_in, elem_shape(in_spec.dtype).width, elem_shape(in_spec.dtype).signed)
 
     def add_forks(tensor):
@@ -112,8 +137,8 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
     routes[in_spec.name] = add_forks(in_spec.name)
     for layer in ig.layers:
         ins = [specs[n] for n in layer.inputs]
-        p, s = fold[layer.name]
-        st = build_stage(names(layer.name), layer, ins, p, s, family)
+        p, s, mul = fold_entry(fold[layer.name])
+        st = build_stage(names(layer.name), layer, ins, p, s, family, mul)
         stages.append(st)
         layer_stage[layer.name] = st
         producer[layer.output.name] = (st.name, 0, st.out_lanes, st.out_bits, st.out_signed)
@@ -143,5 +168,7 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
         if link.elements % link.src_lanes or link.elements % link.dst_lanes:
             raise ModelError(f"tensor {link.tensor!r}: {link.elements} elements do not divide into lanes "
                              f"{link.src_lanes}/{link.dst_lanes}")
+    # the folding built: each layer's (pe, simd) and, where it has one, the product style used
     return Pipeline(graph=ig, stages=tuple(stages), links=tuple(links), family=family,
-                    folding={k: tuple(v) for k, v in fold.items()})
+                    folding={name: (st.pe, st.simd, st.mul) if st.mul else (st.pe, st.simd)
+                             for name, st in layer_stage.items()})

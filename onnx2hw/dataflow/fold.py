@@ -1,4 +1,5 @@
-"""Folding: choose (PE, SIMD) per layer so the pipeline is balanced within a resource budget."""
+"""Folding: choose (PE, SIMD) and the product style (DSP or LUT) per layer so the pipeline is
+balanced within a resource budget."""
 from __future__ import annotations
 
 import json
@@ -11,10 +12,26 @@ from ..ir.errors import ModelError
 from ..layers import IntegerGraph
 from ._stages import build_stage
 
-__all__ = ["Budget", "Folding", "auto_fold", "load_folding", "save_folding", "layer_cycles"]
+__all__ = ["Budget", "Folding", "MULS", "auto_fold", "load_folding", "save_folding", "layer_cycles",
+           "fold_entry"]
 
-#: layer name -> (pe, simd)
-Folding = dict[str, tuple[int, int]]
+#: layer name -> (pe, simd), or (pe, simd, mul) with ``mul`` "dsp" (products in MULT18X18D
+#: blocks) or "lut" (products in LUT/carry logic) for a layer whose kind offers the choice
+#: (``mul_options``); without it the blocks choose by operand width
+Folding = dict[str, tuple]
+
+#: product styles a folding may name
+MULS = ("dsp", "lut")
+
+
+def fold_entry(value) -> tuple[int, int, str | None]:
+    """A folding value as ``(pe, simd, mul)`` (``mul`` None when the value has no style)."""
+    value = tuple(value)
+    if len(value) == 2:
+        return value[0], value[1], None
+    if len(value) == 3:
+        return value
+    raise ValueError(f"a folding is (pe, simd) or (pe, simd, mul), not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -52,30 +69,42 @@ def auto_fold(ig: IntegerGraph, family: str, budget: Budget | None, target_cycle
     """Smallest folding (fewest resources) whose slowest stage meets ``target_cycles``; without a
     target, the smallest achievable slowest-stage cycles whose estimate fits ``budget``.
 
+    For a slowest-stage target every layer takes its fewest multipliers (PE x SIMD) that meet it;
+    then, within ``budget``, the product style of each layer that offers one: all in DSPs first,
+    and while the DSPs do not fit, the layer whose move to LUT products costs the fewest LUTs per
+    DSP freed moves; layers whose DSPs then fit in what is left move back, most LUTs saved first.
+    Without a budget every layer keeps its blocks' choice by width (no style is named).
+
     Raises ``ModelError`` naming the resource and the largest layer when nothing fits.
     """
     specs = ig.specs()
     layers = [(layer, [specs[n] for n in layer.inputs]) for layer in ig.layers]
     options = {layer.name: [(layer_cycles(layer, ins, p, s), p, s) for p, s in layer.fold_options(ins)]
                for layer, ins in layers}
+    muls = {layer.name: tuple(layer.mul_options(ins)) if budget is not None else () for layer, ins in layers}
     cache: dict = {}
 
-    def stage(layer, ins, p, s):
-        key = (layer.name, p, s)
+    def stage(layer, ins, p, s, mul):
+        key = (layer.name, p, s, mul)
         if key not in cache:
-            cache[key] = build_stage(layer.name, layer, ins, p, s, family)
+            cache[key] = build_stage(layer.name, layer, ins, p, s, family, mul)
         return cache[key]
 
     def choose(target):
-        fold, stages = {}, []
+        fold, stages = {}, {}
         for layer, ins in layers:
             ok = [o for o in options[layer.name] if o[0] <= target]
             if not ok:
                 return None, None
             _, p, s = min(ok, key=lambda o: (o[1] * o[2], o[0]))
-            fold[layer.name] = (p, s)
-            stages.append(stage(layer, ins, p, s))
-        return fold, stages
+            mul = None
+            if muls[layer.name]:  # the style with fewer LUTs (DSP unless the products are narrow)
+                mul = min(muls[layer.name], key=lambda m: (stage(layer, ins, p, s, m).cost.lut, m))
+            fold[layer.name] = (p, s) if mul is None else (p, s, mul)
+            stages[layer.name] = stage(layer, ins, p, s, mul)
+        if budget is not None:
+            _choose_muls(fold, stages, layers, stage, muls, budget)
+        return fold, list(stages.values())
 
     if target_cycles is not None:
         fold, stages = choose(target_cycles)
@@ -102,6 +131,41 @@ def auto_fold(ig: IntegerGraph, family: str, budget: Budget | None, target_cycle
     return choose(candidates[lo])[0]
 
 
+def _choose_muls(fold, stages, layers, stage, muls, budget: Budget) -> None:
+    """Move layers' products from DSP to LUT (in place) until the DSPs fit ``budget``, fewest
+    extra LUTs per DSP freed first; then move to DSP the LUT layers whose DSPs fit what is left
+    and that save LUTs by it, most LUTs saved first."""
+    by_name = {layer.name: (layer, ins) for layer, ins in layers}
+    choice = [n for n, m in muls.items() if {"dsp", "lut"} <= set(m)]
+    if not choice:
+        return
+
+    def alt(name, mul):
+        layer, ins = by_name[name]
+        p, s = fold[name][:2]
+        return stage(layer, ins, p, s, mul)
+
+    options = {}  # name -> (extra LUTs in LUT style, DSPs freed, DSP stage, LUT stage)
+    for n in choice:
+        d, lut = alt(n, "dsp"), alt(n, "lut")
+        if d.cost.dsp > lut.cost.dsp:
+            options[n] = (lut.cost.lut - d.cost.lut, d.cost.dsp - lut.cost.dsp, d, lut)
+    dsp = sum(st.cost.dsp for st in stages.values())
+    for n in sorted(options, key=lambda n: (options[n][0] / options[n][1], n)):
+        if dsp <= budget.dsp:
+            break
+        if fold[n][2] == "dsp":
+            stages[n] = options[n][3]
+            fold[n] = (*fold[n][:2], "lut")
+            dsp -= options[n][1]
+    for n in sorted(options, key=lambda n: (-options[n][0], n)):
+        extra, freed, d, _ = options[n]
+        if fold[n][2] == "lut" and extra > 0 and dsp + freed <= budget.dsp:
+            stages[n] = d
+            fold[n] = (*fold[n][:2], "dsp")
+            dsp += freed
+
+
 def _check_budget(stages, budget: Budget, why: str) -> None:
     total = _total(stages)
     for i, (what, avail) in enumerate((("LUT", budget.lut), ("DSP", budget.dsp), ("EBR", budget.ebr))):
@@ -114,7 +178,8 @@ def _check_budget(stages, budget: Budget, why: str) -> None:
 
 
 def load_folding(path) -> Folding:
-    """Read a folding file: JSON ``{"layer name": {"pe": P, "simd": S}, ...}`` with positive integers."""
+    """Read a folding file: JSON ``{"layer name": {"pe": P, "simd": S}, ...}`` with positive
+    integers, and optionally ``"mul": "dsp"`` or ``"lut"`` (the layer's product style)."""
     try:
         raw = json.loads(Path(path).read_text(), parse_constant=_no_constant)
     except OSError as exc:
@@ -125,13 +190,16 @@ def load_folding(path) -> Folding:
         raise ModelError(f"{path}: not a folding file (a JSON object of layer name -> {{pe, simd}} expected)")
     out: Folding = {}
     for name, v in raw.items():
-        if not isinstance(v, dict) or set(v) != {"pe", "simd"}:
-            raise ModelError(f"{path}: layer {name!r} must map to {{\"pe\": P, \"simd\": S}}, not {v!r}")
+        if not isinstance(v, dict) or not {"pe", "simd"} <= set(v) <= {"pe", "simd", "mul"}:
+            raise ModelError(f"{path}: layer {name!r} must map to {{\"pe\": P, \"simd\": S}} (and optionally "
+                             f"\"mul\": \"dsp\" or \"lut\"), not {v!r}")
         pe, simd = v["pe"], v["simd"]
         for what, n in (("pe", pe), ("simd", simd)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise ModelError(f"{path}: layer {name!r}: {what} must be a positive integer, not {n!r}")
-        out[name] = (pe, simd)
+        if "mul" in v and v["mul"] not in MULS:
+            raise ModelError(f"{path}: layer {name!r}: mul must be \"dsp\" or \"lut\", not {v['mul']!r}")
+        out[name] = (pe, simd, v["mul"]) if "mul" in v else (pe, simd)
     return out
 
 
@@ -141,4 +209,8 @@ def _no_constant(name: str):
 
 def save_folding(folding: Folding, path) -> None:
     """Write a folding file (atomically: the old file stays whole if the write fails)."""
-    write_text(path, json.dumps({k: {"pe": p, "simd": s} for k, (p, s) in folding.items()}, indent=2) + "\n")
+    out = {}
+    for k, v in folding.items():
+        pe, simd, mul = fold_entry(v)
+        out[k] = {"pe": pe, "simd": simd, **({"mul": mul} if mul else {})}
+    write_text(path, json.dumps(out, indent=2) + "\n")

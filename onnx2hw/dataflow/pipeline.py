@@ -26,8 +26,9 @@ class Pipeline:
     stages: tuple[Stage, ...]
     links: tuple[Link, ...]
     family: str
-    #: layer name -> (pe, simd) actually used
-    folding: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: layer name -> (pe, simd) actually used, (pe, simd, mul) for a layer with a product style
+    #: ("dsp" or "lut", see :data:`onnx2hw.dataflow.Folding`)
+    folding: Mapping[str, tuple] = field(default_factory=dict)
 
     def __post_init__(self):
         object.__setattr__(self, "folding", MappingProxyType(dict(self.folding)))
@@ -64,6 +65,11 @@ class Pipeline:
                     sum(s.cost.ebr for s in self.stages) + sum(_fifo_ebr(l) for l in self.links))
 
     @property
+    def link_cost(self) -> Cost:
+        """LUTs and block RAM of the links' FIFOs (part of :attr:`total`)."""
+        return Cost(0, 0, sum(_fifo_lut(l) for l in self.links), 0, 0, sum(_fifo_ebr(l) for l in self.links))
+
+    @property
     def input_link(self) -> Link:
         return next(l for l in self.links if l.src == INPUT)
 
@@ -94,7 +100,7 @@ class Pipeline:
                        "bits": self.output_link.bits, "signed": self.output_link.signed,
                        "lanes": self.output_link.src_lanes},
             "stages": [{"name": s.name, "layer": s.layer, "op": s.op, "pe": s.pe, "simd": s.simd,
-                        "cycles": s.cycles, "latency": s.latency, "lut": s.cost.lut, "dsp": s.cost.dsp,
+                        **({"mul": s.mul} if s.mul else {}), "cycles": s.cycles, "latency": s.latency, "lut": s.cost.lut, "dsp": s.cost.dsp,
                         "ebr": s.cost.ebr, "ff": s.cost.ff, "macs": s.macs,
                         "blocks": [b.kind for b in s.blocks]} for s in self.stages],
             "links": [{"tensor": l.tensor, "src": l.src, "dst": l.dst, "lanes": [l.src_lanes, l.dst_lanes],

@@ -10,7 +10,11 @@ implements, in its own module of :mod:`onnx2hw.layers`:
   (the golden executor runs integer graphs through it);
 * ``hardware_problem(ins)``: why the RTL cannot build it (``None`` when it can);
 * ``fold_options(ins)``, ``cycles(ins, pe, simd)``: legal foldings and the folding objective;
-* ``lower(ins, pe, simd, family)``: the chain of RTL blocks of its stage, with their costs.
+* ``mul_options(ins)``: the product styles (``"dsp"``, ``"lut"``) the folder may choose between
+  for its multipliers (none by default: a kind without products, or with one way to build them);
+* ``lower(ins, pe, simd, family, mul=None)``: the chain of RTL blocks of its stage, with their
+  costs; ``mul`` (one of ``mul_options``) builds its products in DSPs or LUTs, ``None`` lets
+  the blocks choose by operand width. A kind without ``mul_options`` may omit the argument.
 
 The helpers below are shared by the kinds (linear layers' checks, activation blocks, window
 geometry). Kind modules do not import each other.
@@ -31,9 +35,12 @@ from ..rtl.thresholds import Thresholds as ThresholdsBlock
 from .types import (IntType, Requant, TensorSpec, Thresholds, accumulator_bounds, acc_bits_for,
                     act_range, window_out)
 
-__all__ = ["LayerKind", "Lowered", "Pattern", "FLAVOURS", "divisors", "check_act", "check_linear",
-           "linear_problem", "act_blocks", "mvu_block", "sum_costs", "window_fill", "check_window",
+__all__ = ["LayerKind", "Lowered", "Pattern", "FLAVOURS", "MUL_CHOICES", "divisors", "check_act", "check_linear",
+           "linear_problem", "act_blocks", "mvu_block", "linear_mul_options", "linear_mul", "sum_costs", "window_fill", "check_window",
            "window_problem"]
+
+#: product styles a layer's ``mul_options`` may offer: MULT18X18D blocks or LUT/carry logic
+MUL_CHOICES = ("dsp", "lut")
 
 #: the importers (quantized model formats) and ``float`` (ops the post-training quantizer takes)
 FLAVOURS = ("qdq", "qoperator", "qonnx", "float")
@@ -81,6 +88,8 @@ class Lowered:
     fill: float
     macs: int = 0
     multipliers: int = 0
+    #: how its products are built ("dsp" or "lut"); None for a kind without a choice
+    mul: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +128,11 @@ class LayerKind:
         """Analytic cycles per inference at (pe, simd). Default: one pass over the larger tensor."""
         return max(int(np.prod(ins[0].shape)), int(np.prod(self.output.shape))) // simd
 
-    def lower(self, ins: list[TensorSpec], pe: int, simd: int, family: str) -> Lowered:
+    def mul_options(self, ins: list[TensorSpec]) -> tuple[str, ...]:
+        """Product styles the folder may choose (``"dsp"``, ``"lut"``); ``()``: no choice."""
+        return ()
+
+    def lower(self, ins: list[TensorSpec], pe: int, simd: int, family: str, mul: str | None = None) -> Lowered:
         raise NotImplementedError
 
 
@@ -209,19 +222,34 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
     return [Block(ThresholdsBlock, params, ThresholdsBlock.estimate(**params, family=family))], out.bits, out.signed
 
 
+def linear_mul_options(in_t: IntType, w_t: IntType) -> tuple[str, ...]:
+    """Product styles of a Dense or Conv layer: DSP or LUT unless an operand is bipolar (then
+    products are selects and inversions, no multiplier)."""
+    return () if in_t.bipolar or w_t.bipolar else MUL_CHOICES
+
+
 def mvu_block(weights, bias, in_t: IntType, w_t: IntType, pe: int, simd: int, acc_bits: int, family: str,
-              groups: int = 1) -> Block:
+              groups: int = 1, mul: str | None = None) -> Block:
     """The matrix-vector unit of a Dense or Conv layer: bipolar x bipolar is XNOR-popcount;
     bipolar weights with integer inputs are stored as one bit each (select/invert, no multiplier);
     bipolar inputs with integer weights select ``w`` or ``-w``; ``groups``: a grouped convolution,
-    one input vector per row group."""
+    one input vector per row group; ``mul``: products in "dsp" or "lut" (None: by width)."""
     bipolar = in_t.bipolar and w_t.bipolar
     params = dict(weights=weights, bias=bias, in_bits=in_t.bits, in_signed=in_t.signed,
                   weight_bits=w_t.bits, weight_signed=w_t.signed, bipolar=bipolar,
                   weight_bipolar=w_t.bipolar, input_bipolar=in_t.bipolar, pe=pe, simd=simd, acc_bits=acc_bits)
     if groups != 1:
         params["groups"] = groups
+    if mul is not None:
+        params["mul_style"] = mul
     return Block(MatrixVectorUnit, params, MatrixVectorUnit.estimate(**params, family=family))
+
+
+def linear_mul(in_t: IntType, w_t: IntType, mul: str | None) -> str | None:
+    """The product style a Dense or Conv layer's unit uses for ``mul`` (None: no products)."""
+    if not linear_mul_options(in_t, w_t):
+        return None
+    return MatrixVectorUnit.product_style(in_t.bits, w_t.bits, mul or "auto")
 
 
 def sum_costs(blocks) -> Cost:

@@ -32,8 +32,8 @@ from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt,
                         quantize_output, real_view, scalar, int_view, zp_input)
 from ._exact import exact_conv
 from ._windows import as_image, spatial_out
-from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
-                   mvu_block, window_fill)
+from .base import (MUL_CHOICES, LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors,
+                   linear_mul, linear_mul_options, linear_problem, mvu_block, window_fill)
 from .types import Act, IntType, acc_bits_for, accumulator_bounds, apply_act, elem_shape, readonly, window_out
 
 __all__ = ["Conv", "KIND", "PATTERNS"]
@@ -127,7 +127,11 @@ class Conv(LayerKind):
             return max(h * w * cin // simd, oh * ow * kh * kw * cin // simd)
         return max(h * w * cin // simd, oh * ow * (kh * kw * cg // simd) * (cout // pe))
 
-    def lower(self, ins, pe, simd, family):
+    def mul_options(self, ins):
+        # depthwise: bipolar weights are 2-bit signed factors (bipolar inputs are not supported)
+        return MUL_CHOICES if self.depthwise else linear_mul_options(self.in_type, self.w_type)
+
+    def lower(self, ins, pe, simd, family, mul=None):
         h, w, c = ins[0].shape
         cout, kh, kw, cg = self.weights.shape
         oh, ow, _ = self.output.shape
@@ -144,17 +148,21 @@ class Conv(LayerKind):
             params = dict(weights=self.weights.reshape(cout, kh * kw), bias=self.bias,
                           in_bits=self.in_type.bits, in_signed=self.in_type.signed, weight_bits=wb,
                           weight_signed=ws, pe=simd, multiplier=self.multiplier, acc_bits=self.acc_bits)
+            if mul is not None:
+                params["mul_style"] = mul
             unit = Block(DepthwiseUnit, params, DepthwiseUnit.estimate(**params, family=family))
             multipliers = pe
+            style = DepthwiseUnit.product_style(self.in_type.bits, wb, mul or "auto")
         else:
             unit = mvu_block(self.window_weights(simd), self.bias, self.in_type, self.w_type,
-                             pe, simd, self.acc_bits, family, groups=self.group)
+                             pe, simd, self.acc_bits, family, groups=self.group, mul=mul)
             multipliers = pe * simd
+            style = linear_mul(self.in_type, self.w_type, mul)
         act, ob, osg = act_blocks(self.act, cout, pe, self.acc_bits, self.output.dtype, family,
                                   accumulator_bounds(self.weights, self.bias, self.in_type.lo, self.in_type.hi))
         cycles = max(window.cost.cycles, oh * ow * unit.cost.cycles)
         return Lowered((window, unit, *act), cycles, ob, osg, fill=window_fill(kh, self.pads[0], h),
-                       macs=macs, multipliers=multipliers)
+                       macs=macs, multipliers=multipliers, mul=style)
 
 
 # ---- import ---------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ from ..ir.graph import Node
 from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
                         real_view, scalar, int_view, zp_input)
 from ._exact import exact_dense
-from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_problem,
-                   mvu_block)
+from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_mul,
+                   linear_mul_options, linear_problem, mvu_block)
 from .types import Act, IntType, acc_bits_for, accumulator_bounds, apply_act, readonly
 
 __all__ = ["Dense", "KIND", "PATTERNS"]
@@ -69,12 +69,16 @@ class Dense(LayerKind):
         n, k = self.weights.shape
         return (k // simd) * (n // pe)
 
-    def lower(self, ins, pe, simd, family):
+    def mul_options(self, ins):
+        return linear_mul_options(self.in_type, self.w_type)
+
+    def lower(self, ins, pe, simd, family, mul=None):
         n, k = self.weights.shape
-        mvu = mvu_block(self.weights, self.bias, self.in_type, self.w_type, pe, simd, self.acc_bits, family)
+        mvu = mvu_block(self.weights, self.bias, self.in_type, self.w_type, pe, simd, self.acc_bits, family, mul=mul)
         act, ob, osg = act_blocks(self.act, n, pe, self.acc_bits, self.output.dtype, family,
                                   accumulator_bounds(self.weights, self.bias, self.in_type.lo, self.in_type.hi))
-        return Lowered((mvu, *act), mvu.cost.cycles, ob, osg, fill=1.0, macs=n * k, multipliers=pe * simd)
+        return Lowered((mvu, *act), mvu.cost.cycles, ob, osg, fill=1.0, macs=n * k, multipliers=pe * simd,
+                       mul=linear_mul(self.in_type, self.w_type, mul))
 
 
 # ---- import ---------------------------------------------------------------------------------------

@@ -6,11 +6,17 @@ import numpy as np
 
 from .. import arith
 
-__all__ = ["MUL_STYLES", "int_array", "check_bits", "check_weight_range", "bias_vector", "acc_width"]
+__all__ = ["MUL_STYLES", "auto_style", "int_array", "check_bits", "check_weight_range", "bias_vector", "acc_width"]
 
 #: how products are built: "dsp" (``*``, one MULT18X18D each on ECP5), "lut" (shift-and-add), or
 #: "auto" (DSP when both factors are wide enough to pay for one)
 MUL_STYLES = ("auto", "dsp", "lut")
+
+
+def auto_style(in_bits: int, weight_bits: int) -> str:
+    """The product style ``mul_style="auto"`` picks: a DSP when both factors are at least 3 bits
+    and one at least 5 (narrower products are cheap in LUTs), else LUT logic."""
+    return "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
 
 
 def int_array(name: str, a, ndim: int) -> np.ndarray:

@@ -8,8 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import lut_product, n_dsp
-from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
+from ._mul import lut_product, lut_product_cost, lut_product_registers, n_dsp
+from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["DepthwiseUnit", "bench_config"]
@@ -38,7 +38,9 @@ class DepthwiseUnit(wiring.Component):
     in_bits, in_signed, weight_bits, weight_signed : int, bool
         Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
         at least 5 bits use ``*`` (one ECP5 ``MULT18X18D`` per lane for operands that fit a
-        signed 18-bit port); others are shift-and-add LUT logic (``mul_style`` forces one).
+        signed 18-bit port); others are LUT and carry-chain logic (``_mul.lut_product``, a
+        register inside when the narrower factor has more than 4 bits); ``mul_style`` forces
+        one (the folder chooses per layer). Both register their operands first.
     pe : int
         Input channel lanes; must divide ``C``.
     multiplier : int
@@ -90,23 +92,30 @@ class DepthwiseUnit(wiring.Component):
         self.multiplier, self.lanes_out = multiplier, pe * multiplier
         self.in_bits, self.in_signed = in_bits, bool(in_signed)
         self.weight_bits, self.weight_signed = weight_bits, bool(weight_signed)
-        if mul_style != "auto":
-            self.style = mul_style
-        else:
-            self.style = "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
+        self.style = mul_style if mul_style != "auto" else auto_style(in_bits, weight_bits)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(Shape(in_bits, self.in_signed), pe))),
             "o": Out(stream.Signature(data.ArrayLayout(signed(acc_bits), self.lanes_out))),
         })
 
     @staticmethod
-    def _stages(style):
-        # input register / weight ROM; DSP: operand registers; product registers; accumulator
-        return 1 + (1 if style == "dsp" else 0) + 1 + 1
+    def product_style(in_bits: int, weight_bits: int, mul_style: str = "auto") -> str:
+        """How products are built (``"dsp"`` or ``"lut"``) for ``mul_style`` (the matrix-vector
+        unit's rule)."""
+        if mul_style not in MUL_STYLES:
+            raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
+        return mul_style if mul_style != "auto" else auto_style(in_bits, weight_bits)
+
+    @staticmethod
+    def _stages(style, in_bits=1, weight_bits=1):
+        # input register / weight ROM; DSP and LUT products: operand registers; LUT products of
+        # a narrow factor wider than 4 bits: one register inside; product registers; accumulator
+        inner = lut_product_registers(in_bits, weight_bits) if style == "lut" else 0
+        return 1 + 1 + inner + 1 + 1
 
     def pipeline_stages(self):
         """Register stages from the issue cycle to the output register (inclusive)."""
-        return self._stages(self.style)
+        return self._stages(self.style, self.in_bits, self.weight_bits)
 
     @property
     def in_transfers(self) -> int:
@@ -162,14 +171,14 @@ class DepthwiseUnit(wiring.Component):
 
         xs = lanes(xin, ib, self.in_signed, pe)
         ws = lanes(wdata, wb, self.weight_signed, lo)
-        stages = 1
-        if self.style == "dsp":
-            xs, ws = register_operands(m, en, xs, ws)
-            stages += 1
+        stages = 2   # (LUT products too: off the weight memory's slow output)
+        xs, ws = register_operands(m, en, xs, ws)
+        if self.style == "lut":
+            stages += lut_product_registers(wb, ib)
         prods = []
         for q in range(lo):
             wq, xq = ws[q], xs[q // mult]
-            e = wq * xq if self.style == "dsp" else lut_product(wq, xq)
+            e = wq * xq if self.style == "dsp" else lut_product(wq, xq, m, en, name=f"lp{q}")
             r = Signal(e.shape(), name=f"prod{q}")
             with m.If(en):
                 m.d.sync += r.eq(e)
@@ -222,12 +231,13 @@ class DepthwiseUnit(wiring.Component):
         # LUT4 equivalents, least-squares fit to Yosys synth_ecp5 stat (9 instances, 1..16 lanes,
         # 1..8-bit operands, within 30 %): accumulators with their first/bias mux (~2 per bit),
         # the constant ROMs (partly absorbed), shift-and-add products, control
-        prod = lo * small * small * (small + large) / 2 if self.style == "lut" else 0
+        per, per_ff = lut_product_cost(wb, ib) if self.style == "lut" else (0, 0)
+        prod = lo * per
         rom_ebr, rom_lut = _rom_cost(words, lo * wb)
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
-        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + 0.93 * prod + 74
-        ff = (2 * pe * ib + lo * ab + lo * (2 * pw if self.style == "dsp" else pw)
-              + (lo * wb if self.style == "dsp" else 0) + 4 * self.pipeline_stages()
+        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + prod + 74
+        ff = (2 * pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff)
+              + 4 * self.pipeline_stages()
               + 2 * (k.bit_length() + nf.bit_length()) + 10)
         if family == "ice40":
             lut *= 1.1
@@ -249,7 +259,8 @@ def _rom_cost(depth, width):
 
 
 def bench_config():
-    """Bench entries ``[(name, factory, feeds, expect)]``: a 3x3 depthwise layer of 32 channels."""
+    """Bench entries ``[(name, factory, feeds, expect)]``: a 3x3 depthwise layer of 32 channels
+    (DSP and LUT products)."""
     rng = np.random.default_rng(3)
     c, k, pe = 32, 9, 8
     w = rng.integers(-128, 128, size=(c, k))
@@ -257,6 +268,8 @@ def bench_config():
     pixels = 16
     x = rng.integers(0, 256, size=(pixels * c // pe * k, pe))
 
-    def factory():
-        return DepthwiseUnit(w, b, in_bits=8, in_signed=False, weight_bits=8, weight_signed=True, pe=pe)
-    return [("depthwise_3x3_c32_pe8", factory, {"i": x}, {"o": pixels * c // pe})]
+    def factory(style="auto"):
+        return DepthwiseUnit(w, b, in_bits=8, in_signed=False, weight_bits=8, weight_signed=True, pe=pe,
+                             mul_style=style)
+    return [("depthwise_3x3_c32_pe8", factory, {"i": x}, {"o": pixels * c // pe}),
+            ("depthwise_3x3_c32_pe8_lut", lambda: factory("lut"), {"i": x}, {"o": pixels * c // pe})]

@@ -8,8 +8,9 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
-from ._mul import adder_tree, lut_product, n_dsp, tree_registers
-from ._params import MUL_STYLES, acc_width, bias_vector, check_bits, check_weight_range, int_array
+from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
+                   pair_field, pair_width, tree_registers, unpack_pair)
+from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
@@ -36,10 +37,13 @@ class MatrixVectorUnit(wiring.Component):
         Within ``int_range(weight_bits, weight_signed)``; with ``bipolar``, values in {-1, +1}.
     bias : int ndarray, shape (N,), optional
     in_bits, in_signed, weight_bits, weight_signed : int, bool
-        Operand widths (1..32 bits). Products with both operands of at least 3 bits and one of
-        at least 5 bits use ``*``: one ECP5 ``MULT18X18D`` each for operands that fit a signed
-        18-bit port, several (combinational, lower Fmax) beyond that. Other products are
-        shift-and-add LUT logic (see ``mul_style``).
+        Operand widths (1..32 bits). By default (``mul_style="auto"``) products with both
+        operands of at least 3 bits and one of at least 5 bits use ``*``: one ECP5 ``MULT18X18D``
+        each for operands that fit a signed 18-bit port, several (combinational, lower Fmax)
+        beyond that; two per DSP when ``pe >= 2`` and the packed weights of two rows fit a port
+        (:attr:`pair_field`: e.g. 4-bit weights with up to 9-bit inputs). Other products are LUT
+        and carry-chain logic (``_mul.lut_product``: ~136 LUT4 equivalents for 8x8, a register
+        inside when the narrower factor has more than 4 bits).
     bipolar : bool
         1-bit bipolar mode: weights and inputs are ±1, inputs encoded on the stream as bit 1 = +1,
         0 = -1 (``unsigned(1)`` lanes); products are XNOR, sums a popcount.
@@ -61,7 +65,7 @@ class MatrixVectorUnit(wiring.Component):
         given the actual weights, bias and input range (``arith.acc_bits`` of exact per-row bounds).
         A narrower value is rejected.
     mul_style : {"auto", "dsp", "lut"}
-        Force products to DSP (``*``) or LUT logic.
+        Force products to DSP (``*``) or LUT logic (the folder chooses per layer).
 
     Ports
     -----
@@ -140,6 +144,15 @@ class MatrixVectorUnit(wiring.Component):
     # -- structure shared by elaborate() and estimate() -------------------------------------
 
     @staticmethod
+    def product_style(in_bits: int, weight_bits: int, mul_style: str = "auto") -> str:
+        """How integer products are built (``"dsp"`` or ``"lut"``) for ``mul_style``: ``"auto"``
+        takes a DSP when both factors are at least 3 bits and one at least 5. (Bipolar operands
+        never multiply: see ``bipolar``.) The depthwise unit follows the same rule."""
+        if mul_style not in MUL_STYLES:
+            raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
+        return mul_style if mul_style != "auto" else auto_style(in_bits, weight_bits)
+
+    @staticmethod
     def _style(in_bits, in_signed, weight_bits, weight_signed, bipolar, mul_style, weight_bipolar=False,
                input_bipolar=False):
         if bipolar or (weight_bipolar and input_bipolar):
@@ -150,17 +163,27 @@ class MatrixVectorUnit(wiring.Component):
             return "negate"
         if mul_style != "auto":
             return mul_style
-        return "dsp" if min(in_bits, weight_bits) >= 3 and max(in_bits, weight_bits) >= 5 else "lut"
+        return auto_style(in_bits, weight_bits)
 
-    @staticmethod
-    def _stages(style, simd):
-        """Register stages from the issue cycle to the output register (inclusive)."""
-        # 1: memory read / input register; DSP: +1 operand registers; +1 product registers;
-        # adder tree boundaries; +1 accumulator (= output register).
-        return 1 + (1 if style == "dsp" else 0) + 1 + tree_registers(simd, 2) + 1
+    @property
+    def pair_field(self) -> int | None:
+        """With DSP products, the offset ``F`` at which two output rows share one MULT18X18D
+        (``x * (w0 + w1 * 2**F)``, the packed weights stored in the memory); ``None`` when the
+        products do not fit two to a DSP or ``pe == 1``."""
+        if self.style != "dsp" or self.pe < 2:
+            return None
+        return pair_field(self.in_bits, self.in_signed, self.weight_bits, self.weight_signed)
 
     def pipeline_stages(self):
-        return self._stages(self.style, self.simd)
+        """Register stages from the issue cycle to the output register (inclusive)."""
+        # 1: memory read / input register; DSP and LUT products: +1 operand registers, LUT
+        # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
+        # paired DSP products: +1 after the split; adder tree boundaries; +1 accumulator
+        # (= output register).
+        style = self.style
+        inner = lut_product_registers(self.in_bits, self.weight_bits) if style == "lut" else 0
+        paired = 1 if self.pair_field is not None else 0
+        return 1 + (1 if style in ("dsp", "lut") else 0) + inner + 1 + paired + tree_registers(self.simd, 2) + 1
 
     # -- hardware -------------------------------------------------------------------------
 
@@ -199,14 +222,23 @@ class MatrixVectorUnit(wiring.Component):
             with m.If(sf_i == sf - 1):
                 m.d.sync += nf_i.eq(Mux(nf_i == nf - 1, 0, nf_i + 1))
 
-        # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s.
+        # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s; with
+        # paired DSP products, field g*simd + s holds rows 2g and 2g+1 packed (an odd last row
+        # alone), each field signed of ``fw`` bits.
         fields = np.where(self.weights > 0, 1, 0) if self.weight_bipolar else self.weights
+        pf = self.pair_field
+        groups = _row_groups(pe) if pf is not None else [(p,) for p in range(pe)]
+        fw = wb if pf is None else pair_width(pf, wb)
         rows = []
         for a in range(nf):
             for s in range(sf):
                 blk = fields[a * pe:(a + 1) * pe, s * simd:(s + 1) * simd]
-                rows.append(blk.reshape(-1))
-        wdata = rom(m, pack_words(rows, wb), pe * simd * wb, addr, en, "weights")
+                if pf is None:
+                    rows.append(blk.reshape(-1))
+                else:
+                    rows.append([pack_pair(blk[g[0], j], blk[g[1], j], pf) if len(g) == 2 else blk[g[0], j]
+                                 for g in groups for j in range(simd)])
+        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights")
 
         # Stage 1 registers.
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
@@ -235,13 +267,45 @@ class MatrixVectorUnit(wiring.Component):
             return out
 
         xs = lanes(x1, ib, simd, self.in_signed)
-        ws = lanes(wdata, wb, pe * simd, self.weight_signed)
+        ws = lanes(wdata, fw, len(groups) * simd, self.weight_signed or pf is not None)
         stages = 1
-        if self.style == "dsp":
+        if self.style in ("dsp", "lut"):  # (LUT products: off the weight memory's slow output)
             xs, ws = register_operands(m, en, xs, ws)
             stages += 1
+        if self.style == "lut":
+            stages += lut_product_registers(wb, ib)
 
         # Products, registered.
+        if pf is not None:   # paired DSP products: registered, split, registered again
+            prods = [[None] * simd for _ in range(pe)]
+            sgn = self.in_signed or self.weight_signed
+            for gi, g in enumerate(groups):
+                for s in range(simd):
+                    r = Signal(signed(fw + ib + 1), name=f"pprod_{gi}_{s}")
+                    with m.If(en):
+                        m.d.sync += r.eq(ws[gi * simd + s] * xs[s])
+                    parts = unpack_pair(r, pf, sgn) if len(g) == 2 else (r,)
+                    for row, e in zip(g, parts):
+                        rr = Signal(e.shape(), name=f"prod_{row}_{s}")
+                        with m.If(en):
+                            m.d.sync += rr.eq(e)
+                        prods[row][s] = rr
+            stages += 2
+        else:
+            prods = self._products(m, en, xs, ws)
+            stages += 1
+        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
+                for p, row in enumerate(prods)]
+        stages += tree_registers(simd, 2)
+        ctls = delay(m, en, ctl, stages, name="ctl")
+        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+        self._accumulate(m, en, out_valid, ctl_acc, ctl_pre, sums)
+        assert stages + 1 == self.pipeline_stages()
+        return m
+
+    def _products(self, m, en, xs, ws):
+        """The registered products ``[row][lane]`` of one (unpaired) beat."""
+        pe, simd = self.pe, self.simd
         prods = []
         for p in range(pe):
             row = []
@@ -257,18 +321,22 @@ class MatrixVectorUnit(wiring.Component):
                 elif self.style == "dsp":
                     e = wv * xv
                 else:
-                    e = lut_product(wv, xv)
+                    e = lut_product(wv, xv, m, en, name=f"lp_{p}_{s}")
                 r = Signal(e.shape(), name=f"prod_{p}_{s}")
                 with m.If(en):
                     m.d.sync += r.eq(e)
                 row.append(r)
             prods.append(row)
-        stages += 1
-        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
-                for p, row in enumerate(prods)]
-        stages += tree_registers(simd, 2)
-        ctls = delay(m, en, ctl, stages, name="ctl")
-        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+        return prods
+
+    def _accumulate(self, m, en, out_valid, ctl_acc, ctl_pre, sums):
+        """Accumulators (the output register) fed by the row sums, with the bias."""
+        pe, simd, ab = self.pe, self.simd, self.acc_bits
+        nf = self.out_features // pe
+
+        def lanes(flat, width, count, sgn):
+            return [flat[j * width:(j + 1) * width].as_signed() if sgn else flat[j * width:(j + 1) * width]
+                    for j in range(count)]
 
         # Bias, read one stage ahead of the accumulator (with "sign" products: plus the number of
         # -1 weights of the row, stored modulo 2**acc_bits).
@@ -291,8 +359,6 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += accs[p].eq(Mux(ctl_acc.first, biases[p], accs[p]) + contrib)
         for p in range(pe):
             m.d.comb += self.o.payload[p].eq(accs[p])
-        assert stages + 1 == self.pipeline_stages()
-        return m
 
     # -- cost model -------------------------------------------------------------------------
 
@@ -325,9 +391,10 @@ class MatrixVectorUnit(wiring.Component):
               "negate": wb + 1}.get(self.style, wb + ib)  # product width
         small, large = min(wb, ib), max(wb, ib)
         # LUT4 equivalents (a CCU2C carry cell counts 2): fitted to Yosys synth_ecp5 stat
+        lut_ff = 0
         if self.style == "lut":
-            per = small * small * (small + large) / 2
-            prod = mults * (per if nf * sf > 1 else small * large / 2)   # constant weights
+            per, per_ff = lut_product_cost(wb, ib, constant=nf * sf == 1)
+            prod, lut_ff = mults * per, mults * per_ff
         elif self.style == "dsp":
             prod = 12 * mults
         elif self.style == "sign":
@@ -336,23 +403,35 @@ class MatrixVectorUnit(wiring.Component):
             prod = mults * pw * 3.4                            # negation (carry chain) and select
         else:
             prod = 0
+        pf = self.pair_field
+        dsps = (len(_row_groups(pe)) * simd if pf is not None
+                else mults * n_dsp(wb, self.weight_signed, ib, self.in_signed) if self.style == "dsp" else 0)
+        pair_ff = 0
+        if pf is not None:   # half the DSPs, the split of each pair (a borrow add), a second register
+            prod = 12 * dsps + (pe // 2) * simd * pw / 2
+            pair_ff = mults * pw
         tree = pe * _tree_bits(simd, pw, ab)
         acc = pe * ab * 2                                      # adder + first/bias mux
-        rom_ebr, rom_lut = _mem_cost(nf * sf, mults * wb)
+        wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
+        rom_ebr, rom_lut = _mem_cost(nf * sf, wbits)
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
         io = simd * ib * (2 if nfg > 1 else 1)                  # input skid mux, buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw)
+        ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
               + 4 * stages + 30)
         if self.style != "dsp":
-            ff *= 1.25
+            ff = ff * 1.25 + lut_ff
         if family == "ice40":
             lut *= 1.1
-        return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff),
-                    dsp=mults * n_dsp(wb, self.weight_signed, ib, self.in_signed)
-                    if self.style == "dsp" else 0, ebr=rom_ebr + buf_ebr)
+        return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff),
+                    dsp=dsps, ebr=rom_ebr + buf_ebr)
+
+
+def _row_groups(pe):
+    """Output rows sharing a DSP when products are paired: (0, 1), (2, 3), ... and an odd last row alone."""
+    return [(p, p + 1) for p in range(0, pe - 1, 2)] + ([(pe - 1,)] if pe % 2 else [])
 
 
 def _tree_bits(items, width, cap):
@@ -383,19 +462,29 @@ def _mem_cost(depth, width, ram=False):
 
 
 def bench_config():
-    """Bench entries ``[(name, factory, feeds, expect)]``: 8-bit MVUs, 16 multipliers."""
+    """Bench entries ``[(name, factory, feeds, expect)]``: MVUs of 16 multipliers: 8-bit in DSPs
+    or LUTs, 4-bit weights two to a DSP."""
     rng = np.random.default_rng(1)
     out = []
-    for name, n, k, pe, simd in (("mvu_8b_64x64_pe4_simd4", 64, 64, 4, 4),
-                                 ("mvu_8b_32x128_pe2_simd8", 32, 128, 2, 8)):
+    for name, n, k, pe, simd, style in (("mvu_8b_64x64_pe4_simd4", 64, 64, 4, 4, "auto"),
+                                        ("mvu_8b_32x128_pe2_simd8", 32, 128, 2, 8, "auto"),
+                                        ("mvu_8b_64x64_pe4_simd4_lut", 64, 64, 4, 4, "lut")):
         w = rng.integers(-128, 128, size=(n, k))
         b = rng.integers(-1000, 1000, size=n)
         vectors = 4
         x = rng.integers(-128, 128, size=(vectors, k))
 
-        def factory(w=w, b=b, pe=pe, simd=simd):
+        def factory(w=w, b=b, pe=pe, simd=simd, style=style):
             return MatrixVectorUnit(w, b, in_bits=8, in_signed=True, weight_bits=8,
-                                    weight_signed=True, pe=pe, simd=simd)
+                                    weight_signed=True, pe=pe, simd=simd, mul_style=style)
 
         out.append((name, factory, {"i": x.reshape(-1, simd)}, {"o": vectors * n // pe}))
+    # 4-bit weights x 8-bit activations, two products per DSP (8 MULT18X18D for 16 products)
+    w4 = rng.integers(-8, 8, size=(64, 64))
+    x8 = rng.integers(0, 256, size=(4, 64))
+
+    def paired():
+        return MatrixVectorUnit(w4, None, in_bits=8, in_signed=False, weight_bits=4, weight_signed=True,
+                                pe=4, simd=4, mul_style="dsp")
+    out.append(("mvu_w4a8_64x64_pe4_simd4_paired", paired, {"i": x8.reshape(-1, 4)}, {"o": 4 * 64 // 4}))
     return out

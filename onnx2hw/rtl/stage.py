@@ -67,6 +67,9 @@ class Stage:
     #: fraction of its input a stage needs before its first output (1.0 for a dense layer,
     #: about kernel rows / image rows for windows)
     fill: float = 1.0
+    #: how its products are built: "dsp" (MULT18X18D) or "lut" (LUT/carry logic); None for a
+    #: stage without a choice
+    mul: str | None = None
 
 
 @dataclass(frozen=True)
