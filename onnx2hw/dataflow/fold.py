@@ -172,9 +172,12 @@ def _check_budget(stages, budget: Budget, why: str) -> None:
         if total[i] > avail:
             worst = max(stages, key=lambda s: (s.cost.lut, s.cost.dsp, s.cost.ebr)[i])
             used = (worst.cost.lut, worst.cost.dsp, worst.cost.ebr)[i]
+            hint = ("4-bit weights (onnx2hw quantize --weight-bits 4) halve the weight memories, or "
+                    if what != "DSP" else "")
             raise ModelError(
-                f"does not fit {budget.name or 'the budget'}: needs {total[i]} {what} but {avail} are available "
-                f"(largest layer {worst.layer!r} needs {used} {what} {why})")
+                f"does not fit {budget.name or 'the budget'}: needs {total[i]} {what} but {avail} are available, "
+                f"{total[i] - avail} too many (largest layer {worst.layer!r} needs {used} {what} {why}); "
+                f"{hint}pick a bigger board (onnx2hw boards)")
 
 
 def load_folding(path) -> Folding:
