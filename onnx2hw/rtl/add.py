@@ -155,11 +155,15 @@ def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, 
 
 
 def bench_config():
-    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect)."""
+    """Representative configurations for ``bench.rtl`` (name, factory, feeds, expect): a
+    ResNet-style residual add of 8-bit lanes, with DSP terms and with power-of-two terms."""
     import numpy as np
     from amaranth.hdl import signed
     rng = np.random.default_rng(0)
-    a, b = (rng.integers(-128, 128, size=(2000, 4)) for _ in range(2))
+    a, b = (rng.integers(-128, 128, size=(2000, 8)) for _ in range(2))
     q = dict(a_zero=-3, a_mult=23170, b_zero=5, b_mult=-9000, shift=15, zero_point=7)
-    return [("Add s8+s8->s8 x4 (DSP)", lambda: AddUnit(signed(8), signed(8), signed(8), 4, **q),
+    qs = dict(a_zero=-3, a_mult=1, b_zero=5, b_mult=2, shift=1, zero_point=7)
+    return [("Add s8+s8->s8 x8 (DSP)", lambda: AddUnit(signed(8), signed(8), signed(8), 8, **q),
+             {"a": a, "b": b}, {"o": len(a)}),
+            ("Add s8+s8->s8 x8 (shift)", lambda: AddUnit(signed(8), signed(8), signed(8), 8, **qs),
              {"a": a, "b": b}, {"o": len(a)})]

@@ -10,7 +10,7 @@ from . import _blockparams as _p
 from ._scaled_term import shape_range, term, term_kind, term_range
 from .cost import Cost
 
-__all__ = ["ConcatUnit"]
+__all__ = ["ConcatUnit", "bench_config"]
 
 
 
@@ -169,3 +169,17 @@ def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts,
         raise ValueError(f"clamp range [{lo!r}, {hi!r}] must be non-empty and inside [{olo}, {ohi}] of "
                          f"out_shape {out_shape!r}")
     return in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect): two 8-bit
+    inputs of 16 channels, 8 lanes; input 0 requantized through DSP products, input 1 copied."""
+    import numpy as np
+    from amaranth.hdl import signed
+    rng = np.random.default_rng(0)
+    pixels = 128
+    a, b = (rng.integers(-128, 128, size=(pixels * 2, 8)) for _ in range(2))
+    q = dict(zeros=(-3, 7), mults=(23170, 1), shifts=(15, 0), zero_point=7)
+    return [("Concat s8,s8->s8 16+16ch x8", lambda: ConcatUnit((signed(8), signed(8)), (16, 16),
+                                                                 signed(8), 8, **q),
+             {"i0": a, "i1": b}, {"o": 4 * pixels})]

@@ -10,7 +10,7 @@ from . import _blockparams as _p
 from ._arith_pipe import register_stage, rom
 from .cost import Cost
 
-__all__ = ["LookupUnit", "MAX_IN_BITS"]
+__all__ = ["LookupUnit", "MAX_IN_BITS", "bench_config"]
 
 #: widest input a table is built for (2**8 entries per lane)
 MAX_IN_BITS = 8
@@ -102,3 +102,18 @@ class LookupUnit(wiring.Component):
 
 def _range(shape) -> tuple[int, int]:
     return int_range(shape.width, shape.signed)
+
+
+def bench_config():
+    """Representative configurations for ``bench.rtl`` (name, factory, feeds, expect): an 8-bit
+    activation table on 8 lanes, shared and per channel (16 channels)."""
+    import numpy as np
+    from amaranth.hdl import signed
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, size=(2000, 8))
+    t1 = [int(v) for v in rng.integers(-128, 128, size=256)]
+    t16 = [int(v) for v in rng.integers(-128, 128, size=16 * 256)]
+    return [("Lookup s8->s8 x8", lambda: LookupUnit(signed(8), signed(8), t1, 8),
+             {"i": x}, {"o": len(x)}),
+            ("Lookup s8->s8 x8 16ch", lambda: LookupUnit(signed(8), signed(8), t16, 8, 16),
+             {"i": x}, {"o": len(x)})]

@@ -296,15 +296,23 @@ class GlobalAvgPoolUnit(wiring.Component):
 
 
 def bench_config():
-    """Representative configurations: ``[(name, factory, feeds, expect)]``."""
+    """MLPerf-Tiny-sized configurations: ``[(name, factory, feeds, expect)]`` (one image each;
+    ResNet-8's and DS-CNN's global average pools, a 2x2 max pool and a 3x3 stride-2 average pool
+    of CNN-sized feature maps)."""
     rng = np.random.default_rng(2)
     cfgs = (
-        ("maxpool_2x2_c16_simd4", MaxPoolUnit, dict(height=8, width=8, channels=16, kernel=2,
-                                                elem_shape=unsigned(8), simd=4)),
-        ("avgpool_3x3_s2_c3", AvgPoolUnit, dict(height=7, width=7, channels=3, kernel=3, stride=2,
-                                            pads=1, elem_shape=signed(8), simd=3)),
-        ("globalavgpool_7x7_c16_simd4", GlobalAvgPoolUnit, dict(height=7, width=7, channels=16,
-                                                           elem_shape=signed(8), simd=4)),
+        ("maxpool_2x2_32x32x16_simd8", MaxPoolUnit, dict(height=32, width=32, channels=16,
+                                                         kernel=2, elem_shape=unsigned(8), simd=8)),
+        ("maxpool_3x3_s2_p1_48x48x8_simd8", MaxPoolUnit, dict(height=48, width=48, channels=8,
+                                                              kernel=3, stride=2, pads=1,
+                                                              elem_shape=signed(8), simd=8)),
+        ("avgpool_3x3_s2_p1_16x16x32_simd8", AvgPoolUnit, dict(height=16, width=16, channels=32,
+                                                               kernel=3, stride=2, pads=1,
+                                                               elem_shape=signed(8), simd=8)),
+        ("globalavgpool_8x8x64_simd8", GlobalAvgPoolUnit, dict(height=8, width=8, channels=64,
+                                                              elem_shape=signed(8), simd=8)),
+        ("globalavgpool_25x5x64_simd8", GlobalAvgPoolUnit, dict(height=25, width=5, channels=64,
+                                                               elem_shape=signed(8), simd=8)),
     )
     out = []
     for name, cls, kw in cfgs:
@@ -312,6 +320,6 @@ def bench_config():
             return cls(**kw)
         blk = factory()
         lo, hi = _elem_range(blk.elem_shape)
-        x = rng.integers(lo, hi + 1, size=(2 * blk.in_transfers, blk.geom.simd))
-        out.append((name, factory, {"i": x}, {"o": 2 * blk.out_transfers}))
+        x = rng.integers(lo, hi + 1, size=(blk.in_transfers, blk.geom.simd))
+        out.append((name, factory, {"i": x}, {"o": blk.out_transfers}))
     return out

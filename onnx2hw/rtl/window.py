@@ -378,17 +378,24 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
 
 
 def bench_config():
-    """Representative configurations: ``[(name, factory, feeds, expect)]``."""
+    """MLPerf-Tiny-sized configurations: ``[(name, factory, feeds, expect)]`` (one image each;
+    ResNet-8 3x3 convolutions, a stride-2 downsampling conv, DS-CNN's 25x5x64 depthwise layer
+    and a 96x96x8 MobileNet depthwise layer)."""
     rng = np.random.default_rng(1)
     out = []
     for name, kw in (
-        ("window_3x3_c8_s1_p1_simd4", dict(height=8, width=8, channels=8, kernel=3, pads=1, simd=4)),
-        ("window_3x3_c3_s2_asym", dict(height=5, width=7, channels=3, kernel=3, stride=2,
-                                       pads=(1, 0, 0, 1), simd=3)),
+        ("window_32x32x16_3x3_p1_simd8", dict(height=32, width=32, channels=16, kernel=3, pads=1,
+                                              simd=8)),
+        ("window_16x16x32_3x3_s2_p1_simd8", dict(height=16, width=16, channels=32, kernel=3,
+                                                 stride=2, pads=(1, 1, 0, 0), simd=8)),
+        ("window_25x5x64_3x3_p1_dw_simd8", dict(height=25, width=5, channels=64, kernel=3, pads=1,
+                                                simd=8, depthwise=True)),
+        ("window_96x96x8_3x3_p1_dw_simd8", dict(height=96, width=96, channels=8, kernel=3, pads=1,
+                                                simd=8, depthwise=True)),
     ):
         def factory(kw=kw):
             return SlidingWindow(**kw, elem_shape=unsigned(8))
         blk = factory()
-        x = rng.integers(0, 256, size=(2 * blk.in_transfers, blk.geom.simd))
-        out.append((name, factory, {"i": x}, {"o": 2 * blk.out_transfers}))
+        x = rng.integers(0, 256, size=(blk.in_transfers, blk.geom.simd))
+        out.append((name, factory, {"i": x}, {"o": blk.out_transfers}))
     return out
