@@ -105,15 +105,13 @@ def _range(shape) -> tuple[int, int]:
 
 
 def bench_config():
-    """Representative configurations for ``bench.rtl`` (name, factory, feeds, expect): an 8-bit
-    activation table on 8 lanes, shared and per channel (16 channels)."""
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect): an 8-bit
+    activation table on 8 lanes. (A per-channel table, ``channels > 1``, trips an assertion
+    of YoWASP Yosys 0.70's abc9 flow in ``synth_ecp5``, so it is not benched.)"""
     import numpy as np
     from amaranth.hdl import signed
     rng = np.random.default_rng(0)
     x = rng.integers(-128, 128, size=(2000, 8))
-    t1 = [int(v) for v in rng.integers(-128, 128, size=256)]
-    t16 = [int(v) for v in rng.integers(-128, 128, size=16 * 256)]
-    return [("Lookup s8->s8 x8", lambda: LookupUnit(signed(8), signed(8), t1, 8),
-             {"i": x}, {"o": len(x)}),
-            ("Lookup s8->s8 x8 16ch", lambda: LookupUnit(signed(8), signed(8), t16, 8, 16),
+    table = [int(v) for v in rng.integers(-128, 128, size=256)]
+    return [("Lookup s8->s8 x8", lambda: LookupUnit(signed(8), signed(8), table, 8),
              {"i": x}, {"o": len(x)})]
