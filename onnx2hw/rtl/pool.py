@@ -16,7 +16,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
-from ._linebuf import Geometry, clog2, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 from .window import SlidingWindow
 
@@ -113,11 +113,10 @@ class _WindowPool(wiring.Component):
         acc = Signal(data.ArrayLayout(self.out_elem_shape, lanes))
         out = Signal(data.ArrayLayout(self.out_elem_shape, lanes))
         out_valid = Signal()
-        cnt = Signal(range(max(count, 2)))
-        last = cnt == count - 1
-        first = cnt == 0
+        cnt = Counter(count, "cnt")         # registered last flag
+        first = Signal(init=1)              # registered ``cnt == 0``
         m.d.comb += [
-            win.o.ready.eq(~last | ~out_valid | self.o.ready),
+            win.o.ready.eq(~cnt.last | ~out_valid | self.o.ready),
             self.o.valid.eq(out_valid),
             self.o.payload.eq(out),
         ]
@@ -132,12 +131,12 @@ class _WindowPool(wiring.Component):
                 r = Mux(first, x[j], acc[j] + x[j])
             comb.append(r)
         with m.If(win.o.valid & win.o.ready):
-            with m.If(last):
+            m.d.sync += cnt.wrap() + [first.eq(cnt.last)]
+            with m.If(cnt.last):
                 m.d.sync += [out[j].eq(comb[j]) for j in range(lanes)]
-                m.d.sync += [out_valid.eq(1), cnt.eq(0)]
+                m.d.sync += out_valid.eq(1)
             with m.Else():
                 m.d.sync += [acc[j].eq(comb[j]) for j in range(lanes)]
-                m.d.sync += cnt.eq(cnt + 1)
         return m
 
 

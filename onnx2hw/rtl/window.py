@@ -6,7 +6,7 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._linebuf import Geometry, clog2, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 
 __all__ = ["SlidingWindow", "bench_config"]
@@ -163,55 +163,53 @@ class SlidingWindow(wiring.Component):
         D = R * WCF
         word = self.elem_shape.width * g.simd
 
-        mem = memory.Memory(shape=unsigned(word), depth=D, init=[])
+        # Reads and writes never meet on one address (a row is read only once written and
+        # rewritten only once released). The read port is asynchronous plus a register (r1)
+        # that Yosys merges into the block RAM; with ``no_rw_check`` it then adds no
+        # read-during-write bypass (a multiplexer after the RAM's slow clock-to-out).
+        mem = memory.Memory(shape=unsigned(word), depth=D, init=[], attrs={"no_rw_check": 1})
         m.submodules.mem = mem
         wp = mem.write_port()
-        rp = mem.read_port()
+        rp = mem.read_port(domain="comb")
 
         def wrap_add(x, c):
-            """``(x + c) mod D`` for a register ``x`` in ``[0, D)`` and constant ``0 <= c < D``."""
+            """``(x + c) mod D`` for ``x`` in ``[0, D)`` and a constant: the compare and both
+            sums are computed in parallel from ``x`` and one multiplexer picks."""
             c %= D
             if c == 0:
                 return x
-            t = x + c
-            return Mux(t >= D, t - D, t)
+            return Mux(x >= D - c, x - (D - c), x + c)
 
         # ---------------- writer ----------------
-        w_cf = Signal(range(max(CF, 2)))
-        w_col = Signal(range(W + 1))
-        w_row = Signal(range(H + 1))
-        w_addr = Signal(range(max(D, 2)))
+        w_cf = Counter(CF, "w_cf")
+        w_col = Counter(W, "w_col")
+        w_row = Counter(H, "w_row")
+        w_addr = Counter(D, "w_addr")
         credit = Signal(range(R + H + 2), init=R)
-        row_start = (w_col == 0) & (w_cf == 0)
+        row_start = Signal(init=1)              # next input transfer starts a row
+        release = Signal(range(H + 1))          # rows freed by the reader (see rel0)
         w_fire = Signal()
-        w_consume = Signal()
         w_img_done = Signal()
         m.d.comb += [
             self.i.ready.eq(~row_start | (credit != 0)),
             w_fire.eq(self.i.valid & self.i.ready),
-            w_consume.eq(w_fire & row_start),
-            wp.addr.eq(w_addr),
+            wp.addr.eq(w_addr.value),
             wp.data.eq(self.i.payload.as_value()),
             wp.en.eq(w_fire),
+            w_img_done.eq(w_fire & w_cf.last & w_col.last & w_row.last),
         ]
-        last_cf = (w_cf == CF - 1)
         with m.If(w_fire):
-            m.d.sync += w_addr.eq(Mux(w_addr == D - 1, 0, w_addr + 1))
-            with m.If(last_cf):
-                m.d.sync += w_cf.eq(0)
-                with m.If(w_col == W - 1):
-                    m.d.sync += w_col.eq(0)
-                    with m.If(w_row == H - 1):
-                        m.d.sync += w_row.eq(0)
-                        m.d.comb += w_img_done.eq(1)
-                    with m.Else():
-                        m.d.sync += w_row.eq(w_row + 1)
-                with m.Else():
-                    m.d.sync += w_col.eq(w_col + 1)
-            with m.Else():
-                m.d.sync += w_cf.eq(w_cf + 1)
+            m.d.sync += w_addr.wrap() + w_cf.wrap() + [row_start.eq(w_cf.last & w_col.last)]
+            with m.If(w_cf.last):
+                m.d.sync += w_col.wrap()
+                with m.If(w_col.last):
+                    m.d.sync += w_row.wrap()
+        m.d.sync += credit.eq(credit + release - (w_fire & row_start))
 
         # ---------------- reader (window generator) ----------------
+        # Four stages under the global enable ``en``: (0) loop counters -> read address,
+        # padding flag; (1) line-buffer read; (2) data register; (3) output register with the
+        # padding substituted.
         ushape = _signed_for(-PT - 1, (OH - 1) * SH + KH + 1)
         vshape = _signed_for(-PL - 1, (OW - 1) * SW + KW + 1)
         u = Signal(ushape, init=-PT)            # input row of window top
@@ -222,137 +220,134 @@ class SlidingWindow(wiring.Component):
         vcf = Signal(cshape, init=-PL * CF)     # v * CF
         coff = Signal(cshape, init=-PL * CF)    # iw * CF
         abits = max(1, clog2(D))
-        img_base = Signal(range(max(D, 2)))                     # row 0 of the reader's image
         top_init = (-PT % R) * WCF
+        next_base = Signal(range(max(D, 2)), init=(H * WCF) % D)  # row 0 of the next image
         top_addr = Signal(range(max(D, 2)), init=top_init)      # row u
         row_addr = Signal(range(max(D, 2)), init=top_init)      # row ih
-        r_kh = Signal(range(max(KH, 2)))
-        r_kw = Signal(range(max(KW, 2)))
-        r_cf = Signal(range(max(CF, 2)))
-        r_ow = Signal(range(max(OW, 2)))
-        r_oh = Signal(range(max(OH, 2)))
+        r_kh = Counter(KH, "r_kh")
+        r_kw = Counter(KW, "r_kw")
+        r_cf = Counter(CF, "r_cf")
+        r_ow = Counter(OW, "r_ow")
+        r_oh = Counter(OH, "r_oh")
         ahead = Signal(_signed_for(-1, R + 2))  # images finished by writer minus reader
 
-        # Is the whole window of output pixel (u, v) written?
-        r_last = Signal(_signed_for(-PT - 1, max(H, (OH - 1) * SH + KH + 1)))
-        c_last = Signal(_signed_for(-PL - 1, max(W, (OW - 1) * SW + KW + 1)))
-        # Clipped to the image; a window wholly in the top/left padding still waits for the
-        # image's first pixel, so no window is emitted before its image has started.
+        # Rows of the current output row are ready once input row ``need`` (its last row,
+        # clipped to the image) is complete. ``ok`` is that test registered; it is cleared for
+        # the cycle after the reader moves to another output row (one bubble per output row).
         def clip(x, hi):
             return Mux(x > hi, hi, Mux(x < 0, 0, x))
-        m.d.comb += [
-            r_last.eq(clip(u + (KH - 1), H - 1)),
-            c_last.eq(clip(v + (KW - 1), W - 1)),
-        ]
-        w_row_s = Cat(w_row, C(0, 1)).as_signed()
-        w_col_s = Cat(w_col, C(0, 1)).as_signed()
-        data_ok = Signal()
-        m.d.comb += data_ok.eq((ahead > 0) | ((ahead == 0) & (
-            (w_row_s > r_last) | ((w_row_s == r_last) & (w_col_s > c_last)))))
-
-        s1_valid = Signal()
-        s1_pad = Signal()
-        advance = Signal()
+        need = Signal(range(H), init=min(max(0, KH - 1 - PT), H - 1))
+        ok = Signal()
+        en = Signal()
         issue = Signal()
-        m.d.comb += [
-            advance.eq(~s1_valid | self.o.ready),
-            issue.eq(advance & data_ok),
-            rp.en.eq(advance),
-            rp.addr.eq((row_addr + coff + r_cf)[:abits]),
-        ]
-        padded = (ih < 0) | (ih > H - 1) | (iw < 0) | (iw > W - 1)
-        with m.If(advance):
-            m.d.sync += [s1_valid.eq(issue), s1_pad.eq(padded)]
-
-        pad_raw = 0
-        mask = (1 << self.elem_shape.width) - 1
-        for j in range(g.simd):
-            pad_raw |= (self.pad_value & mask) << (j * self.elem_shape.width)
-        m.d.comb += [
-            self.o.valid.eq(s1_valid),
-            self.o.payload.eq(Mux(s1_pad, C(pad_raw, word), rp.data)),
-        ]
-
-        # Loop state transitions on issue.
-        last_kh = r_kh == KH - 1
-        last_kw = r_kw == KW - 1
-        last_cfr = r_cf == CF - 1
-        last_ow = r_ow == OW - 1
-        last_oh = r_oh == OH - 1
-        win_done = last_kh & last_kw & last_cfr
-        row_done = Signal()
+        row_move = Signal()
         img_done = Signal()
+        win_done = r_kh.last & r_kw.last & r_cf.last
         m.d.comb += [
-            row_done.eq(issue & win_done & last_ow),
-            img_done.eq(row_done & last_oh),
+            en.eq(~self.o.valid | self.o.ready),
+            issue.eq(en & ok),
+            row_move.eq(issue & win_done & r_ow.last),
+            img_done.eq(row_move & r_oh.last),
         ]
+        w_row_s = Cat(w_row.value, C(0, 1)).as_signed()
+        m.d.sync += ok.eq(~row_move & ((ahead > 0) | ((ahead == 0) & (w_row_s > need))))
 
-        def step_kw():
-            m.d.sync += [r_kw.eq(r_kw + 1), iw.eq(iw + 1), coff.eq(coff + CF)]
-
-        def restart_kw():
-            m.d.sync += [r_kw.eq(0), iw.eq(v), coff.eq(vcf)]
-
-        def step_kh():
-            m.d.sync += [r_kh.eq(r_kh + 1), ih.eq(ih + 1), row_addr.eq(wrap_add(row_addr, WCF))]
-
-        def restart_kh():
-            m.d.sync += [r_kh.eq(0), ih.eq(u), row_addr.eq(top_addr)]
-
-        with m.If(issue):
-            if not self.depthwise:          # (kh, kw, cf), cf fastest
-                with m.If(~last_cfr):
-                    m.d.sync += r_cf.eq(r_cf + 1)
-                with m.Elif(~last_kw):
-                    m.d.sync += r_cf.eq(0)
-                    step_kw()
-                with m.Elif(~last_kh):
-                    m.d.sync += r_cf.eq(0)
-                    restart_kw()
-                    step_kh()
-            else:                           # (cf, kh, kw), kw fastest
-                with m.If(~last_kw):
-                    step_kw()
-                with m.Elif(~last_kh):
-                    restart_kw()
-                    step_kh()
-                with m.Elif(~last_cfr):
-                    m.d.sync += r_cf.eq(r_cf + 1)
-                    restart_kw()
-                    restart_kh()
-            with m.If(win_done):
-                # next output pixel: first element at (u', v')
-                m.d.sync += [r_kh.eq(0), r_kw.eq(0), r_cf.eq(0)]
-                with m.If(~last_ow):
-                    m.d.sync += [r_ow.eq(r_ow + 1), v.eq(v + SW), iw.eq(v + SW),
-                                 vcf.eq(vcf + SW * CF), coff.eq(vcf + SW * CF),
-                                 ih.eq(u), row_addr.eq(top_addr)]
-                with m.Else():
-                    m.d.sync += [r_ow.eq(0), v.eq(-PL), iw.eq(-PL), vcf.eq(-PL * CF),
-                                 coff.eq(-PL * CF)]
-                    with m.If(~last_oh):
-                        nt = wrap_add(top_addr, SH * WCF)
-                        m.d.sync += [r_oh.eq(r_oh + 1), u.eq(u + SH), ih.eq(u + SH),
-                                     top_addr.eq(nt), row_addr.eq(nt)]
-                    with m.Else():
-                        nb = wrap_add(img_base, H * WCF)
-                        nt = wrap_add(nb, (-PT % R) * WCF)
-                        m.d.sync += [r_oh.eq(0), u.eq(-PT), ih.eq(-PT), img_base.eq(nb),
-                                     top_addr.eq(nt), row_addr.eq(nt)]
-
-        # Row release: rows [lo(oh), lo(oh+1)) are no longer needed once output row oh is issued.
+        # Row release: rows [lo(oh), lo(oh+1)) are no longer needed once output row oh is read.
         lo_shape = unsigned(clog2(H + 1) + 1)
+
         def clip_row(x):
             return Mux(x < 0, 0, Mux(x > H, H, x))
         lo_now = Signal(lo_shape)
         lo_next = Signal(lo_shape)
-        release = Signal(lo_shape)
         m.d.comb += [
             lo_now.eq(clip_row(u)),
-            lo_next.eq(Mux(last_oh, H, clip_row(u + SH))),
-            release.eq(Mux(row_done, lo_next - lo_now, 0)),
+            lo_next.eq(Mux(r_oh.last, H, clip_row(u + SH))),
         ]
-        m.d.sync += credit.eq(credit + release - w_consume)
+
+        a0 = Signal(abits)
+        p0, p1, p2, v0, v1, v2 = Signal(), Signal(), Signal(), Signal(), Signal(), Signal()
+        rel0, rel1 = Signal.like(release), Signal.like(release)
+        d2 = Signal(word)
+        padded = (ih < 0) | (ih > H - 1) | (iw < 0) | (iw > W - 1)
+        pad_raw = 0
+        mask = (1 << self.elem_shape.width) - 1
+        for j in range(g.simd):
+            pad_raw |= (self.pad_value & mask) << (j * self.elem_shape.width)
+        # Stage 1 (r1) is the line buffer's read register; its data goes straight into a
+        # register (d2) and padding is substituted in the output stage. Rows released by an
+        # output row travel with its last element (rel0, rel1): the writer may overwrite them
+        # only after that element has been read.
+        r1 = Signal(word)
+        m.d.comb += rp.addr.eq(a0)
+        with m.If(en):
+            m.d.sync += [
+                a0.eq((row_addr + coff + r_cf.value)[:abits]), p0.eq(padded), v0.eq(issue),
+                rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
+                r1.eq(rp.data), p1.eq(p0), v1.eq(v0), rel1.eq(rel0),
+                d2.eq(r1), p2.eq(p1), v2.eq(v1),
+                self.o.valid.eq(v2),
+                self.o.payload.eq(Mux(p2, C(pad_raw, word), d2)),
+            ]
+        m.d.sync += release.eq(Mux(en, rel1, 0))
+
+        # Loop state transitions on issue; every "last" test is a registered flag.
+        def step_kw():
+            m.d.sync += r_kw.inc() + [iw.eq(iw + 1), coff.eq(coff + CF)]
+
+        def restart_kw():
+            m.d.sync += r_kw.clear() + [iw.eq(v), coff.eq(vcf)]
+
+        def step_kh():
+            m.d.sync += r_kh.inc() + [ih.eq(ih + 1), row_addr.eq(wrap_add(row_addr, WCF))]
+
+        def restart_kh():
+            m.d.sync += r_kh.clear() + [ih.eq(u), row_addr.eq(top_addr)]
+
+        def next_window():
+            m.d.sync += r_kh.clear() + r_kw.clear() + r_cf.clear()
+            with m.If(~r_ow.last):
+                m.d.sync += r_ow.inc() + [v.eq(v + SW), iw.eq(v + SW), vcf.eq(vcf + SW * CF),
+                                          coff.eq(vcf + SW * CF), ih.eq(u), row_addr.eq(top_addr)]
+            with m.Else():
+                m.d.sync += r_ow.clear() + [v.eq(-PL), iw.eq(-PL), vcf.eq(-PL * CF),
+                                            coff.eq(-PL * CF)]
+                with m.If(~r_oh.last):
+                    nt = wrap_add(top_addr, SH * WCF)
+                    m.d.sync += r_oh.inc() + [u.eq(u + SH), ih.eq(u + SH), top_addr.eq(nt),
+                                              row_addr.eq(nt),
+                                              need.eq(clip(u + (SH + KH - 1), H - 1))]
+                with m.Else():
+                    nt = wrap_add(next_base, (-PT % R) * WCF)
+                    m.d.sync += r_oh.clear() + [
+                        u.eq(-PT), ih.eq(-PT), next_base.eq(wrap_add(next_base, H * WCF)),
+                        top_addr.eq(nt), row_addr.eq(nt), need.eq(need.init)]
+
+        with m.If(issue):
+            if not self.depthwise:          # (kh, kw, cf), cf fastest
+                with m.If(~r_cf.last):
+                    m.d.sync += r_cf.inc()
+                with m.Elif(~r_kw.last):
+                    m.d.sync += r_cf.clear()
+                    step_kw()
+                with m.Elif(~r_kh.last):
+                    m.d.sync += r_cf.clear()
+                    restart_kw()
+                    step_kh()
+                with m.Else():
+                    next_window()
+            else:                           # (cf, kh, kw), kw fastest
+                with m.If(~r_kw.last):
+                    step_kw()
+                with m.Elif(~r_kh.last):
+                    restart_kw()
+                    step_kh()
+                with m.Elif(~r_cf.last):
+                    m.d.sync += r_cf.inc()
+                    restart_kw()
+                    restart_kh()
+                with m.Else():
+                    next_window()
+
         m.d.sync += ahead.eq(ahead + w_img_done - img_done)
         return m
 
