@@ -145,8 +145,9 @@ class SlidingWindow(wiring.Component):
         # pre-fill while the previous image's last output row is read.
         first_rows = max(0, min(g.kh - g.pads[0], g.height))
         bubble = max(0, first_rows - (rows - min(g.kh, g.height))) * g.width * cf
-        cycles = max(in_t, out_t) + (bubble if out_t >= in_t else 0) + 2
-        latency = (max(0, g.kh - 1 - g.pads[0]) * g.width + max(0, g.kw - 1 - g.pads[1]) + 1) * cf + 2
+        # one bubble per output row (the registered data-ready test restarts)
+        cycles = max(in_t, out_t + g.out_h) + (bubble if out_t >= in_t else 0) + 2
+        latency = (_first_rows(g) * g.width) * cf + 6
         lut, ff, ebr = _window_resources(g, rows, w, family)
         return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff, dsp=0, ebr=ebr)
 
@@ -204,7 +205,8 @@ class SlidingWindow(wiring.Component):
                 m.d.sync += w_col.wrap()
                 with m.If(w_col.last):
                     m.d.sync += w_row.wrap()
-        m.d.sync += credit.eq(credit + release - (w_fire & row_start))
+        # both sums from registers; the input handshake only selects
+        m.d.sync += credit.eq(Mux(w_fire & row_start, credit + release - 1, credit + release))
 
         # ---------------- reader (window generator) ----------------
         # Four stages under the global enable ``en``: (0) loop counters -> read address,
@@ -257,12 +259,16 @@ class SlidingWindow(wiring.Component):
 
         def clip_row(x):
             return Mux(x < 0, 0, Mux(x > H, H, x))
+        # ``rel_amt`` (rows freed by the current output row) is a register of ``u``: one cycle
+        # late after a row move, which the bubble after every row move covers.
         lo_now = Signal(lo_shape)
         lo_next = Signal(lo_shape)
+        rel_amt = Signal(range(H + 1))
         m.d.comb += [
             lo_now.eq(clip_row(u)),
             lo_next.eq(Mux(r_oh.last, H, clip_row(u + SH))),
         ]
+        m.d.sync += rel_amt.eq(lo_next - lo_now)
 
         a0 = Signal(abits)
         p0, p1, p2, v0, v1, v2 = Signal(), Signal(), Signal(), Signal(), Signal(), Signal()
@@ -282,7 +288,7 @@ class SlidingWindow(wiring.Component):
         with m.If(en):
             m.d.sync += [
                 a0.eq((row_addr + coff + r_cf.value)[:abits]), p0.eq(padded), v0.eq(issue),
-                rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
+                rel0.eq(Mux(row_move, rel_amt, 0)),
                 r1.eq(rp.data), p1.eq(p0), v1.eq(v0), rel1.eq(rel0),
                 d2.eq(r1), p2.eq(p1), v2.eq(v1),
                 self.o.valid.eq(v2),
@@ -350,6 +356,11 @@ class SlidingWindow(wiring.Component):
 
         m.d.sync += ahead.eq(ahead + w_img_done - img_done)
         return m
+
+
+def _first_rows(g: Geometry) -> int:
+    """Input rows the first output row waits for (its last row, clipped to the image, + 1)."""
+    return min(max(0, g.kh - 1 - g.pads[0]), g.height - 1) + 1
 
 
 def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int, int, int]:
