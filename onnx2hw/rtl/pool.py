@@ -164,7 +164,7 @@ class MaxPoolUnit(_WindowPool):
     Timing
     ------
     Initiation interval ``max(H*W, OH*OW*KH*KW) * C/simd`` cycles per image (plus the window
-    generator's per-image bubble); latency = window latency + ``KH*KW`` cycles.
+    generator's bubbles); latency = window latency + ``KH*KW`` cycles.
     Backpressure: ``o`` is a register held until taken; the window stream stalls behind it.
     """
 

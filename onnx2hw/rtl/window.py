@@ -69,14 +69,23 @@ class SlidingWindow(wiring.Component):
 
     Timing
     ------
-    Initiation interval: about ``max(H*W*C/simd, OH*OW*KH*KW*C/simd)`` cycles per image (the
-    larger of input and output transfers, one of each per cycle at most) plus a small bubble
-    per image when the first output row needs more than ``SH`` new rows (see ``estimate``).
-    Latency: the first window is emitted 2 cycles after the last input transfer it needs, i.e.
-    after ``((KH-1-top)*W + KW-1-left + 1) * C/simd`` input transfers (clipped at 1 pixel).
+    Initiation interval: about ``max(H*W*C/simd, OH*OW*KH*KW*C/simd + OH)`` cycles per image
+    (the larger of input and output transfers, one of each per cycle at most, plus one bubble
+    per output row) plus a small bubble per image when the first output row needs more than
+    ``SH`` new rows (see ``estimate``).
+    Latency: an output row starts once the last input row it needs (clipped to the image) is
+    complete; the first window is emitted 6 cycles after that row's last input transfer, i.e.
+    ``min(max(0, KH-1-top), H-1) + 1`` rows (``W*C/simd`` transfers each) plus 6 cycles after
+    the first input transfer when the input streams one transfer per cycle.
 
-    Backpressure: ``o.valid`` and ``o.payload`` come from registers / the RAM output latch and
-    hold while ``o.ready`` is low; ``i.ready`` is low only while the writer waits for a free
+    Structure: the loop counters keep their ``== last`` tests in registers; whether the rows of
+    the current output row are written is a registered test (cleared for the cycle after a row
+    move); the reader is a four-stage pipeline under the global enable ``~o.valid | o.ready``:
+    read address and padding flag, the block RAM's read register, a data register (nothing
+    after the RAM's slow clock-to-out) and the output register (padding substituted).
+
+    Backpressure: ``o.valid`` and ``o.payload`` are registers held while ``o.ready`` is low;
+    ``i.ready`` (a function of registers only) is low only while the writer waits for a free
     line-buffer row. No data is lost or duplicated under any stall pattern.
     """
 
@@ -259,16 +268,14 @@ class SlidingWindow(wiring.Component):
 
         def clip_row(x):
             return Mux(x < 0, 0, Mux(x > H, H, x))
-        # ``rel_amt`` (rows freed by the current output row) is a register of ``u``: one cycle
-        # late after a row move, which the bubble after every row move covers.
+        # ``lo_now``/``lo_next`` (so the rows freed by the current output row) are registers of
+        # ``u``: one cycle late after a row move, which the bubble after every row move covers.
         lo_now = Signal(lo_shape)
         lo_next = Signal(lo_shape)
-        rel_amt = Signal(range(H + 1))
-        m.d.comb += [
+        m.d.sync += [
             lo_now.eq(clip_row(u)),
             lo_next.eq(Mux(r_oh.last, H, clip_row(u + SH))),
         ]
-        m.d.sync += rel_amt.eq(lo_next - lo_now)
 
         a0 = Signal(abits)
         p0, p1, p2, v0, v1, v2 = Signal(), Signal(), Signal(), Signal(), Signal(), Signal()
@@ -288,7 +295,7 @@ class SlidingWindow(wiring.Component):
         with m.If(en):
             m.d.sync += [
                 a0.eq((row_addr + coff + r_cf.value)[:abits]), p0.eq(padded), v0.eq(issue),
-                rel0.eq(Mux(row_move, rel_amt, 0)),
+                rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
                 r1.eq(rp.data), p1.eq(p0), v1.eq(v0), rel1.eq(rel0),
                 d2.eq(r1), p2.eq(p1), v2.eq(v1),
                 self.o.valid.eq(v2),
@@ -378,8 +385,11 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     cw = clog2((g.width + g.pads[1] + g.kw) * g.fold) + 1
     counters = (2 * clog2(g.fold) + clog2(g.kh) + clog2(g.kw) + clog2(g.out_h) + clog2(g.out_w)
                 + clog2(rows + g.height + 1) + clog2(g.width + 1) + clog2(g.height + 1))
-    lut = 78.7 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
-    ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff
+    lut = 35.0 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
+    # registered last flags, row-release pipeline and the data register after the RAM (the
+    # RAM's read register is inside a DP16KD, in flip-flops with distributed RAM)
+    pipe = 6 * clog2(g.height + 1) + 9 + (word if ram.ebr == 0 else 0)
+    ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
 
 
