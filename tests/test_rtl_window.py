@@ -135,26 +135,20 @@ def test_window_throughput_matches_estimate(name):
     (6, 6, 2, 3, 1, 1), (6, 6, 2, 3, 0, 1), (5, 7, 3, 3, (1, 0, 0, 1), 2), (4, 4, 1, 2, 0, 2),
     (1, 9, 2, (1, 3), (0, 1, 0, 1), 1)])
 def test_window_latency_matches_estimate(h, w, c, k, pads, stride):
-    """Feed exactly the input rows the first output row needs (its last input row, clipped to
-    the image, complete): that output row must come out, its first transfer `latency` cycles
-    after the first input transfer (then one transfer per cycle, one bubble per output row)."""
+    """Feed exactly the inputs the first window needs: it must come out, after `latency` cycles."""
     dut = SlidingWindow(h, w, c, k, pads=pads, stride=stride)
     g = dut.geom
-    last_row = min(max(0, g.kh - 1 - g.pads[0]), g.height - 1)
-    need = (last_row + 1) * g.width * g.fold
+    need = (max(0, g.kh - 1 - g.pads[0]) * g.width + max(0, g.kw - 1 - g.pads[1]) + 1) * g.fold
     x = (np.arange(need) % 256).reshape(-1, 1)
     per_window = g.kh * g.kw * g.fold
-    rows = sum(1 for oh in range(g.out_h)
-               if min(max(0, oh * g.sh - g.pads[0] + g.kh - 1), g.height - 1) <= last_row)
-    n_out = rows * g.out_w * per_window
-    out, cycles = run_stream(dut, {"i": x}, {"o": n_out})
+    out, cycles = run_stream(dut, {"i": x}, {"o": per_window})
     xi = np.zeros((1, h, w, c), dtype=np.int64).reshape(-1)
     xi[:need] = x[:, 0]
     want = im2col_stream(xi.reshape(1, h, w, c), (g.kh, g.kw), (g.sh, g.sw), g.pads, 0, 1,
-                         False)[:n_out]
+                         False)[:per_window]
     assert np.array_equal(out["o"], want)
     est = SlidingWindow.estimate(h, w, c, k, pads=pads, stride=stride)
-    assert cycles - (n_out - 1) - (rows - 1) == est.latency
+    assert cycles - (per_window - 1) == est.latency
 
 
 def test_window_estimate_fields():

@@ -73,14 +73,15 @@ class SlidingWindow(wiring.Component):
     (the larger of input and output transfers, one of each per cycle at most, plus one bubble
     per output row) plus a small bubble per image when the first output row needs more than
     ``SH`` new rows (see ``estimate``).
-    Latency: an output row starts once the last input row it needs (clipped to the image) is
-    complete; the first window is emitted 6 cycles after that row's last input transfer, i.e.
-    ``min(max(0, KH-1-top), H-1) + 1`` rows (``W*C/simd`` transfers each) plus 6 cycles after
-    the first input transfer when the input streams one transfer per cycle.
+    Latency: a window starts once the last input pixel it needs (clipped to the image) is
+    complete; the first window is emitted 6 cycles after that pixel's last input transfer, i.e.
+    ``((min(max(0, KH-1-top), H-1) * W + min(max(0, KW-1-left), W-1) + 1) * C/simd + 6``
+    cycles after the first input transfer when the input streams one transfer per cycle.
 
-    Structure: the loop counters keep their ``== last`` tests in registers; whether the rows of
-    the current output row are written is a registered test (cleared for the cycle after a row
-    move); the reader is a four-stage pipeline under the global enable ``~o.valid | o.ready``:
+    Structure: the loop counters keep their ``== last`` tests in registers; whether the current
+    window's pixels are written is a registered test (the next window's is computed beside it;
+    cleared for the cycle after a move to another output row); the reader is a four-stage
+    pipeline under the global enable ``~o.valid | o.ready``:
     read address and padding flag, the block RAM's read register, a data register (nothing
     after the RAM's slow clock-to-out) and the output register (padding substituted).
 
@@ -156,7 +157,7 @@ class SlidingWindow(wiring.Component):
         bubble = max(0, first_rows - (rows - min(g.kh, g.height))) * g.width * cf
         # one bubble per output row (the registered data-ready test restarts)
         cycles = max(in_t, out_t + g.out_h) + (bubble if out_t >= in_t else 0) + 2
-        latency = (_first_rows(g) * g.width) * cf + 6
+        latency = _first_transfers(g) + 6
         lut, ff, ebr = _window_resources(g, rows, w, family)
         return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff, dsp=0, ebr=ebr)
 
@@ -242,26 +243,37 @@ class SlidingWindow(wiring.Component):
         r_oh = Counter(OH, "r_oh")
         ahead = Signal(_signed_for(-1, R + 2))  # images finished by writer minus reader
 
-        # Rows of the current output row are ready once input row ``need`` (its last row,
-        # clipped to the image) is complete. ``ok`` is that test registered; it is cleared for
-        # the cycle after the reader moves to another output row (one bubble per output row).
+        # The current window's data is written once input pixel (``need``, ``ncol``) -- its
+        # last row and column, clipped to the image -- is complete. ``ok`` is that test
+        # registered: on a move to the next window of the output row it takes the same test
+        # for that window (``ncol_n``, computed in parallel); after a move to another output
+        # row it is cleared for one cycle (one bubble per output row).
         def clip(x, hi):
             return Mux(x > hi, hi, Mux(x < 0, 0, x))
         need = Signal(range(H), init=min(max(0, KH - 1 - PT), H - 1))
+        ncol = Signal(range(W), init=min(max(0, KW - 1 - PL), W - 1))
+        ncol_n = Signal(range(W), init=min(max(0, SW + KW - 1 - PL), W - 1))
         ok = Signal()
         en = Signal()
         issue = Signal()
+        win_move = Signal()
         row_move = Signal()
         img_done = Signal()
         win_done = r_kh.last & r_kw.last & r_cf.last
         m.d.comb += [
             en.eq(~self.o.valid | self.o.ready),
             issue.eq(en & ok),
-            row_move.eq(issue & win_done & r_ow.last),
+            win_move.eq(issue & win_done),
+            row_move.eq(win_move & r_ow.last),
             img_done.eq(row_move & r_oh.last),
         ]
         w_row_s = Cat(w_row.value, C(0, 1)).as_signed()
-        m.d.sync += ok.eq(~row_move & ((ahead > 0) | ((ahead == 0) & (w_row_s > need))))
+        w_col_s = Cat(w_col.value, C(0, 1)).as_signed()
+
+        def written(col):
+            return (ahead > 0) | ((ahead == 0) & (
+                (w_row_s > need) | ((w_row_s == need) & (w_col_s > col))))
+        m.d.sync += ok.eq(~row_move & Mux(win_move, written(ncol_n), written(ncol)))
 
         # Row release: rows [lo(oh), lo(oh+1)) are no longer needed once output row oh is read.
         lo_shape = unsigned(clog2(H + 1) + 1)
@@ -320,10 +332,13 @@ class SlidingWindow(wiring.Component):
             m.d.sync += r_kh.clear() + r_kw.clear() + r_cf.clear()
             with m.If(~r_ow.last):
                 m.d.sync += r_ow.inc() + [v.eq(v + SW), iw.eq(v + SW), vcf.eq(vcf + SW * CF),
-                                          coff.eq(vcf + SW * CF), ih.eq(u), row_addr.eq(top_addr)]
+                                          coff.eq(vcf + SW * CF), ih.eq(u), row_addr.eq(top_addr),
+                                          ncol.eq(ncol_n),
+                                          ncol_n.eq(clip(v + (2 * SW + KW - 1), W - 1))]
             with m.Else():
                 m.d.sync += r_ow.clear() + [v.eq(-PL), iw.eq(-PL), vcf.eq(-PL * CF),
-                                            coff.eq(-PL * CF)]
+                                            coff.eq(-PL * CF), ncol.eq(ncol.init),
+                                            ncol_n.eq(ncol_n.init)]
                 with m.If(~r_oh.last):
                     nt = wrap_add(top_addr, SH * WCF)
                     m.d.sync += r_oh.inc() + [u.eq(u + SH), ih.eq(u + SH), top_addr.eq(nt),
@@ -365,9 +380,11 @@ class SlidingWindow(wiring.Component):
         return m
 
 
-def _first_rows(g: Geometry) -> int:
-    """Input rows the first output row waits for (its last row, clipped to the image, + 1)."""
-    return min(max(0, g.kh - 1 - g.pads[0]), g.height - 1) + 1
+def _first_transfers(g: Geometry) -> int:
+    """Input transfers up to the last pixel the first window needs (clipped to the image)."""
+    rows = min(max(0, g.kh - 1 - g.pads[0]), g.height - 1)
+    cols = min(max(0, g.kw - 1 - g.pads[1]), g.width - 1) + 1
+    return (rows * g.width + cols) * g.fold
 
 
 def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int, int, int]:
