@@ -402,10 +402,10 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     cw = clog2((g.width + g.pads[1] + g.kw) * g.fold) + 1
     counters = (2 * clog2(g.fold) + clog2(g.kh) + clog2(g.kw) + clog2(g.out_h) + clog2(g.out_w)
                 + clog2(rows + g.height + 1) + clog2(g.width + 1) + clog2(g.height + 1))
-    lut = 35.0 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
-    # registered last flags, row-release pipeline and the data register after the RAM (the
-    # RAM's read register is inside a DP16KD, in flip-flops with distributed RAM)
-    pipe = 6 * clog2(g.height + 1) + 9 + (word if ram.ebr == 0 else 0)
+    lut = 60.0 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
+    # registered last flags, column bounds, row-release pipeline and the data register after
+    # the RAM (the RAM's read register is inside a DP16KD, in flip-flops with distributed RAM)
+    pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word if ram.ebr == 0 else 0)
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
 
