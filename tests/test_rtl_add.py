@@ -76,8 +76,8 @@ def test_add_rounds_half_up():
 
 def test_add_throughput_and_latency():
     cycles = _check(signed(8), signed(8), signed(8), 4, n=500, src="none", sink="none", **Q8)
-    assert cycles == 500 + 3
-    assert AddUnit.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == 3
+    assert cycles == 500 + 4
+    assert AddUnit.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == 4
 
 
 @pytest.mark.parametrize("src,sink", [("3of4", "random"), ("random", "3of4")])

@@ -50,7 +50,7 @@ def test_concat_matches_formula(case, pause):
 def test_estimate_counts_dsps_and_cycles():
     c = ConcatUnit.estimate((unsigned(8), signed(8)), (4, 4), signed(8), 2, pixels=10, zeros=(0, 0),
                             mults=(1, 3), shifts=(0, 2), zero_point=0)
-    assert c.dsp == 2 and c.cycles == 40 and c.latency == 2   # the x3 term is a product; x1 a shift
+    assert c.dsp == 2 and c.cycles == 40 and c.latency == 3   # the x3 term is a product; x1 a shift
     p = ConcatUnit.estimate((unsigned(8), unsigned(8)), (4, 4), unsigned(8), 4, pixels=10, zeros=(0, 0),
                             mults=(1, 1), shifts=(0, 0))
     assert p.dsp == 0 and p.cycles == 20

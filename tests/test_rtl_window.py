@@ -132,7 +132,8 @@ def test_window_throughput_matches_estimate(name):
 
 
 @pytest.mark.parametrize("h,w,c,k,pads,stride", [
-    (6, 6, 2, 3, 1, 1), (6, 6, 2, 3, 0, 1), (5, 7, 3, 3, (1, 0, 0, 1), 2), (4, 4, 1, 2, 0, 2)])
+    (6, 6, 2, 3, 1, 1), (6, 6, 2, 3, 0, 1), (5, 7, 3, 3, (1, 0, 0, 1), 2), (4, 4, 1, 2, 0, 2),
+    (1, 9, 2, (1, 3), (0, 1, 0, 1), 1)])
 def test_window_latency_matches_estimate(h, w, c, k, pads, stride):
     """Feed exactly the inputs the first window needs: it must come out, after `latency` cycles."""
     dut = SlidingWindow(h, w, c, k, pads=pads, stride=stride)

@@ -1,11 +1,12 @@
-"""Parameter normalisation and geometry shared by the window and pooling blocks."""
+"""Parameter normalisation, geometry and a counter with a registered last flag, shared by the
+window and pooling blocks."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Shape
+from amaranth.hdl import Mux, Shape, Signal
 
-__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2", "ram_cost", "RamCost"]
+__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2", "ram_cost", "RamCost", "Counter"]
 
 
 def clog2(n: int) -> int:
@@ -153,3 +154,26 @@ def ram_cost(depth: int, word: int, family: str = "ecp5", *, transparent: bool =
               for d, w in ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)))
     return RamCost(ebr=ebr, lutram=0, lut=20 + 2 * ebr + (word if transparent else 0),
                    ff=2 * word + 6)
+
+
+class Counter:
+    """A counter over ``0 .. n-1`` with its ``value == n - 1`` test held in a register
+    (``last``), so the control logic never compares a counter with a constant on its path."""
+
+    def __init__(self, n, name):
+        self.n = n
+        self.value = Signal(range(max(n, 2)), name=name)
+        self.last = Signal(name=f"{name}_last", init=int(n == 1))
+
+    def inc(self):
+        """Statements for ``value + 1`` (``value`` is not the last)."""
+        return [self.value.eq(self.value + 1), self.last.eq(self.value == self.n - 2)]
+
+    def clear(self):
+        """Statements for ``value = 0``."""
+        return [self.value.eq(0), self.last.eq(int(self.n == 1))]
+
+    def wrap(self):
+        """Statements for ``value + 1``, back to 0 after the last."""
+        return [self.value.eq(Mux(self.last, 0, self.value + 1)),
+                self.last.eq(Mux(self.last, int(self.n == 1), self.value == self.n - 2))]

@@ -7,7 +7,8 @@ from amaranth.hdl import Signal, Value, signed
 
 from ..arith import acc_bits, int_range
 
-__all__ = ["shape_range", "term_kind", "term_range", "term_shape", "term"]
+__all__ = ["shape_range", "term_kind", "term_range", "term_shape", "term", "input_register",
+           "term_of_register"]
 
 
 def shape_range(shape) -> tuple[int, int]:
@@ -48,4 +49,37 @@ def term(m, value, shape, zero, mult, name=None) -> Signal:
                     m.d.comb += out.eq((x - zero) * mult)
     else:
         m.d.comb += out.eq((value - zero) * mult)
+    return out
+
+
+def _offset_shape(shape, zero):
+    lo, hi = shape_range(shape)
+    return signed(acc_bits(min(lo - zero, 0), max(hi - zero, 0)))
+
+
+def input_register(m, en, value, shape, zero, mult, name) -> Signal:
+    """First register of a two-stage term: ``value - zero`` (the raw value for a table),
+    updated when ``en``; :func:`term_of_register` turns it into the term."""
+    if term_kind(shape, mult) == "table":
+        r = Signal(shape, name=name)
+        expr = value
+    else:
+        r = Signal(_offset_shape(shape, zero), name=name)
+        expr = value - zero
+    with m.If(en):
+        m.d.sync += r.eq(expr)
+    return r
+
+
+def term_of_register(m, reg, shape, zero, mult, name=None) -> Signal:
+    """``(value - zero) * mult`` (combinational) from :func:`input_register`'s register: a
+    wire shift, a table, or a product whose factor is a register (nothing in front of the DSP)."""
+    out = Signal(term_shape(shape, zero, mult), name=name)
+    kind = term_kind(shape, mult)
+    if kind == "table":
+        return term(m, reg, shape, zero, mult, name)
+    if kind == "shift":
+        m.d.comb += out.eq(0 if mult == 0 else reg << (mult.bit_length() - 1))
+    else:
+        m.d.comb += out.eq(reg * mult)
     return out

@@ -7,7 +7,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
 from . import _blockparams as _p
-from ._scaled_term import shape_range, term, term_kind, term_range, term_shape
+from ._scaled_term import (input_register, shape_range, term_kind, term_of_register, term_range,
+                           term_shape)
 from .cost import Cost
 
 __all__ = ["AddUnit"]
@@ -39,7 +40,8 @@ class AddUnit(wiring.Component):
 
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
-    lane and input). Latency 3 cycles (term, sum and clamped-output registers), initiation
+    lane and input). Latency 4 cycles (input ``x - zero`` register, term, sum and
+    clamped-output registers: a DSP's factors and product are registers), initiation
     interval 1.
     The two inputs transfer together (``a.ready = en & b.valid``, ``b.ready = en & a.valid``
     with ``en = ~o.valid | o.ready``); the pipeline stalls as a whole when ``o`` is not ready.
@@ -64,7 +66,7 @@ class AddUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         en = Signal()
-        v1, v2 = Signal(), Signal()
+        v0, v1, v2 = Signal(), Signal(), Signal()
         m.d.comb += [
             en.eq(~self.o.valid | self.o.ready),
             self.a.ready.eq(en & self.b.valid),
@@ -80,8 +82,12 @@ class AddUnit(wiring.Component):
         for j in range(self.lanes):
             ta = Signal(ta_shape, name=f"ta{j}")
             tb = Signal(tb_shape, name=f"tb{j}")
-            ta_next = term(m, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult)
-            tb_next = term(m, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult)
+            ra = input_register(m, en, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult,
+                                f"a{j}")
+            rb = input_register(m, en, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult,
+                                f"b{j}")
+            ta_next = term_of_register(m, ra, self.a_shape, self.a_zero, self.a_mult)
+            tb_next = term_of_register(m, rb, self.b_shape, self.b_zero, self.b_mult)
             y = Signal(y_shape, name=f"y{j}")
             with m.If(en):
                 m.d.sync += [
@@ -90,7 +96,8 @@ class AddUnit(wiring.Component):
                     self.o.payload[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
                 ]
         with m.If(en):
-            m.d.sync += [v1.eq(self.a.valid & self.b.valid), v2.eq(v1), self.o.valid.eq(v2)]
+            m.d.sync += [v0.eq(self.a.valid & self.b.valid), v1.eq(v0), v2.eq(v1),
+                         self.o.valid.eq(v2)]
         return m
 
     @staticmethod
@@ -111,7 +118,7 @@ class AddUnit(wiring.Component):
             t = term_shape(shape, z, mult).width
             tz = (abs(mult) & -abs(mult)).bit_length() - 1 if mult else t   # constant LSBs
             kind = term_kind(shape, mult)
-            ff += max(0, t - tz)
+            ff += max(0, t - tz) + shape.width + (1 if kind != "table" else 0)  # input register
             if kind == "table":
                 lut += max(0, t - tz)            # one LUT4 per non-constant table bit
             elif kind == "dsp":
@@ -126,7 +133,7 @@ class AddUnit(wiring.Component):
                        ((ahi + bhi + half) >> shift) + zero_point)
         lut += 3 * y_w + 2                       # rounding/zero-point adds (plus CCU2C), clamp
         ff += y_w + out_shape.width
-        return Cost(1, 3, lut * lanes + 3, ff * lanes + 3, dsp * lanes, 0)
+        return Cost(1, 4, lut * lanes + 3, ff * lanes + 4, dsp * lanes, 0)
 
 
 def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
@@ -155,11 +162,15 @@ def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, 
 
 
 def bench_config():
-    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect)."""
+    """Representative configurations for ``bench.rtl`` (name, factory, feeds, expect): a
+    ResNet-style residual add of 8-bit lanes, with DSP terms and with power-of-two terms."""
     import numpy as np
     from amaranth.hdl import signed
     rng = np.random.default_rng(0)
-    a, b = (rng.integers(-128, 128, size=(2000, 4)) for _ in range(2))
+    a, b = (rng.integers(-128, 128, size=(2000, 8)) for _ in range(2))
     q = dict(a_zero=-3, a_mult=23170, b_zero=5, b_mult=-9000, shift=15, zero_point=7)
-    return [("Add s8+s8->s8 x4 (DSP)", lambda: AddUnit(signed(8), signed(8), signed(8), 4, **q),
+    qs = dict(a_zero=-3, a_mult=1, b_zero=5, b_mult=2, shift=1, zero_point=7)
+    return [("Add s8+s8->s8 x8 (DSP)", lambda: AddUnit(signed(8), signed(8), signed(8), 8, **q),
+             {"a": a, "b": b}, {"o": len(a)}),
+            ("Add s8+s8->s8 x8 (shift)", lambda: AddUnit(signed(8), signed(8), signed(8), 8, **qs),
              {"a": a, "b": b}, {"o": len(a)})]

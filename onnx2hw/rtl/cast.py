@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ._arith_pipe import register_stage
 
-__all__ = ["Cast"]
+__all__ = ["Cast", "bench_config"]
 
 
 class Cast(wiring.Component):
@@ -37,3 +37,13 @@ class Cast(wiring.Component):
             for j in range(len(self.i.payload)):
                 m.d.sync += self.o.payload[j].eq(self.i.payload[j] + self.offset)
         return m
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect)."""
+    import numpy as np
+    from amaranth.hdl import signed
+    x = np.random.default_rng(0).integers(-128, 128, size=(2000, 8))
+    return [("Cast s8->u8 +128 x8", lambda: Cast(bits=8, signed=False, offset=128,
+                                                 in_shape=signed(8), lanes=8),
+             {"i": x}, {"o": len(x)})]

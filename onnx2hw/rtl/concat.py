@@ -7,10 +7,10 @@ from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
 from . import _blockparams as _p
-from ._scaled_term import shape_range, term, term_kind, term_range
+from ._scaled_term import input_register, shape_range, term_kind, term_of_register, term_range
 from .cost import Cost
 
-__all__ = ["ConcatUnit"]
+__all__ = ["ConcatUnit", "bench_config"]
 
 
 
@@ -42,7 +42,8 @@ class ConcatUnit(wiring.Component):
     Shifts are equalised to the largest (``m << (S - s)``, exact for round half up), so the
     shift is a wire shift. A term ``(x - z) * m`` is a shift for power-of-two ``m``, a constant
     table for inputs of at most 4 bits, otherwise one ``*`` (an 18x18 DSP per lane and input).
-    Latency 2 cycles (term register, clamped-output register), one output transfer per cycle.
+    Latency 3 cycles (input ``x - zero`` registers, term register, clamped-output register: a
+    DSP's factors and product are registers), one output transfer per cycle.
     ``ik.ready = en & (sel == k)`` with the global enable ``en = ~o.valid | o.ready``;
     ``o.valid``/``o.payload`` are registers (stream rules hold: ``o.valid`` never depends on
     ``o.ready``).
@@ -93,21 +94,24 @@ class ConcatUnit(wiring.Component):
         y_lo = ((min(r[0] for r in ranges) + half) >> self.max_shift) + self.zero_point
         y_hi = ((max(r[1] for r in ranges) + half) >> self.max_shift) + self.zero_point
         y_shape = signed(acc_bits(min(y_lo, 0), max(y_hi, 0)))
-        v1 = Signal()
+        v0, v1 = Signal(), Signal()
+        sel0 = Signal.like(sel)
         for j in range(lanes):
             t1 = Signal(t_shape, name=f"t{j}")
-            terms = [term(m, port.payload[j], s, z, mm, f"term{k}_{j}")
-                     for k, (port, s, z, mm) in enumerate(zip(ins, self.in_shapes, self.zeros, self.m_norm))]
+            regs = [input_register(m, en, port.payload[j], s, z, mm, f"x{k}_{j}")
+                    for k, (port, s, z, mm) in enumerate(zip(ins, self.in_shapes, self.zeros, self.m_norm))]
+            terms = [term_of_register(m, r, s, z, mm, f"term{k}_{j}")
+                     for k, (r, s, z, mm) in enumerate(zip(regs, self.in_shapes, self.zeros, self.m_norm))]
             chosen = terms[-1]
             for k in range(n - 2, -1, -1):
-                chosen = Mux(sel == k, terms[k], chosen)
+                chosen = Mux(sel0 == k, terms[k], chosen)
             y = Signal(y_shape, name=f"y{j}")
             m.d.comb += y.eq(((t1 + half) >> self.max_shift) + self.zero_point)
             with m.If(en):
                 m.d.sync += [t1.eq(chosen),
                              self.o.payload[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y)))]
         with m.If(en):
-            m.d.sync += [v1.eq(valid), self.o.valid.eq(v1)]
+            m.d.sync += [sel0.eq(sel), v0.eq(valid), v1.eq(v0), self.o.valid.eq(v1)]
         return m
 
     @staticmethod
@@ -134,9 +138,9 @@ class ConcatUnit(wiring.Component):
             elif kind == "table":
                 table += t_w
         lut = lanes * (out_shape.width + 2 + 4 * products + table) + 4 * len(in_shapes)
-        ff = lanes * (out_shape.width + (4 if products else t_w)) + 4
+        ff = lanes * (out_shape.width + (4 if products else t_w) + sum(s.width + 1 for s in in_shapes)) + 6
         cycles = pixels * sum(channels) // lanes
-        return Cost(cycles, 2, lut, ff, dsp * lanes, 0)
+        return Cost(cycles, 3, lut, ff, dsp * lanes, 0)
 
 
 def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi):
@@ -169,3 +173,17 @@ def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts,
         raise ValueError(f"clamp range [{lo!r}, {hi!r}] must be non-empty and inside [{olo}, {ohi}] of "
                          f"out_shape {out_shape!r}")
     return in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect): two 8-bit
+    inputs of 16 channels, 8 lanes; input 0 requantized through DSP products, input 1 copied."""
+    import numpy as np
+    from amaranth.hdl import signed
+    rng = np.random.default_rng(0)
+    pixels = 128
+    a, b = (rng.integers(-128, 128, size=(pixels * 2, 8)) for _ in range(2))
+    q = dict(zeros=(-3, 7), mults=(23170, 1), shifts=(15, 0), zero_point=7)
+    return [("Concat s8,s8->s8 16+16ch x8", lambda: ConcatUnit((signed(8), signed(8)), (16, 16),
+                                                                 signed(8), 8, **q),
+             {"i0": a, "i1": b}, {"o": 4 * pixels})]

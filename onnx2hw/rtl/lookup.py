@@ -10,7 +10,7 @@ from . import _blockparams as _p
 from ._arith_pipe import register_stage, rom
 from .cost import Cost
 
-__all__ = ["LookupUnit", "MAX_IN_BITS"]
+__all__ = ["LookupUnit", "MAX_IN_BITS", "bench_config"]
 
 #: widest input a table is built for (2**8 entries per lane)
 MAX_IN_BITS = 8
@@ -102,3 +102,16 @@ class LookupUnit(wiring.Component):
 
 def _range(shape) -> tuple[int, int]:
     return int_range(shape.width, shape.signed)
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect): an 8-bit
+    activation table on 8 lanes. (A per-channel table, ``channels > 1``, trips an assertion
+    of YoWASP Yosys 0.70's abc9 flow in ``synth_ecp5``, so it is not benched.)"""
+    import numpy as np
+    from amaranth.hdl import signed
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, size=(2000, 8))
+    table = [int(v) for v in rng.integers(-128, 128, size=256)]
+    return [("Lookup s8->s8 x8", lambda: LookupUnit(signed(8), signed(8), table, 8),
+             {"i": x}, {"o": len(x)})]

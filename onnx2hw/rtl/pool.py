@@ -16,7 +16,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
-from ._linebuf import Geometry, clog2, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 from .window import SlidingWindow
 
@@ -113,11 +113,10 @@ class _WindowPool(wiring.Component):
         acc = Signal(data.ArrayLayout(self.out_elem_shape, lanes))
         out = Signal(data.ArrayLayout(self.out_elem_shape, lanes))
         out_valid = Signal()
-        cnt = Signal(range(max(count, 2)))
-        last = cnt == count - 1
-        first = cnt == 0
+        cnt = Counter(count, "cnt")         # registered last flag
+        first = Signal(init=1)              # registered ``cnt == 0``
         m.d.comb += [
-            win.o.ready.eq(~last | ~out_valid | self.o.ready),
+            win.o.ready.eq(~cnt.last | ~out_valid | self.o.ready),
             self.o.valid.eq(out_valid),
             self.o.payload.eq(out),
         ]
@@ -132,12 +131,12 @@ class _WindowPool(wiring.Component):
                 r = Mux(first, x[j], acc[j] + x[j])
             comb.append(r)
         with m.If(win.o.valid & win.o.ready):
-            with m.If(last):
+            m.d.sync += cnt.wrap() + [first.eq(cnt.last)]
+            with m.If(cnt.last):
                 m.d.sync += [out[j].eq(comb[j]) for j in range(lanes)]
-                m.d.sync += [out_valid.eq(1), cnt.eq(0)]
+                m.d.sync += out_valid.eq(1)
             with m.Else():
                 m.d.sync += [acc[j].eq(comb[j]) for j in range(lanes)]
-                m.d.sync += cnt.eq(cnt + 1)
         return m
 
 
@@ -165,7 +164,7 @@ class MaxPoolUnit(_WindowPool):
     Timing
     ------
     Initiation interval ``max(H*W, OH*OW*KH*KW) * C/simd`` cycles per image (plus the window
-    generator's per-image bubble); latency = window latency + ``KH*KW`` cycles.
+    generator's bubbles); latency = window latency + ``KH*KW`` cycles.
     Backpressure: ``o`` is a register held until taken; the window stream stalls behind it.
     """
 
@@ -296,15 +295,23 @@ class GlobalAvgPoolUnit(wiring.Component):
 
 
 def bench_config():
-    """Representative configurations: ``[(name, factory, feeds, expect)]``."""
+    """MLPerf-Tiny-sized configurations: ``[(name, factory, feeds, expect)]`` (one image each;
+    ResNet-8's and DS-CNN's global average pools, a 2x2 max pool and a 3x3 stride-2 average pool
+    of CNN-sized feature maps)."""
     rng = np.random.default_rng(2)
     cfgs = (
-        ("maxpool_2x2_c16_simd4", MaxPoolUnit, dict(height=8, width=8, channels=16, kernel=2,
-                                                elem_shape=unsigned(8), simd=4)),
-        ("avgpool_3x3_s2_c3", AvgPoolUnit, dict(height=7, width=7, channels=3, kernel=3, stride=2,
-                                            pads=1, elem_shape=signed(8), simd=3)),
-        ("globalavgpool_7x7_c16_simd4", GlobalAvgPoolUnit, dict(height=7, width=7, channels=16,
-                                                           elem_shape=signed(8), simd=4)),
+        ("maxpool_2x2_32x32x16_simd8", MaxPoolUnit, dict(height=32, width=32, channels=16,
+                                                         kernel=2, elem_shape=unsigned(8), simd=8)),
+        ("maxpool_3x3_s2_p1_48x48x8_simd8", MaxPoolUnit, dict(height=48, width=48, channels=8,
+                                                              kernel=3, stride=2, pads=1,
+                                                              elem_shape=signed(8), simd=8)),
+        ("avgpool_3x3_s2_p1_16x16x32_simd8", AvgPoolUnit, dict(height=16, width=16, channels=32,
+                                                               kernel=3, stride=2, pads=1,
+                                                               elem_shape=signed(8), simd=8)),
+        ("globalavgpool_8x8x64_simd8", GlobalAvgPoolUnit, dict(height=8, width=8, channels=64,
+                                                              elem_shape=signed(8), simd=8)),
+        ("globalavgpool_25x5x64_simd8", GlobalAvgPoolUnit, dict(height=25, width=5, channels=64,
+                                                               elem_shape=signed(8), simd=8)),
     )
     out = []
     for name, cls, kw in cfgs:
@@ -312,6 +319,6 @@ def bench_config():
             return cls(**kw)
         blk = factory()
         lo, hi = _elem_range(blk.elem_shape)
-        x = rng.integers(lo, hi + 1, size=(2 * blk.in_transfers, blk.geom.simd))
-        out.append((name, factory, {"i": x}, {"o": 2 * blk.out_transfers}))
+        x = rng.integers(lo, hi + 1, size=(blk.in_transfers, blk.geom.simd))
+        out.append((name, factory, {"i": x}, {"o": blk.out_transfers}))
     return out

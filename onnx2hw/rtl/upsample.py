@@ -9,7 +9,7 @@ from . import _blockparams as _p
 from ._linebuf import ram_cost
 from .cost import Cost
 
-__all__ = ["UpsampleUnit"]
+__all__ = ["UpsampleUnit", "bench_config"]
 
 
 class UpsampleUnit(wiring.Component):
@@ -131,3 +131,13 @@ def _params(elem_shape, height, width, channels, scale_h, scale_w, lanes):
     if c % lanes:
         raise ValueError(f"lanes {lanes!r} must divide channels {c!r}")
     return shape, h, w, c, sh, sw, lanes
+
+
+def bench_config():
+    """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect): 2x
+    nearest-neighbour upsampling of a 16x16x16 8-bit map, 8 lanes."""
+    import numpy as np
+    from amaranth.hdl import signed
+    x = np.random.default_rng(0).integers(-128, 128, size=(16 * 16 * 2, 8))
+    return [("Upsample s8 16x16x16 x2 x8", lambda: UpsampleUnit(signed(8), 16, 16, 16, 2, 2, 8),
+             {"i": x}, {"o": 4 * len(x)})]
