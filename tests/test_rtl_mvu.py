@@ -317,20 +317,24 @@ def test_mvu_synth_dsp_count_and_estimate(n, k, pe, simd, wb, ib, bip, summary):
     assert _within(est.ebr, stat["ebr"], slack=1), (est, stat)
 
 
-@pytest.mark.synth
-@pytest.mark.parametrize("n,k,pe,simd,wb,ib,isg", [
-    (16, 16, 4, 4, 8, 8, True), (64, 64, 4, 4, 8, 8, False), (12, 12, 1, 4, 8, 8, True),
-    (16, 16, 4, 4, 4, 4, True), (16, 32, 2, 16, 4, 8, False)])
-def test_mvu_lut_style_estimate_matches_yosys(n, k, pe, simd, wb, ib, isg, summary):
+def _yosys_and_estimate(n, k, pe, simd, wb, ib, isg, style):
+    """(yosys_stat, estimate, LUT4 equivalents) of a random signed-weight MVU in ``style``."""
     from onnx2hw.rtl.synth_check import yosys_stat
     rng = np.random.default_rng(5)
     w = rng.integers(-(1 << (wb - 1)), 1 << (wb - 1), size=(n, k))
     b = rng.integers(-100, 100, size=n)
     kw = dict(in_bits=ib, in_signed=isg, weight_bits=wb, weight_signed=True, pe=pe, simd=simd,
-              mul_style="lut")
+              mul_style=style)
     stat = yosys_stat(MatrixVectorUnit(w, b, **kw))
-    est = MatrixVectorUnit.estimate(w, b, **kw)
-    got = _lut_equiv(stat)
+    return stat, MatrixVectorUnit.estimate(w, b, **kw), _lut_equiv(stat)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("n,k,pe,simd,wb,ib,isg", [
+    (16, 16, 4, 4, 8, 8, True), (64, 64, 4, 4, 8, 8, False), (12, 12, 1, 4, 8, 8, True),
+    (16, 16, 4, 4, 4, 4, True), (16, 32, 2, 16, 4, 8, False)])
+def test_mvu_lut_style_estimate_matches_yosys(n, k, pe, simd, wb, ib, isg, summary):
+    stat, est, got = _yosys_and_estimate(n, k, pe, simd, wb, ib, isg, "lut")
     summary(f"mvulut{n}x{k}p{pe}s{simd}w{wb}x{ib}",
             f"MVU LUT products {n}x{k} PE{pe} SIMD{simd} {wb}x{ib}b: LUT4eq {got} (est {est.lut}), "
             f"FF {stat['ff']} (est {est.ff}), EBR {stat['ebr']} (est {est.ebr})")
@@ -343,15 +347,7 @@ def test_mvu_lut_style_estimate_matches_yosys(n, k, pe, simd, wb, ib, isg, summa
 @pytest.mark.synth
 @pytest.mark.parametrize("n,k,pe,simd,wb,ib,isg", [(16, 16, 4, 4, 4, 4, True), (12, 12, 3, 4, 4, 8, False)])
 def test_mvu_paired_products_use_half_the_dsps(n, k, pe, simd, wb, ib, isg, summary):
-    from onnx2hw.rtl.synth_check import yosys_stat
-    rng = np.random.default_rng(5)
-    w = rng.integers(-(1 << (wb - 1)), 1 << (wb - 1), size=(n, k))
-    b = rng.integers(-100, 100, size=n)
-    kw = dict(in_bits=ib, in_signed=isg, weight_bits=wb, weight_signed=True, pe=pe, simd=simd,
-              mul_style="dsp")
-    stat = yosys_stat(MatrixVectorUnit(w, b, **kw))
-    est = MatrixVectorUnit.estimate(w, b, **kw)
-    got = _lut_equiv(stat)
+    stat, est, got = _yosys_and_estimate(n, k, pe, simd, wb, ib, isg, "dsp")
     summary(f"mvupair{n}x{k}p{pe}s{simd}w{wb}x{ib}",
             f"MVU paired DSP products {n}x{k} PE{pe} SIMD{simd} {wb}x{ib}b: DSP {stat['dsp']}, LUT4eq {got} "
             f"(est {est.lut}), FF {stat['ff']} (est {est.ff})")
