@@ -5,8 +5,7 @@ and checks the stream ports itself, cycle by cycle, reading the input transfers 
 ``in_<port>.hex`` and writing the collected output transfers to ``out_<port>.hex`` in
 ``$ONNX2HW_TB_DIR`` (the simulator's working directory). This testbench only reads
 ``spec.json`` there, sets the wrapper's configuration ports (``spec["cfg"]``), starts a clock
-implemented in the simulator's C layer (no Python per cycle), holds reset for two cycles,
-awaits ``done`` and writes the values of the result ports (``spec["read"]``) to
+implemented in the simulator's C layer (no Python per cycle), awaits ``done`` and writes the values of the result ports (``spec["read"]``) to
 ``result.json``; :mod:`~onnx2hw.sim.cocotb_run` makes the harness's messages of them.
 
 It imports nothing of onnx2hw (each simulator run starts a fresh Python: the imports would cost
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, RisingEdge, Timer
+from cocotb.triggers import RisingEdge, Timer
 
 
 def _int(handle) -> int:
@@ -34,12 +33,7 @@ async def stream_test(dut):
     spec = json.loads((rundir / "spec.json").read_text())
     for name, value in spec["cfg"].items():
         getattr(dut, name).value = value
-    dut.rst.value = 1
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns", impl="gpi").start())
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    await FallingEdge(dut.clk)
-    dut.rst.value = 0
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns", impl="gpi").start())   # the wrapper makes the reset
     await RisingEdge(dut.done)
     await Timer(1, unit="ns")
     result = {name: _int(getattr(dut, name)) for name in spec["read"]}

@@ -23,6 +23,7 @@ simulator build therefore serves every run. The cocotb testbench
 (:mod:`onnx2hw.sim._cocotb_stream_tb`) sets the configuration, starts a clock implemented in the
 simulator's C layer, releases reset and awaits ``done``: no Python runs per cycle.
 
+Reset is high for the first two rising edges of the clock (made in the wrapper, see there).
 Cycle ``c`` is the clock period that ends with rising edge ``c + 1`` after reset is released;
 what the design sees in it is driven combinationally from the wrapper's state, and sampled at
 that edge (the same moments as the Python harnesses' drive after the falling edge and sample in
@@ -56,7 +57,7 @@ def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
     ins = [p for p in ports.values() if p.is_input]
     outs = [p for p in ports.values() if not p.is_input]
     pub = "/*verilator public_flat_rw*/"
-    io = ["  input clk " + pub, "  input rst " + pub]
+    io = ["  input clk " + pub]
     for name in ("max_cycles", "idle_limit", "drain"):
         io.append(f"  input [63:0] cfg_{name} {pub}")
     io += [f"  input [1:0] cfg_src_kind {pub}", f"  input [1:0] cfg_sink_kind {pub}"]
@@ -154,7 +155,13 @@ def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
     lines = [f"// stream test wrapper written by onnx2hw.sim._harness",
              f"module {TB_TOP}(", ",\n".join(io), ");", _XORSHIFT]
     lines += decl
-    lines += ["  reg [63:0] last_xfer;", "  reg done_seen;", "  integer r;", "  reg any, bad;"]
+    lines += ["  reg [63:0] last_xfer;", "  reg done_seen;", "  integer r;", "  reg any, bad;",
+              "  // reset for the first two rising edges, made here: a reset that is an input of the",
+              "  // simulation model would make Verilator evaluate all logic that depends on it on",
+              "  // every clock edge (its input-combinational region)",
+              "  reg [1:0] rst_count = 2'd0;",
+              "  wire rst = rst_count != 2'd2;",
+              "  always @(posedge clk) if (rst) rst_count <= rst_count + 2'd1;"]
     lines += drive
     lines += [f"  wire finished = {finished};"]
     lines += ["  top dut(", ",\n".join(inst), "  );", "", "  initial begin"] + init + ["  end", ""]
