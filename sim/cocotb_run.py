@@ -185,6 +185,11 @@ OPT_SLOW = ""
 LARGE_DESIGN = 512 * 1024
 OPT_FAST_LARGE = "-O0"
 VERILATOR_ARGS_LARGE: tuple[str, ...] = ("-fno-merge-cond",)
+#: a run whose cycle budget (``max_cycles``) is above this many cycles is long: the simulation,
+#: not the build, takes the time, so its design is compiled with OPT_FAST_LONG whatever its size
+#: (a build of its own in the cache; see the module docstring for the measurements)
+LONG_RUN = 1_000_000
+OPT_FAST_LONG = "-O2"
 #: the design-independent runtime (verilated*.cpp), compiled once per cache (Verilator's OPT_GLOBAL)
 OPT_RUNTIME = "-Os"
 _VERILATOR_WARNINGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT")
@@ -202,10 +207,11 @@ class _Flags:
         return " ".join([f"OPT_FAST={self.opt_fast}", f"OPT_SLOW={self.opt_slow}", *self.args])
 
 
-def _flags_for(stripped: str) -> _Flags:
+def _flags_for(stripped: str, long_run: bool = False) -> _Flags:
     if len(stripped.encode()) > LARGE_DESIGN:
-        return _Flags(OPT_FAST_LARGE, OPT_SLOW, (*_VERILATOR_WARNINGS, *VERILATOR_ARGS_LARGE))
-    return _Flags(OPT_FAST, OPT_SLOW, _VERILATOR_WARNINGS)
+        return _Flags(OPT_FAST_LONG if long_run else OPT_FAST_LARGE, OPT_SLOW,
+                      (*_VERILATOR_WARNINGS, *VERILATOR_ARGS_LARGE))
+    return _Flags(OPT_FAST_LONG if long_run else OPT_FAST, OPT_SLOW, _VERILATOR_WARNINGS)
 
 
 def _build_key(stripped: str, simulator: str, toplevel: str, waves: bool, flags: _Flags | None) -> str:
@@ -536,11 +542,11 @@ def prune_cache(root: Path | None = None, *, now: float | None = None) -> list[P
     return removed
 
 
-def _ensure_build(text: str, harness: str, simulator: str, waves: bool) -> Path:
-    """Build (or reuse) the simulator binary for the design ``text`` in the wrapper ``harness``;
-    returns the build directory."""
+def _ensure_build(text: str, harness: str, simulator: str, waves: bool, long_run: bool = False) -> Path:
+    """Build (or reuse) the simulator binary for the design ``text`` in the wrapper ``harness``
+    (compiled for simulation speed if ``long_run``); returns the build directory."""
     stripped = _SRC_ATTR.sub("", text)
-    flags = _flags_for(stripped) if simulator == "verilator" else None
+    flags = _flags_for(stripped, long_run) if simulator == "verilator" else None
     key = _build_key(stripped + "\0" + harness, simulator, TB_TOP, waves, flags)
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -595,7 +601,7 @@ def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
 def _run_once(text, harness, simulator, waves, rundir: Path, spec: dict, arrays: dict, ports: dict):
     """One simulator run; ``(outputs, cycles, error, stats)`` with ``error`` the one-line message
     of a failed run (then outputs and cycles are ``None``)."""
-    bdir = _ensure_build(text, harness, simulator, waves)
+    bdir = _ensure_build(text, harness, simulator, waves, spec["max_cycles"] > LONG_RUN)
     for f in ["result.json", "error.txt", *(f"out_{n}.hex" for n in ports)]:
         (rundir / f).unlink(missing_ok=True)
     (rundir / "spec.json").write_text(json.dumps(spec))
