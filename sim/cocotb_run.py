@@ -185,9 +185,10 @@ OPT_SLOW = ""
 LARGE_DESIGN = 512 * 1024
 OPT_FAST_LARGE = "-O0"
 VERILATOR_ARGS_LARGE: tuple[str, ...] = ("-fno-merge-cond",)
-#: a run whose cycle budget (``max_cycles``) is above this many cycles is long: the simulation,
-#: not the build, takes the time, so its design is compiled with OPT_FAST_LONG whatever its size
-#: (a build of its own in the cache; see the module docstring for the measurements)
+#: a run expected to take more than this many cycles (``run_cocotb(expected_cycles=...)``, by
+#: default its number of transfers) is long: the simulation, not the build, takes the time, so its
+#: design is compiled with OPT_FAST_LONG whatever its size (a build of its own in the cache; see
+#: the module docstring for the measurements)
 LONG_RUN = 1_000_000
 OPT_FAST_LONG = "-O2"
 #: the design-independent runtime (verilated*.cpp), compiled once per cache (Verilator's OPT_GLOBAL)
@@ -601,7 +602,7 @@ def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
 def _run_once(text, harness, simulator, waves, rundir: Path, spec: dict, arrays: dict, ports: dict):
     """One simulator run; ``(outputs, cycles, error, stats)`` with ``error`` the one-line message
     of a failed run (then outputs and cycles are ``None``)."""
-    bdir = _ensure_build(text, harness, simulator, waves, spec["max_cycles"] > LONG_RUN)
+    bdir = _ensure_build(text, harness, simulator, waves, spec["expected_cycles"] > LONG_RUN)
     for f in ["result.json", "error.txt", *(f"out_{n}.hex" for n in ports)]:
         (rundir / f).unlink(missing_ok=True)
     (rundir / "spec.json").write_text(json.dumps(spec))
@@ -645,7 +646,7 @@ def _run_once(text, harness, simulator, waves, rundir: Path, spec: dict, arrays:
 
 def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator="verilator",
                src_pause="none", sink_pause="none", seed=0, waves=False, max_cycles=None,
-               drain=32, idle_limit=4096, stats=None):
+               drain=32, idle_limit=4096, stats=None, expected_cycles=None):
     """Simulate a component's Verilog under cocotb with the same stream checks as
     :func:`sim.pysim.run_stream` (except the combinational valid/ready check).
 
@@ -664,6 +665,9 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         Trace every run (``dump.vcd`` for Verilator, kept in the run directory); a folder keeps
         each successful run's waveform there as ``runNNN.vcd``. Without it a failing run is
         repeated with tracing to produce the waveform.
+    expected_cycles : int, optional
+        How many cycles the run should take, if known (default: its number of transfers, a lower
+        bound); above :data:`LONG_RUN` the design is compiled for simulation speed.
     stats : dict, optional
         Filled after a successful run with ``cycles_run`` (clock cycles the wrapper ran, drain
         included) and ``stalls`` (per port: cycles an input had a transfer left with ``valid``
@@ -707,6 +711,9 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         "top_name": type(dut).__name__,
     }
     spec["lengths"] = {n: len(a) for n, a in arrays.items()}
+    if expected_cycles is None:
+        expected_cycles = sum(spec["lengths"].values()) + sum(spec["expect"].values())
+    spec["expected_cycles"] = int(expected_cycles)
     spec["cfg"] = harness_config(ports, lengths=spec["lengths"], expect=spec["expect"], src_pause=src_pause,
                                  sink_pause=sink_pause, seed=seed, max_cycles=max_cycles, drain=drain,
                                  idle_limit=idle_limit)

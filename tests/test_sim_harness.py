@@ -387,7 +387,10 @@ def test_verilator_large_design_flags(tmp_path, monkeypatch):
     assert built["shared_runtime"] and "OPT_FAST=-O0" in built["flags"] and "-fno-merge-cond" in built["flags"]
     # a long run (cycle budget above LONG_RUN) gets a build of its own, compiled for speed
     monkeypatch.setattr(cocotb_run, "LONG_RUN", 1000)
-    out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause="3of4", sink_pause="random", max_cycles=1001)
+    out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause="3of4", sink_pause="random")
+    assert len(list(tmp_path.glob("*/.built"))) == 1          # 100 transfers: not a long run
+    out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause="3of4", sink_pause="random",
+                        expected_cycles=1001)
     np.testing.assert_array_equal(out["o"], x)
     flags = sorted(json.loads(p.read_text())["flags"] for p in tmp_path.glob("*/.built"))
     assert len(flags) == 2 and "OPT_FAST=-O2" in flags[1] and "-fno-merge-cond" in flags[1]
