@@ -339,6 +339,23 @@ def test_cocotb_comb_block_and_several_outputs_like_pysim():
 
 
 @pytest.mark.sim
+def test_cocotb_wide_payloads():
+    """Payloads wider than 64 bits (9 lanes x 13 bits) pass through the wrapper's files intact,
+    and a stalled-payload change on them is reported with both full payloads."""
+    require_simulator()
+    x = np.random.default_rng(2).integers(0, 1 << 13, size=(300, 9))
+    out, _ = run_cocotb(_Reg(w=13, lanes=9, sgn=False), {"i": x}, {"o": 300}, src_pause="random",
+                        sink_pause="random")
+    np.testing.assert_array_equal(out["o"], x)
+    kw = dict(src_pause="random", sink_pause="3of4", seed=4)
+    with pytest.raises(AssertionError) as py:
+        run_stream(_Reg("unstable", w=13, lanes=9, sgn=False), {"i": x}, {"o": 300}, check_comb=False, **kw)
+    with pytest.raises(AssertionError, match="payload changed while stalled") as co:
+        run_cocotb(_Reg("unstable", w=13, lanes=9, sgn=False), {"i": x}, {"o": 300}, **kw)
+    assert _first_line(co) == _first_line(py)
+
+
+@pytest.mark.sim
 def test_icarus():
     require_simulator("icarus")
     x = _data(500)
