@@ -21,29 +21,32 @@ path is part of the ``AssertionError`` message.
 Simulation speed
 ----------------
 The earlier testbench drove every port from Python with two cocotb triggers per cycle (and a
-Python clock): ~20 us per cycle whatever the design, plus ~3 s to start. Measured (2 cores
-shared with other jobs, so wall times are noisy; a register with 2 x 8-bit lanes, random
-pauses on both sides; IC ResNet-8 of benchmarks/mlperf_tiny at its default folding for the
-ULX3S-85F, 4.4 MB of Verilog, one inference with random pauses = 877,938 cycles):
+Python clock): ~22 us per cycle whatever the design, plus ~2 s to start. Measured on 2 cores
+(other jobs light), warm builds; "register": a pipeline register with 2 x 8-bit lanes and
+random pauses on both sides; ResNet-8: IC ResNet-8 of benchmarks/mlperf_tiny at its default
+folding for the ULX3S-85F (4.4 MB of Verilog), random pauses on both sides, one inference =
+877,938 cycles, 16 inferences = 9,725,268 cycles; times without the Verilog conversion (~7 s):
 
-=====================================  =====================  ==========================
-run                                    before                 now
-=====================================  =====================  ==========================
-register, 80k cycles (warm)            5.0 s (16k cycles/s)   3.4 s
-register, 800k cycles (warm)           ~19 s (extrapolated)   2.7 s (300k cycles/s)
-IC ResNet-8, 30k / 300k cycles (-O0)   29 s (1.0k cycles/s)   69 s for 300k (4.3k/s)
-IC ResNet-8, one inference             ~14 min (projected)    32 s at -O2 (27k cycles/s),
-                                                              83 s at -O0
-=====================================  =====================  ==========================
+==============================  ==============================  ===============================
+run                             before                          now
+==============================  ==============================  ===============================
+register, 8k cycles             1.7 s                           0.6 s
+register, 800k cycles           20.0 s (40k cycles/s)           1.8 s (430k cycles/s)
+ResNet-8, per cycle (-O0)       6.5k cycles/s                   27k cycles/s
+ResNet-8, one inference         ~135 s (projected, -O0)         4.3 s (-O2, ~200k cycles/s)
+ResNet-8, 16 inferences         ~25 min (projected, -O0)        ~40 s (-O2, ~245k cycles/s)
+==============================  ==============================  ===============================
 
 Per cycle the design's own model now sets the pace. Two things made the big designs faster:
 the wrapper makes the reset itself (as an input of the model, every clock edge made Verilator
-re-evaluate all logic that depends on the reset: Amaranth's next-state logic of every register,
-2.3x at -O0), and runs expected to be long (``LONG_RUN``) compile the design at ``-O2``
-(``OPT_FAST_LONG``: 2.6x over -O0 on ResNet-8 for ~1.5x the build). Verilator's default
-``--x-assign fast`` already applies; ``--threads`` was not tried (two shared cores). The
-runner's ``--public-flat-rw`` is dropped (the wrapper's ports are public by metacomments), so
-Verilator may optimise the design's signals away.
+re-evaluate all logic that depends on the reset -- Amaranth's next-state logic of every
+register -- in its input-combinational region: 2.3x on ResNet-8 at -O0), and runs expected to
+be long (``LONG_RUN`` cycles) compile the design at ``-O2`` (``OPT_FAST_LONG``): ResNet-8 runs
+~7x faster than at -O0 (200k against 27k cycles/s) for a cold build of 87 s against 30 s, so
+it pays from ~1.8M cycles on. Verilator's default ``--x-assign fast`` already applies;
+``--threads`` was not tried (two shared cores). The runner's ``--public-flat-rw`` is dropped
+(the wrapper's ports are public by metacomments), so Verilator may optimise the design's
+signals away.
 
 Verilator build time
 --------------------
