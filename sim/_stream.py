@@ -103,29 +103,80 @@ def unpack(values: list[int], info: PortInfo) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(len(values), info.lanes)
 
 
+def pack_hex(a: np.ndarray, info: PortInfo) -> str:
+    """The rows of ``a`` as flat payloads (:func:`pack`), one hexadecimal number a line."""
+    w = info.width * info.lanes
+    if w <= 64 and len(a):
+        lanes = (np.asarray(a, dtype=np.int64).astype(np.uint64) & np.uint64((1 << info.width) - 1))
+        flat = np.zeros(len(a), dtype=np.uint64)
+        for j in range(info.lanes):
+            flat |= lanes[:, j] << np.uint64(j * info.width)
+        return "".join(f"{v:x}\n" for v in flat.tolist())
+    return "".join(f"{v:x}\n" for v in pack(a, info))
+
+
+def unpack_hex(text: str, info: PortInfo) -> np.ndarray:
+    """Inverse of :func:`pack_hex` (int64 ``(n, lanes)``, signed lanes sign-extended)."""
+    words = text.split()
+    w, mask = info.width, (1 << info.width) - 1
+    if w * info.lanes <= 64 and words:
+        flat = np.array([int(x, 16) for x in words], dtype=np.uint64)
+        out = np.empty((len(words), info.lanes), dtype=np.int64)
+        for j in range(info.lanes):
+            lane = ((flat >> np.uint64(j * w)) & np.uint64(mask)).astype(np.int64)
+            if info.signed:
+                lane = np.where(lane >> (w - 1) != 0, lane - (1 << w), lane)
+            out[:, j] = lane
+        return out
+    return unpack([int(x, 16) for x in words], info)
+
+
+def xorshift32(x: int) -> int:
+    """One step of Marsaglia's xorshift32 (the wrapper's ``xs32``)."""
+    x ^= (x << 13) & 0xFFFFFFFF
+    x ^= x >> 17
+    x ^= (x << 5) & 0xFFFFFFFF
+    return x
+
+
+def port_seed(seed: int, salt: int) -> int:
+    """Non-zero 32-bit xorshift seed of one port's ``"random"`` pattern (splitmix64 of the run's
+    seed and the port's salt)."""
+    z = ((((seed & 0xFFFFFFFF) << 20) ^ salt) + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+    z ^= z >> 31
+    return (z & 0xFFFFFFFF) or 1
+
+
 class Pause:
     """Per-cycle "may act" decisions for one port.
 
     ``"none"``: always; ``"3of4"``: one cycle in four (three in four paused);
-    ``"random"``: seeded coin flip, 50 %.
+    ``"random"``: a 50 % coin flip per cycle, bit 31 of a xorshift32 sequence seeded with
+    :func:`port_seed` (state for cycle 0: one step from the seed). The Verilog wrapper of the
+    cocotb harness (:mod:`onnx2hw.sim._harness`) computes the same sequence in hardware.
     """
 
     def __init__(self, kind: str, seed: int, salt: int):
         if kind not in PAUSES:
             raise ValueError(f"pause pattern must be one of {PAUSES!r}, not {kind!r}")
         self.kind = kind
-        self._rng = np.random.default_rng([seed & 0xFFFFFFFF, salt])
-        self._buf = np.zeros(0, dtype=bool)
+        self.seed = port_seed(seed, salt)
+        self._state = self.seed
+        self._buf: list[bool] = []
 
     def __call__(self, cycle: int) -> bool:
         if self.kind == "none":
             return True
         if self.kind == "3of4":
             return cycle % 4 == 3
-        if cycle >= self._buf.size:
-            more = self._rng.random(max(4096, cycle + 1 - self._buf.size)) < 0.5
-            self._buf = np.concatenate([self._buf, more])
-        return bool(self._buf[cycle])
+        buf, x = self._buf, self._state
+        while cycle >= len(buf):
+            x = xorshift32(x)
+            buf.append(bool(x >> 31))
+        self._state = x
+        return buf[cycle]
 
 
 def check_names(ports: dict[str, PortInfo], feeds: dict, expect: dict) -> None:

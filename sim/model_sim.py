@@ -75,7 +75,8 @@ def _run(component, feeds, expect, simulator, pause, seed, waves, count):
     idle = max(4096, 4 * (p.latency + p.ii))
     budget = default_max_cycles(feeds, expect) + 4 * (p.latency + count * p.ii)
     return run_cocotb(component, feeds, expect, simulator=simulator, src_pause=pause,
-                      sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget)
+                      sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget,
+                      expected_cycles=p.latency + count * p.ii)
 
 
 def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", component=None) -> tuple[float, int]:
