@@ -26,7 +26,8 @@ from .rtl.board_top import LINK_COST
 from .rtl.selftest import selftest_cost
 from .synth import SynthError, parse_fmax, parse_utilisation, run_build
 
-__all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS", "check_selftest_fits"]
+__all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS", "check_selftest_fits",
+           "nextpnr_options"]
 
 #: bitstream files a build may produce (ECP5: .bit + .svf, iCE40: .bin)
 BITSTREAM_EXTENSIONS = ("bit", "svf", "bin")
@@ -143,6 +144,17 @@ def check_selftest_fits(design, samples: int):
                      f"({need:,} of {avail[what]:,}); {hint}")
 
 
+#: estimated LUT4s above which nextpnr routes with router2: router1 (its default) crawls on a
+#: congested 40k-LUT design (an AD autoencoder of LUT products: 170k arcs still unrouted after
+#: 15 minutes), router2 routes by congestion-negotiated passes over the whole net list
+ROUTER2_ABOVE_LUT = 20_000
+
+
+def nextpnr_options(estimated_lut: int) -> str:
+    """nextpnr's options for a design of ``estimated_lut`` LUT4s."""
+    return "--timing-allow-fail" + (" --router router2" if estimated_lut > ROUTER2_ABOVE_LUT else "")
+
+
 def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None,
                  selftest: SelfTestData | None = None, simulated: Mapping | None = None) -> BuildResult:
     """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`.
@@ -181,7 +193,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             # private wire names otherwise (seen with synth_ecp5)
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
             plan = board.platform().build(top, name=name, do_build=False, script_after_read="proc\nopt_clean -purge",
-                                          nextpnr_opts="--timing-allow-fail")
+                                          nextpnr_opts=nextpnr_options(p.total.lut))
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"
         steps.update(run_build(plan, work, name, progress=progress))

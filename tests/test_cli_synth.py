@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from _paths import EXAMPLES
+from onnx2hw.build import ROUTER2_ABOVE_LUT, nextpnr_options
 from onnx2hw.cli import main
 from onnx2hw.quant.ptq import quantize
 
@@ -84,3 +85,9 @@ def test_synth_bad_link_or_clock(capsys, argv, message):
     assert main(["synth", str(EXAMPLES / "digits_mlp_int8.onnx"), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err, err
+
+
+def test_big_designs_route_with_router2():
+    """router1 stalls on congested 40k-LUT designs; small ones keep nextpnr's default router."""
+    assert nextpnr_options(3_000) == "--timing-allow-fail"
+    assert nextpnr_options(ROUTER2_ABOVE_LUT + 1).split() == ["--timing-allow-fail", "--router", "router2"]
