@@ -356,29 +356,6 @@ def test_mvu_paired_products_use_half_the_dsps(n, k, pe, simd, wb, ib, isg, summ
     assert _within(est.ff, stat["ff"]), (est, stat)
 
 
-@pytest.mark.synth
-@pytest.mark.slow
-def test_mvu_lut_products_fmax_ecp5_85f(summary):
-    """16 8x8 LUT products (PE 4, SIMD 4) reach 125 MHz on an LFE5U-85F alone (nextpnr, out of
-    context; measured 126 MHz, 65 MHz before the operand and inner product registers)."""
-    from onnx2hw.rtl.synth_check import nextpnr_fmax
-    name, factory, _, _ = next(e for e in bench_config() if e[0].endswith("_lut"))
-    fmax = nextpnr_fmax(factory())
-    summary("mvu-lut-fmax", f"{name}: Fmax {fmax:.1f} MHz on LFE5U-85F")
-    assert fmax >= 125.0
-
-
-@pytest.mark.synth
-@pytest.mark.slow
-def test_mvu_bench_fmax_ecp5_85f(summary):
-    """The 8-bit MVU with 16 multipliers meets 100 MHz on an LFE5U-85F (nextpnr, out of context)."""
-    from onnx2hw.rtl.synth_check import nextpnr_fmax
-    name, factory, _, _ = bench_config()[0]
-    fmax = nextpnr_fmax(factory())
-    summary("mvu-fmax", f"{name}: Fmax {fmax:.1f} MHz on LFE5U-85F")
-    assert fmax >= 100.0
-
-
 @pytest.mark.parametrize("n, k, groups, pe, simd, bipolar", [
     (6, 8, 3, 1, 2, False), (6, 8, 3, 2, 8, False), (12, 4, 2, 3, 1, False), (8, 6, 4, 2, 3, True)])
 @pytest.mark.parametrize("pause", ["random", "3of4"])
