@@ -766,10 +766,14 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
             _keep_waveform(rundir, Path(waves))
         shutil.rmtree(rundir, ignore_errors=True)
         return outs, cycles
-    if not waves:
+    long_run = spec["expected_cycles"] > LONG_RUN
+    if not waves and not long_run:   # a long run's trace would take a traced -O2 build and gigabytes
         _o, _c, err2, _s = _run_once(text, harness, simulator, True, rundir, spec, arrays, ports)
         err = err2 or err
     wave = next((p for p in (rundir / "dump.vcd", rundir / "dump.fst", rundir / f"{TB_TOP}.fst")
                  if p.is_file()), None)
-    where = f"waveform: {wave}" if wave else f"no waveform written (run directory {rundir})"
+    where = (f"waveform: {wave}" if wave else
+             f"not re-run with tracing: a run of {spec['expected_cycles']:,} cycles (pass waves, or --waves DIR, "
+             f"to trace it; run directory {rundir})" if long_run and not waves else
+             f"no waveform written (run directory {rundir})")
     raise AssertionError(f"{err.strip()}\n{where}")

@@ -411,6 +411,11 @@ def test_verilator_large_design_flags(tmp_path, monkeypatch):
     np.testing.assert_array_equal(out["o"], x)
     flags = sorted(json.loads(p.read_text())["flags"] for p in tmp_path.glob("*/.built"))
     assert len(flags) == 2 and "OPT_FAST=-O2" in flags[1] and "-fno-merge-cond" in flags[1]
+    # a failing long run is not re-run with tracing (no traced build, no waveform)
+    with pytest.raises(AssertionError, match=r"deadlock.*\nnot re-run with tracing: a run of 1,001 cycles"):
+        run_cocotb(_Reg("stop", at=10), {"i": x}, {"o": 10}, idle_limit=40, expected_cycles=1001)
+    built = [json.loads(p.read_text()) for p in tmp_path.glob("*/.built")]
+    assert len(built) == 3 and not any(b["waves"] for b in built)   # the stopping design's -O2 build only
 
 
 def test_build_key_names_the_cocotb_install(monkeypatch):
