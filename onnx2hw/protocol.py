@@ -158,9 +158,7 @@ class LinkFormat:
             bad = v[(v < lo) | (v > hi)][0]
             raise ValueError(f"input value {int(bad)!r} does not fit "
                              f"{'int' if self.in_signed else 'uint'}{self.in_bits}")
-        u = v & ((1 << (8 * self.in_elem_bytes)) - 1)
-        out = np.stack([(u >> (8 * k)) & 0xFF for k in range(self.in_elem_bytes)], axis=-1)
-        return out.astype(np.uint8).tobytes()
+        return _little_endian(v, self.in_elem_bytes)
 
     def encode_outputs(self, y: np.ndarray, bipolar: bool = False) -> bytes:
         """(N, *out_shape) integers -> the ``N * out_bytes`` payload bytes the board sends for
@@ -172,10 +170,7 @@ class LinkFormat:
         v = y.astype(np.int64).reshape(len(y), -1)
         if bipolar:
             v = (v > 0).astype(np.int64)
-        nb = self.out_elem_bytes
-        u = v & ((1 << (8 * nb)) - 1)
-        out = np.stack([(u >> (8 * k)) & 0xFF for k in range(nb)], axis=-1)
-        return out.astype(np.uint8).tobytes()
+        return _little_endian(v, self.out_elem_bytes)
 
     def decode_outputs(self, payload: bytes, count: int) -> np.ndarray:
         """``count * out_bytes`` payload bytes -> (count, *out_shape) int64 (NHWC)."""
@@ -190,6 +185,12 @@ class LinkFormat:
         if self.out_signed:
             v = np.where(v >= 1 << (self.out_bits - 1), v - (1 << self.out_bits), v)
         return v.reshape((count,) + tuple(self.out_shape))
+
+
+def _little_endian(v: np.ndarray, nbytes: int) -> bytes:
+    """Integers as ``nbytes`` little-endian two's-complement bytes each."""
+    u = v & ((1 << (8 * nbytes)) - 1)
+    return np.stack([(u >> (8 * k)) & 0xFF for k in range(nbytes)], axis=-1).astype(np.uint8).tobytes()
 
 
 def link_format(describe: dict) -> LinkFormat:

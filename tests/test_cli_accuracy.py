@@ -122,9 +122,8 @@ def test_qonnx_model_onnxruntime_cannot_run(tmp_path, capsys):
     assert fig["integer"]["correct1"] == top1 and "error" in fig["float"]
 
 
-def test_float_model_calibrated_with_a_file_holding_reference_outputs(tmp_path, capsys):
-    """ResNet-8 (float, Softmax head on the host) calibrated with its .npz, which also holds the
-    Keras outputs (ignored): the integer counts follow from onnxruntime's spec session on the QDQ
+def test_float_model_calibrated_with_its_calibration_file(tmp_path, capsys):
+    """ResNet-8 (float, Softmax head on the host) calibrated with its .npz: the integer counts follow from onnxruntime's spec session on the QDQ
     model the quantizer writes from the same calibration; the float ones from onnxruntime's
     float run (labels at ranks of the spec session's scores, far apart from their neighbours)."""
     with np.load(RESNET8_DATA) as d:

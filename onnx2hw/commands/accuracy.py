@@ -46,8 +46,7 @@ def configure(parser):
                         help="inputs (keyed by the model's input name, or 'input'/'x') and integer labels "
                              "('labels'/'label'/'y'), batch first")
     parser.add_argument("--calib", metavar="C.npz",
-                        help="calibration data to quantize a float model (arrays not named after a model "
-                             "input, such as reference outputs, are ignored)")
+                        help="calibration data to quantize a float model")
     parser.add_argument("--board", default="ulx3s", help="board the design is compiled for (default ulx3s)")
     add_host_option(parser)
     parser.add_argument("--limit", type=int, metavar="N", help="use only the first N samples")
@@ -109,16 +108,6 @@ def load_labelled(path: str, graph: Graph, limit: int | None) -> tuple[dict[str,
     if len(labels) != n:
         raise UsageError(f"--data {path!r}: {len(labels)} labels for {n} input samples")
     return feeds, labels.astype(np.int64)
-
-
-def _calibration(path: str | None, graph: Graph):
-    """The calibration arrays named after the model's inputs (other arrays of the file, such as
-    reference outputs, are left out)."""
-    if path is None:
-        return None
-    arrays = _read_npz(path, "--calib")
-    wanted = {k: v for k, v in arrays.items() if k in graph.input_names}
-    return wanted if wanted else arrays   # nothing matches: let the quantizer name the problem
 
 
 # -------------------------------------------------------------------------------------- scoring
@@ -262,7 +251,6 @@ def run(args) -> int:
     classes = static_classes(graph, output)
     if classes is not None:
         check_labels(labels, classes, args.data)
-    args.calib = _calibration(args.calib, graph)
     design = design_of(args, target, graph)
     if host_note(design):
         con.print(host_note(design))
