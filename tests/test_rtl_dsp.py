@@ -1,0 +1,244 @@
+"""onnx2hw.rtl._dsp.dsp_product: the behavioural registers (simulation) against an int64 NumPy
+product, cycle by cycle with a random clock enable; the ECP5 mapping (MULT18X18D with its own
+input and output registers) against the Yosys netlist."""
+import json
+import tempfile
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Shape, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.sim import Simulator
+
+import onnx2hw.rtl._dsp as dsp
+from onnx2hw.rtl._dsp import dsp_product
+from onnx2hw.rtl.synth_check import FamilyPlatform, synthesize, yosys_stat
+
+# the argument checks and the naming test build modules they never elaborate
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+
+
+def _lo_hi(shape: Shape):
+    if shape.signed:
+        return -(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1
+    return 0, (1 << shape.width) - 1
+
+
+def _operands(shape: Shape, n: int, rng) -> np.ndarray:
+    """``n`` operands of ``shape``: the extremes, zero and one first, then uniform."""
+    lo, hi = _lo_hi(shape)
+    edge = [v for v in (lo, hi, 0, 1, -1, lo + 1, hi - 1) if lo <= v <= hi]
+    rest = rng.integers(lo, hi, endpoint=True, size=n, dtype=np.int64)
+    return np.concatenate([np.array(edge, dtype=np.int64), rest])[:n]
+
+
+def _run(sa: Shape, sb: Shape, xs, ys, ens):
+    """Drive ``a``, ``b`` (and ``en`` unless ``ens`` is None) for one cycle each; return the
+    product output read after every clock edge."""
+    m = Module()
+    a, b = Signal(sa, name="a"), Signal(sb, name="b")
+    en = None if ens is None else Signal(name="en")
+    p = dsp_product(m, a, b, en=en)
+    assert p.shape() == (a * b).shape()
+    got = []
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+
+    async def tb(ctx):
+        for k in range(len(xs)):
+            ctx.set(a, int(xs[k]))
+            ctx.set(b, int(ys[k]))
+            if en is not None:
+                ctx.set(en, int(ens[k]))
+            await ctx.tick()
+            got.append(ctx.get(p))
+
+    sim.add_testbench(tb)
+    sim.run()
+    return got
+
+
+def _expected(xs, ys, ens):
+    """Output after each edge: the int64 product of the operands sampled at the enabled edge
+    before the latest one (None while fewer than two enabled edges have passed)."""
+    prods = np.asarray(xs, dtype=np.int64) * np.asarray(ys, dtype=np.int64)
+    taken, out = [], []
+    for k in range(len(prods)):
+        if ens is None or ens[k]:
+            taken.append(int(prods[k]))
+        out.append(taken[-2] if len(taken) >= 2 else None)
+    return out
+
+
+CASES = [
+    (unsigned(8), unsigned(8)),
+    (signed(8), signed(8)),
+    (signed(18), signed(18)),
+    (unsigned(17), signed(18)),
+    (signed(18), unsigned(17)),
+    (unsigned(18), unsigned(18)),
+    (signed(5), unsigned(1)),
+    (unsigned(1), unsigned(1)),
+    (signed(1), signed(12)),
+]
+
+
+@pytest.mark.parametrize("sa, sb", CASES, ids=lambda s: repr(s))
+@pytest.mark.parametrize("with_en", [False, True], ids=["always", "en"])
+def test_behavioural_product_latency_two_enabled_edges(sa, sb, with_en):
+    rng = np.random.default_rng(sa.width * 131 + sb.width * 7 + sa.signed * 3 + sb.signed)
+    n = 300
+    xs, ys = _operands(sa, n, rng), _operands(sb, n, rng)
+    rng.shuffle(ys)
+    # runs of enabled and disabled edges, including long stalls and single-cycle gaps
+    ens = (rng.random(n) < 0.6).astype(int) if with_en else None
+    if with_en:
+        ens[40:50] = 0
+        ens[50:53] = 1
+    got = _run(sa, sb, xs, ys, ens)
+    want = _expected(xs, ys, ens)
+    checked = 0
+    for k, (g, w) in enumerate(zip(got, want)):
+        if w is None:
+            continue
+        assert g == w, f"{sa} x {sb}: after edge {k} got {g}, expected {w}"
+        checked += 1
+    assert checked > n // 3
+
+
+def test_exhaustive_small_signed_by_unsigned():
+    """Every pair of a 4-bit signed and a 3-bit unsigned operand, always enabled."""
+    sa, sb = signed(4), unsigned(3)
+    pairs = [(x, y) for x in range(-8, 8) for y in range(8)]
+    xs = [x for x, _ in pairs] + [0, 0]
+    ys = [y for _, y in pairs] + [0, 0]
+    got = _run(sa, sb, xs, ys, None)
+    want = _expected(xs, ys, None)
+    assert got[1:] == want[1:]
+    assert len(set(want[1:])) > 20
+
+
+@pytest.mark.parametrize("sa, sb", [(signed(19), signed(8)), (unsigned(19), unsigned(2)),
+                                    (unsigned(4), signed(20)), (unsigned(0), unsigned(4))])
+def test_rejects_operands_that_do_not_fit_a_port(sa, sb):
+    with pytest.raises(ValueError, match="MULT18X18D port"):
+        dsp_product(Module(), Signal(sa), Signal(sb))
+
+
+def test_rejects_wide_enable():
+    with pytest.raises(ValueError, match="1 bit"):
+        dsp_product(Module(), Signal(4), Signal(4), en=Signal(2))
+
+
+def test_names_do_not_collide():
+    m = Module()
+    plat = FamilyPlatform("ecp5")
+    dsp_product(m, Signal(4), Signal(4), platform=plat)
+    dsp_product(m, Signal(4), Signal(4), platform=plat)
+    assert m.submodules["dsp"] is not m.submodules["dsp_1"]
+
+
+# ---- ECP5 mapping ----------------------------------------------------------------------------
+
+SYNTH_CASES = [(signed(18), signed(18), False), (unsigned(17), signed(18), True),
+               (unsigned(8), unsigned(8), True)]
+
+
+class _Between(wiring.Component):
+    """Fabric operand registers -> dsp_product -> fabric product registers, per case."""
+
+    def __init__(self):
+        ports = {"en": In(1)}
+        for k, (sa, sb, _) in enumerate(SYNTH_CASES):
+            ports[f"a{k}"] = In(sa)
+            ports[f"b{k}"] = In(sb)
+            ports[f"p{k}"] = Out((Signal(sa) * Signal(sb)).shape())
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        for k, (sa, sb, use_en) in enumerate(SYNTH_CASES):
+            ra, rb = Signal(sa, name=f"ra{k}"), Signal(sb, name=f"rb{k}")
+            m.d.sync += [ra.eq(getattr(self, f"a{k}")), rb.eq(getattr(self, f"b{k}"))]
+            p = dsp_product(m, ra, rb, platform=platform, en=self.en if use_en else None,
+                            name=f"mul{k}")
+            m.d.sync += getattr(self, f"p{k}").eq(p)
+        return m
+
+
+FABRIC_FF = sum(2 * (sa.width + sb.width) for sa, sb, _ in SYNTH_CASES)
+
+
+@pytest.mark.synth
+def test_ecp5_netlist_uses_the_dsp_registers_and_no_fabric_ff_between():
+    with tempfile.TemporaryDirectory() as d:
+        stat, path = synthesize(_Between(), "ecp5", workdir=d, json_out=True)
+        top = json.loads(path.read_text())["modules"]["top"]
+    cells = top["cells"]
+    dsps = {n: c for n, c in cells.items() if c["type"] == "MULT18X18D"}
+    ffs = [c for c in cells.values() if c["type"] == "TRELLIS_FF"]
+    assert len(dsps) == len(SYNTH_CASES)
+    # only the fabric operand and product registers of the component remain in fabric
+    assert len(ffs) == FABRIC_FF
+    assert not [c for c in cells.values() if c["type"] in ("LUT4", "CCU2C")]
+    # which cell port drives each net bit
+    driver = {}
+    for c in cells.values():
+        for port, bits in c["connections"].items():
+            if c["port_directions"][port] == "output":
+                for bit in bits:
+                    driver[bit] = (c["type"], port)
+    sinks = {}
+    for c in cells.values():
+        for port, bits in c["connections"].items():
+            if c["port_directions"][port] == "input":
+                for bit in bits:
+                    sinks.setdefault(bit, []).append((c["type"], port))
+    for k, (sa, sb, use_en) in enumerate(SYNTH_CASES):
+        name = next(n for n in dsps if f"mul{k}" in n)
+        c = dsps[name]
+        prm = c["parameters"]
+        assert (prm["REG_INPUTA_CLK"], prm["REG_INPUTB_CLK"], prm["REG_OUTPUT_CLK"],
+                prm["REG_PIPELINE_CLK"]) == ("CLK0", "CLK0", "CLK0", "NONE")
+        assert (prm["REG_INPUTA_CE"], prm["REG_INPUTB_CE"], prm["REG_OUTPUT_CE"]) == ("CE0",) * 3
+        assert prm["GSR"] == "DISABLED"
+        conn = c["connections"]
+        assert conn["SIGNEDA"] == [str(int(sa.signed))]
+        assert conn["SIGNEDB"] == [str(int(sb.signed))]
+        assert conn["RST0"] == ["0"]
+        assert conn["CLK0"] == top["ports"]["clk"]["bits"]
+        assert conn["CE0"] == (top["ports"]["en"]["bits"] if use_en else ["1"])
+        for port in ("CLK1", "CLK2", "CLK3", "CE1", "CE2", "CE3", "RST1", "RST2", "RST3"):
+            assert port not in conn or conn[port] == ["x"] or conn[port] == []
+        # every operand bit comes straight from a fabric register (or is a constant extension)
+        for letter, shape in (("A", sa), ("B", sb)):
+            for i in range(18):
+                bit = conn[f"{letter}{i}"][0]
+                if i >= shape.width and not shape.signed:
+                    assert bit == "0"
+                else:
+                    assert driver[bit] == ("TRELLIS_FF", "Q"), (name, letter, i)
+        # every used product bit goes straight into a fabric register
+        for i in range(sa.width + sb.width):
+            assert sinks[conn[f"P{i}"][0]] == [("TRELLIS_FF", "DI")], (name, i)
+
+
+@pytest.mark.synth
+def test_platform_none_keeps_the_behavioural_registers_in_fabric():
+    st = yosys_stat(_Between(), "ecp5", platform=None)
+    assert st["dsp"] == len(SYNTH_CASES)
+    # the two register levels of every product are fabric flip-flops when Yosys infers the DSP
+    assert st["ff"] == 2 * FABRIC_FF
+    assert yosys_stat(_Between(), "ecp5")["ff"] == FABRIC_FF
+
+
+@pytest.mark.synth
+def test_pipeline_register_variant(monkeypatch):
+    monkeypatch.setattr(dsp, "PRODUCT_REGISTER", "PIPELINE")
+    with tempfile.TemporaryDirectory() as d:
+        _, path = synthesize(_Between(), "ecp5", workdir=d, json_out=True)
+        top = json.loads(path.read_text())["modules"]["top"]
+    prms = [c["parameters"] for c in top["cells"].values() if c["type"] == "MULT18X18D"]
+    assert len(prms) == len(SYNTH_CASES)
+    assert all((p["REG_PIPELINE_CLK"], p["REG_OUTPUT_CLK"]) == ("CLK0", "NONE") for p in prms)
