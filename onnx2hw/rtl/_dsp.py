@@ -11,34 +11,56 @@ Hardware facts this relies on (checked against the sources, not guessed):
 * Parameter and port names and defaults: the Yosys blackbox ``cells_bb_ecp5.v``
   (``REG_{INPUTA,INPUTB,INPUTC,PIPELINE,OUTPUT}_{CLK,CE,RST}``, ``GSR``, ``RESETMODE``, ...).
   The prjtrellis fuzzer ``fuzzers/ECP5/073-mult18_config`` fuzzes each ``REG_*_CLK`` over
-  NONE/CLK0..3 independently, and nextpnr's ``ecp5/bitstream.cc`` writes them from the cell
-  parameters, with the CLK/CE/RST input muxes set to pass-through (active-high CE and RST).
-* Timing: nextpnr-ecp5 (``Arch::assignArchInfo`` / ``getPortTimingClass`` /
-  ``getPortClockingInfo``) treats a ``MULT18X18D`` with registered inputs as clocked: A/B
-  (and CE/RST/SIGNED) become register inputs and P register outputs of ``CLK0`` ("if this port
-  is clocked at all, it must be clocked from CLK0"), with setup and clock-to-out from its timing
-  database entry ``MULT18X18D_REGS_ALL`` when both inputs and the output are registered. The
-  path inside the DSP (input register -> multiplier -> output register) is not timed by
-  nextpnr; Lattice's data sheet gives the sysDSP well above the 100 MHz we target.
-* At most four distinct CLK, four CE and four RST nets per DSP block (two ``MULT18X18D`` pairs
-  and their ``ALU54B``; ``Arch::is_dsp_location_valid``). Only ``CLK0``/``CE0``/``RST0`` are
-  connected here; the unused ``CLK1..3``/``CE1..3``/``RST1..3`` are left unconnected, as Yosys'
-  own mapping leaves all of them (nextpnr's packer creates them empty and its bitstream writer
-  leaves them unrouted), because a constant on them would be one more net (GND) in that count.
-  Products with different ``en`` signals therefore share a block four at a time at most
-  (three when one of them has ``en=None``, whose CE0 is the constant-1 net).
+  NONE/CLK0..3 independently, and nextpnr's ``ecp5/bitstream.cc`` writes ``REG_INPUTA/B_CLK``,
+  ``_CE``, ``_RST``, ``REG_PIPELINE_CLK/CE/RST`` and ``REG_OUTPUT_CLK`` from the cell parameters,
+  with the CLK/CE/RST input muxes set to pass-through (active-high CE and RST).
+* Timing: nextpnr-ecp5 (``getPortTimingClass`` / ``getPortClockingInfo``; nextpnr PR #435
+  "Alter MULT18X18D timing db based on register config") treats a ``MULT18X18D`` with both
+  inputs registered as clocked: A/B (and CE/RST/SIGNED) become register inputs and P register
+  outputs of ``CLK0`` ("if this port is clocked at all, it must be clocked from CLK0"), with
+  setup and clock-to-out from the timing database entry ``MULT18X18D_REGS_ALL`` when the output
+  is registered too (``MULT18X18D_REGS_INPUT`` when it is not: then P's clock-to-out includes
+  the multiplier). The path inside the DSP (input register -> multiplier -> product register)
+  is not timed by nextpnr at all; its combinational A/B -> P delay in the unregistered entry is
+  3.93 ns on speed grade 6 (read off a critical-path report), so that internal path should be
+  near 5 ns -- an estimate, not a datasheet figure.
+* At most four distinct CLK, four CE and four RST nets per DSP block (its ``MULT18X18D`` and
+  ``ALU54B`` sites share CLK0..3, CE0..3, RST0..3; ``Arch::is_dsp_location_valid``, and
+  ``Arch::remap_dsp_blocks`` renumbers a cell's CEn and its ``REG_*_CE`` parameters to fit).
+  Only ``CLK0``/``CE0``/``RST0`` are connected here; ``CLK1..3``/``CE1..3``/``RST1..3`` are left
+  unconnected, as Yosys' own mapping leaves all of them (nextpnr's packer creates them empty and
+  its bitstream writer leaves them unrouted); a constant on them would be one more net in that
+  count. Products with different ``en`` (or ``en=None``: the constant-1 net) share a DSP block
+  four distinct enables at most, which the placer respects.
+
+**Not confirmed -- the output register's clock enable.** The prjtrellis database has no
+``REG_OUTPUT_CE`` setting for any ``MULT18_n`` site (it has ``REG_INPUTA_CE``, ``REG_INPUTB_CE``
+and ``REG_PIPELINE_CE``, whose all-zero default is ``CE3``), and nextpnr's bitstream writer does
+not write ``REG_OUTPUT_CE``. With the open flow the product register (``PRODUCT_REGISTER =
+"OUTPUT"``) is therefore enabled by whatever CE its unconfigured select means on the silicon:
+possibly not ``CE0``. With ``en=None`` that is harmless if that CE input reads 1 (nextpnr
+documents unrouted CIB CE inputs of the block RAM as 1; not checked for the DSP). With an ``en``
+that stalls, an output register that is always enabled would load the product of the held
+operands one edge early during a stall -- a hardware difference from the behavioural model that
+no simulation here can show. ``PRODUCT_REGISTER = "PIPELINE"`` uses the register after the
+multiplier instead (``REG_PIPELINE_CLK/CE``, both in the database and written by nextpnr), with
+the same cycle behaviour; nextpnr then times P from the input registers through the multiplier
+(``MULT18X18D_REGS_INPUT``), which is pessimistic for that configuration. Check on the board
+before relying on ``en`` with ``"OUTPUT"``.
 
 Simulation: Yosys' ``cells_sim_ecp5.v`` model of ``MULT18X18D`` stops with
 ``ERROR_UNMODELLED_MULT18X18D_MODE`` for any registered mode, so the primitive itself cannot be
-simulated here. Simulation (amaranth.sim, and cocotb/Verilator through ``verilog.convert``) runs
-with ``platform=None`` and gets the behavioural model: two ordinary register levels with the same
-enable, which is what Lattice FPGA-TN-02205 (sysDSP usage guide) documents for the block -- input
-registers, then the multiplier, then the output register, all three clocked by the selected
-CLK and enabled by the selected CE.
+simulated here (nor evaluated by Yosys ``sim``/``eval``: it is a blackbox). Simulation
+(amaranth.sim, and cocotb/Verilator through ``verilog.convert``) runs with ``platform=None`` and
+gets the behavioural model: two ordinary register levels with the same enable. That the
+primitive behaves alike rests on its register structure (input registers, multiplier, pipeline
+register, output register, each with its own CLK/CE/RST select), which Lattice's simulation model
+of the ECP3 ``MULT18X18C`` (the same parameter set) implements; no ECP5 model of the registered
+modes was available to run.
 
-Measured (nextpnr-ecp5 0.x via YoWASP, LFE5U-85F-6 CABGA381, out of context, seed 1): one signed
-18x18 product between fabric registers (fabric operand registers -> ``dsp_product`` -> fabric
-product register): see :data:`MEASURED_FMAX_MHZ`.
+Measured (nextpnr-ecp5 via YoWASP, LFE5U-85F-6 CABGA381, out of context, seeds 1/2/3): one
+signed 18x18 product between fabric registers (fabric operand registers -> ``dsp_product`` ->
+fabric product register): :data:`MEASURED_FMAX_MHZ`.
 """
 from __future__ import annotations
 
@@ -54,9 +76,13 @@ DSP_PORT_BITS = 18
 #: right after the multiplier). Same cycle behaviour either way; see the module notes on CE.
 PRODUCT_REGISTER = "OUTPUT"
 
-#: nextpnr-ecp5 Fmax (MHz) of a signed 18x18 product between fabric registers on the LFE5U-85F-6,
-#: with the primitive (``"ecp5"``) and with the behavioural registers mapped by Yosys (``None``)
-MEASURED_FMAX_MHZ = {"ecp5": None, None: None}
+#: nextpnr-ecp5 Fmax (MHz; seeds 1, 2, 3) of a signed 18x18 product between fabric registers on
+#: the LFE5U-85F-6, with the primitive (``"OUTPUT"``, ``"PIPELINE"``: :data:`PRODUCT_REGISTER`)
+#: and with the behavioural registers, which Yosys maps to fabric flip-flops around a
+#: combinational MULT18X18D (``None``). The primitive's figures are nextpnr's model: fabric ->
+#: DSP input register and DSP product register -> fabric; the DSP-internal path is not timed.
+MEASURED_FMAX_MHZ = {"OUTPUT": (526.0, 501.8, 510.2), "PIPELINE": (198.4, 196.5, 192.9),
+                     None: (139.2, 141.6, 140.6)}
 
 
 def _free_name(m, name: str) -> str:
