@@ -170,11 +170,18 @@ class _Between(wiring.Component):
 FABRIC_FF = sum(2 * (sa.width + sb.width) for sa, sb, _ in SYNTH_CASES)
 
 
-@pytest.mark.synth
-def test_ecp5_netlist_uses_the_dsp_registers_and_no_fabric_ff_between():
+def _netlist(component):
     with tempfile.TemporaryDirectory() as d:
-        stat, path = synthesize(_Between(), "ecp5", workdir=d, json_out=True)
-        top = json.loads(path.read_text())["modules"]["top"]
+        _, path = synthesize(component, "ecp5", workdir=d, json_out=True)
+        return json.loads(path.read_text())["modules"]["top"]
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("product_register", ["PIPELINE", "OUTPUT"])
+def test_ecp5_netlist_uses_the_dsp_registers_and_no_fabric_ff_between(monkeypatch,
+                                                                     product_register):
+    monkeypatch.setattr(dsp, "PRODUCT_REGISTER", product_register)
+    top = _netlist(_Between())
     cells = top["cells"]
     dsps = {n: c for n, c in cells.items() if c["type"] == "MULT18X18D"}
     ffs = [c for c in cells.values() if c["type"] == "TRELLIS_FF"]
@@ -182,34 +189,33 @@ def test_ecp5_netlist_uses_the_dsp_registers_and_no_fabric_ff_between():
     # only the fabric operand and product registers of the component remain in fabric
     assert len(ffs) == FABRIC_FF
     assert not [c for c in cells.values() if c["type"] in ("LUT4", "CCU2C")]
-    # which cell port drives each net bit
-    driver = {}
+    # which cell port drives each net bit, and which cell ports each net bit drives
+    driver, sinks = {}, {}
     for c in cells.values():
         for port, bits in c["connections"].items():
-            if c["port_directions"][port] == "output":
-                for bit in bits:
+            for bit in bits:
+                if c["port_directions"][port] == "output":
                     driver[bit] = (c["type"], port)
-    sinks = {}
-    for c in cells.values():
-        for port, bits in c["connections"].items():
-            if c["port_directions"][port] == "input":
-                for bit in bits:
+                else:
                     sinks.setdefault(bit, []).append((c["type"], port))
+    pipe, out = ("CLK0", "NONE") if product_register == "PIPELINE" else ("NONE", "CLK0")
     for k, (sa, sb, use_en) in enumerate(SYNTH_CASES):
         name = next(n for n in dsps if f"mul{k}" in n)
         c = dsps[name]
         prm = c["parameters"]
-        assert (prm["REG_INPUTA_CLK"], prm["REG_INPUTB_CLK"], prm["REG_OUTPUT_CLK"],
-                prm["REG_PIPELINE_CLK"]) == ("CLK0", "CLK0", "CLK0", "NONE")
-        assert (prm["REG_INPUTA_CE"], prm["REG_INPUTB_CE"], prm["REG_OUTPUT_CE"]) == ("CE0",) * 3
-        assert prm["GSR"] == "DISABLED"
+        assert (prm["REG_INPUTA_CLK"], prm["REG_INPUTB_CLK"], prm["REG_PIPELINE_CLK"],
+                prm["REG_OUTPUT_CLK"], prm["REG_INPUTC_CLK"]) == ("CLK0", "CLK0", pipe, out, "NONE")
+        for reg in ("INPUTA", "INPUTB", "PIPELINE", "OUTPUT"):
+            assert (prm[f"REG_{reg}_CE"], prm[f"REG_{reg}_RST"]) == ("CE0", "RST0")
+        assert (prm["GSR"], prm["RESETMODE"], prm["MULT_BYPASS"]) == ("DISABLED", "SYNC",
+                                                                      "DISABLED")
         conn = c["connections"]
         assert conn["SIGNEDA"] == [str(int(sa.signed))]
         assert conn["SIGNEDB"] == [str(int(sb.signed))]
-        assert conn["RST0"] == ["0"]
+        assert [conn[f"RST{i}"] for i in range(4)] == [["0"]] * 4
         assert conn["CLK0"] == top["ports"]["clk"]["bits"]
         assert conn["CE0"] == (top["ports"]["en"]["bits"] if use_en else ["1"])
-        for port in ("CLK1", "CLK2", "CLK3", "CE1", "CE2", "CE3", "RST1", "RST2", "RST3"):
+        for port in ("CLK1", "CLK2", "CLK3", "CE1", "CE2", "CE3"):
             assert port not in conn or conn[port] == ["x"] or conn[port] == []
         # every operand bit comes straight from a fabric register (or is a constant extension)
         for letter, shape in (("A", sa), ("B", sb)):
@@ -231,14 +237,3 @@ def test_platform_none_keeps_the_behavioural_registers_in_fabric():
     # the two register levels of every product are fabric flip-flops when Yosys infers the DSP
     assert st["ff"] == 2 * FABRIC_FF
     assert yosys_stat(_Between(), "ecp5")["ff"] == FABRIC_FF
-
-
-@pytest.mark.synth
-def test_pipeline_register_variant(monkeypatch):
-    monkeypatch.setattr(dsp, "PRODUCT_REGISTER", "PIPELINE")
-    with tempfile.TemporaryDirectory() as d:
-        _, path = synthesize(_Between(), "ecp5", workdir=d, json_out=True)
-        top = json.loads(path.read_text())["modules"]["top"]
-    prms = [c["parameters"] for c in top["cells"].values() if c["type"] == "MULT18X18D"]
-    assert len(prms) == len(SYNTH_CASES)
-    assert all((p["REG_PIPELINE_CLK"], p["REG_OUTPUT_CLK"]) == ("CLK0", "NONE") for p in prms)

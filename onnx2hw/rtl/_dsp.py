@@ -3,64 +3,69 @@
 Yosys ``synth_ecp5`` maps ``$mul`` to a ``MULT18X18D`` with every internal register off
 (``share/lattice/dsp_map_18x18.v``), so operand and product registers written in Amaranth stay in
 fabric flip-flops and both routes to and from the DSP column are in the critical path.
-:func:`dsp_product` instantiates the primitive itself with its input and output registers on,
-so that fabric paths end at the DSP's input registers and start from its output register.
+:func:`dsp_product` instantiates the primitive itself with its input registers and one product
+register on, so that fabric paths end at the DSP's input registers and start from its product
+register. The product register is the one after the multiplier (``REG_PIPELINE_CLK``) by
+default, not the output register (``REG_OUTPUT_CLK``): see "Which product register" below and
+:data:`PRODUCT_REGISTER`.
 
 Hardware facts this relies on (checked against the sources, not guessed):
 
 * Parameter and port names and defaults: the Yosys blackbox ``cells_bb_ecp5.v``
   (``REG_{INPUTA,INPUTB,INPUTC,PIPELINE,OUTPUT}_{CLK,CE,RST}``, ``GSR``, ``RESETMODE``, ...).
   The prjtrellis fuzzer ``fuzzers/ECP5/073-mult18_config`` fuzzes each ``REG_*_CLK`` over
-  NONE/CLK0..3 independently, and nextpnr's ``ecp5/bitstream.cc`` writes ``REG_INPUTA/B_CLK``,
-  ``_CE``, ``_RST``, ``REG_PIPELINE_CLK/CE/RST`` and ``REG_OUTPUT_CLK`` from the cell parameters,
-  with the CLK/CE/RST input muxes set to pass-through (active-high CE and RST).
+  NONE/CLK0..3 and each ``_CE``/``_RST`` over the four slots; nextpnr's ``ecp5/bitstream.cc``
+  writes ``REG_INPUTA/B_CLK/CE/RST``, ``REG_PIPELINE_CLK/CE/RST``, ``REG_OUTPUT_CLK`` (and
+  ``REG_OUTPUT_RST`` for sites 0 and 4 only) from the cell parameters, with the CLK/CE/RST input
+  muxes set to pass-through (active-high CE and RST), and sets ``CIBOUT_BYP`` (P straight from
+  the pipeline stage) when ``REG_OUTPUT_CLK`` is NONE.
+* Register structure: input registers (A, B and the SIGNED bits), multiplier, pipeline
+  register, output register, each with its own CLK/CE/RST select -- as Lattice's simulation model
+  of the ECP3 ``MULT18X18C`` (same parameter set) implements it. No ECP5 model of the registered
+  modes was available to run (see Simulation).
 * Timing: nextpnr-ecp5 (``getPortTimingClass`` / ``getPortClockingInfo``; nextpnr PR #435
   "Alter MULT18X18D timing db based on register config") treats a ``MULT18X18D`` with both
   inputs registered as clocked: A/B (and CE/RST/SIGNED) become register inputs and P register
   outputs of ``CLK0`` ("if this port is clocked at all, it must be clocked from CLK0"), with
   setup and clock-to-out from the timing database entry ``MULT18X18D_REGS_ALL`` when the output
-  is registered too (``MULT18X18D_REGS_INPUT`` when it is not: then P's clock-to-out includes
-  the multiplier). The path inside the DSP (input register -> multiplier -> product register)
-  is not timed by nextpnr at all; its combinational A/B -> P delay in the unregistered entry is
-  3.93 ns on speed grade 6 (read off a critical-path report), so that internal path should be
-  near 5 ns -- an estimate, not a datasheet figure.
+  register is on and ``MULT18X18D_REGS_INPUT`` when it is not. nextpnr does not look at the
+  pipeline register: with it, P's clock-to-out is taken from ``REGS_INPUT``, i.e. through the
+  multiplier -- pessimistic. The path inside the DSP (input register -> multiplier -> product
+  register) is not timed at all; the unregistered A/B -> P delay in the database is 3.93 ns on
+  speed grade 6 (read off a critical-path report), so that internal path should be near 5 ns --
+  an estimate, not a datasheet figure.
 * At most four distinct CLK, four CE and four RST nets per DSP block (its ``MULT18X18D`` and
-  ``ALU54B`` sites share CLK0..3, CE0..3, RST0..3; ``Arch::is_dsp_location_valid``, and
-  ``Arch::remap_dsp_blocks`` renumbers a cell's CEn and its ``REG_*_CE`` parameters to fit).
-  Only ``CLK0``/``CE0``/``RST0`` are connected here; ``CLK1..3``/``CE1..3``/``RST1..3`` are left
-  unconnected, as Yosys' own mapping leaves all of them (nextpnr's packer creates them empty and
-  its bitstream writer leaves them unrouted); a constant on them would be one more net in that
-  count. Products with different ``en`` (or ``en=None``: the constant-1 net) share a DSP block
-  four distinct enables at most, which the placer respects.
+  ``ALU54B`` sites share CLK0..3, CE0..3, RST0..3; ``Arch::is_dsp_location_valid``; and
+  ``Arch::remap_dsp_blocks`` renumbers a cell's CEn and its ``REG_*_CE`` parameters to fit,
+  failing with an error when no slot is free). ``CLK0`` and ``CE0`` are connected here,
+  ``CLK1..3``/``CE1..3`` are left unconnected as Yosys' own mapping leaves them (nextpnr's packer
+  creates them empty, its bitstream writer leaves them unrouted), so products with different
+  ``en`` (or ``en=None``: the constant-1 net) share a block four distinct enables at most, which
+  the placer respects. All four RST inputs are tied low: the RST select of some registers is not
+  in the database (below), and one constant net on all four slots is the same for every
+  product, so it costs nothing in that count.
 
-**Not confirmed -- the output register's clock enable.** The prjtrellis database has no
-``REG_OUTPUT_CE`` setting for any ``MULT18_n`` site (it has ``REG_INPUTA_CE``, ``REG_INPUTB_CE``
-and ``REG_PIPELINE_CE``, whose all-zero default is ``CE3``), and nextpnr's bitstream writer does
-not write ``REG_OUTPUT_CE``. With the open flow the product register (``PRODUCT_REGISTER =
-"OUTPUT"``) is therefore enabled by whatever CE its unconfigured select means on the silicon:
-possibly not ``CE0``. With ``en=None`` that is harmless if that CE input reads 1 (nextpnr
-documents unrouted CIB CE inputs of the block RAM as 1; not checked for the DSP). With an ``en``
-that stalls, an output register that is always enabled would load the product of the held
-operands one edge early during a stall -- a hardware difference from the behavioural model that
-no simulation here can show. ``PRODUCT_REGISTER = "PIPELINE"`` uses the register after the
-multiplier instead (``REG_PIPELINE_CLK/CE``, both in the database and written by nextpnr), with
-the same cycle behaviour; nextpnr then times P from the input registers through the multiplier
-(``MULT18X18D_REGS_INPUT``), which is pessimistic for that configuration. Check on the board
-before relying on ``en`` with ``"OUTPUT"``.
+Which product register. The prjtrellis database (``MIB2_DSP0..8`` tiles) has no
+``REG_OUTPUT_CE`` setting for any ``MULT18_n`` site, and ``REG_OUTPUT_RST`` only for sites 0 and
+4; nextpnr never writes ``REG_OUTPUT_CE``. So with the open flow the output register's clock
+enable is whatever its unconfigured select means on the silicon (the all-zero default of the CE
+selects that are in the database is ``CE3``, which is left unconnected here). With an ``en`` that
+stalls, an output register that is not enabled by ``en`` would load the product of the held
+operands one edge early during a stall -- a difference from the behavioural model that no
+simulation here can show. The pipeline register's CLK, CE and RST selects are all in the database
+and written by nextpnr, so ``PRODUCT_REGISTER = "PIPELINE"`` (the default) is the configuration
+whose cycle behaviour is fully set by the bitstream; ``"OUTPUT"`` (what Yosys users would reach
+for, and the better figure in nextpnr's model) is kept for a board test to settle.
 
 Simulation: Yosys' ``cells_sim_ecp5.v`` model of ``MULT18X18D`` stops with
 ``ERROR_UNMODELLED_MULT18X18D_MODE`` for any registered mode, so the primitive itself cannot be
 simulated here (nor evaluated by Yosys ``sim``/``eval``: it is a blackbox). Simulation
 (amaranth.sim, and cocotb/Verilator through ``verilog.convert``) runs with ``platform=None`` and
-gets the behavioural model: two ordinary register levels with the same enable. That the
-primitive behaves alike rests on its register structure (input registers, multiplier, pipeline
-register, output register, each with its own CLK/CE/RST select), which Lattice's simulation model
-of the ECP3 ``MULT18X18C`` (the same parameter set) implements; no ECP5 model of the registered
-modes was available to run.
+gets the behavioural model: two ordinary register levels with the same enable.
 
-Measured (nextpnr-ecp5 via YoWASP, LFE5U-85F-6 CABGA381, out of context, seeds 1/2/3): one
-signed 18x18 product between fabric registers (fabric operand registers -> ``dsp_product`` ->
-fabric product register): :data:`MEASURED_FMAX_MHZ`.
+Measured (nextpnr-ecp5 via YoWASP, LFE5U-85F-6 CABGA381, out of context): signed 18x18 products
+between fabric registers (fabric operand registers -> ``dsp_product`` -> fabric product
+register): :data:`MEASURED_FMAX_MHZ`.
 """
 from __future__ import annotations
 
@@ -71,10 +76,11 @@ __all__ = ["dsp_product", "DSP_PORT_BITS", "PRODUCT_REGISTER", "MEASURED_FMAX_MH
 #: operand width of one MULT18X18D port (signed or unsigned per SIGNEDA/SIGNEDB)
 DSP_PORT_BITS = 18
 
-#: which MULT18X18D register holds the product: ``"OUTPUT"`` (``REG_OUTPUT_CLK``, as asked: the
-#: shortest clock-to-out in nextpnr's model) or ``"PIPELINE"`` (``REG_PIPELINE_CLK``, the register
-#: right after the multiplier). Same cycle behaviour either way; see the module notes on CE.
-PRODUCT_REGISTER = "OUTPUT"
+#: which MULT18X18D register holds the product: ``"PIPELINE"`` (``REG_PIPELINE_CLK``, the register
+#: after the multiplier, with the output register bypassed) or ``"OUTPUT"`` (``REG_OUTPUT_CLK``,
+#: the shortest clock-to-out in nextpnr's model, but its CE select is never configured by the open
+#: flow). Same cycle behaviour either way; see "Which product register" in the module notes.
+PRODUCT_REGISTER = "PIPELINE"
 
 #: nextpnr-ecp5 Fmax (MHz; seeds 1, 2, 3) of a signed 18x18 product between fabric registers on
 #: the LFE5U-85F-6, with the primitive (``"OUTPUT"``, ``"PIPELINE"``: :data:`PRODUCT_REGISTER`)
@@ -98,7 +104,8 @@ def _free_name(m, name: str) -> str:
 
 def dsp_product(m, a, b, *, platform=None, en=None, name="dsp"):
     """Registered product ``a * b``, latency 2 clock edges (enabled edges when ``en`` is given):
-    the operands are registered (DSP input registers), then the product (DSP output register).
+    the operands are registered (DSP input registers), then the product (a DSP register after
+    the multiplier: :data:`PRODUCT_REGISTER`).
 
     Parameters
     ----------
@@ -110,10 +117,12 @@ def dsp_product(m, a, b, *, platform=None, en=None, name="dsp"):
         18-bit operand uses the port with SIGNED=0). :class:`ValueError` otherwise.
     platform :
         The elaboration platform. When ``getattr(platform, "family", None) == "ecp5"`` the
-        product is one ``MULT18X18D`` with ``REG_INPUTA_CLK = REG_INPUTB_CLK = REG_OUTPUT_CLK =
-        "CLK0"`` (no pipeline register), CE0 = ``en`` (or 1), RST0 = 0, ``GSR = "DISABLED"``;
-        anything else (``None`` for simulation and Verilog export, other families) gets two
-        ordinary Amaranth register levels with the same cycle behaviour.
+        product is one ``MULT18X18D`` with ``REG_INPUTA_CLK = REG_INPUTB_CLK = "CLK0"`` and
+        ``REG_PIPELINE_CLK = "CLK0"`` (output register off; with ``PRODUCT_REGISTER = "OUTPUT"``
+        the other way round), every register on CE0 and RST0, CE0 = ``en`` (or 1), RST0..3 = 0,
+        ``GSR = "DISABLED"``, SIGNEDA/SIGNEDB constant per operand; anything else (``None`` for
+        simulation and Verilog export, other families) gets two ordinary Amaranth register
+        levels with the same cycle behaviour and the same ``en``.
     en : Value, optional
         1-bit clock enable of both register levels; ``None`` = always enabled.
     name : str
@@ -126,10 +135,10 @@ def dsp_product(m, a, b, *, platform=None, en=None, name="dsp"):
         After an enabled edge it holds the product of the operands that were present at the
         enabled edge before it; it changes only at enabled edges.
 
-    The registers have no reset (the DSP's RST0 is tied low and GSR is off, and the behavioural
-    registers are ``reset_less``): a caller tracks which outputs are valid, as the stream blocks
-    do with their pipelines' valid bits. Nothing else is needed from the caller: operand
-    extension to 18 bits and the slice ``P[0:width]`` are done here.
+    The registers have no reset (the DSP's RST inputs are tied low and GSR is off, and the
+    behavioural registers are ``reset_less``): a caller tracks which outputs are valid, as the
+    stream blocks do with their pipelines' valid bits. Nothing else is needed from the caller:
+    operand extension to 18 bits and the slice ``P[0:width]`` are done here.
     """
     a, b = Value.cast(a), Value.cast(b)
     for label, v in (("a", a), ("b", b)):
@@ -186,7 +195,10 @@ def _mult18x18d(m, a, b, p, en, name):
         **regs,
         p_GSR="DISABLED", p_RESETMODE="SYNC", p_MULT_BYPASS="DISABLED", p_CAS_MATCH_REG="FALSE",
         p_SOURCEB_MODE="B_SHIFT", p_HIGHSPEED_CLK="NONE",
-        i_CLK0=ClockSignal("sync"), i_CE0=ce, i_RST0=Const(0, 1),
+        i_CLK0=ClockSignal("sync"), i_CE0=ce,
+        # all four resets low: the RST select of some registers is not in the database (see the
+        # module notes), and one constant net on all four costs nothing in the per-block count
+        i_RST0=Const(0, 1), i_RST1=Const(0, 1), i_RST2=Const(0, 1), i_RST3=Const(0, 1),
         i_SIGNEDA=Const(int(a.shape().signed), 1), i_SIGNEDB=Const(int(b.shape().signed), 1),
         i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
         **ports,
