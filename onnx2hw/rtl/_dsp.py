@@ -82,13 +82,18 @@ DSP_PORT_BITS = 18
 #: flow). Same cycle behaviour either way; see "Which product register" in the module notes.
 PRODUCT_REGISTER = "PIPELINE"
 
-#: nextpnr-ecp5 Fmax (MHz; seeds 1, 2, 3) of a signed 18x18 product between fabric registers on
-#: the LFE5U-85F-6, with the primitive (``"OUTPUT"``, ``"PIPELINE"``: :data:`PRODUCT_REGISTER`)
-#: and with the behavioural registers, which Yosys maps to fabric flip-flops around a
-#: combinational MULT18X18D (``None``). The primitive's figures are nextpnr's model: fabric ->
-#: DSP input register and DSP product register -> fabric; the DSP-internal path is not timed.
-MEASURED_FMAX_MHZ = {"OUTPUT": (526.0, 501.8, 510.2), "PIPELINE": (198.4, 196.5, 192.9),
-                     None: (139.2, 141.6, 140.6)}
+#: nextpnr-ecp5 Fmax (MHz; seeds 1, 2, 3) on the LFE5U-85F-6 (CABGA381, out of context) of ``n``
+#: signed 18x18 products, each between fabric operand registers and a fabric product register,
+#: by ``n`` then :data:`PRODUCT_REGISTER` (``None``: the behavioural registers, which Yosys maps
+#: to fabric flip-flops around a combinational MULT18X18D). The primitive's figures are nextpnr's
+#: model: it times fabric -> DSP input register and DSP product register -> fabric, not the path
+#: inside the DSP. Reproduce with ``python tests/test_rtl_dsp.py``.
+MEASURED_FMAX_MHZ = {
+    1: {"PIPELINE": (197.6, 197.8, 198.5), "OUTPUT": (500.0, 522.7, 508.9),
+        None: (139.2, 141.6, 140.6)},
+    32: {"PIPELINE": (185.1, 188.1, 186.5), "OUTPUT": (241.9, 240.8, 232.1),
+         None: (107.1, 106.5, 105.2)},
+}
 
 
 def _free_name(m, name: str) -> str:

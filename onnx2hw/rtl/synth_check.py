@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform"]
+__all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform",
+           "FAMILY"]
 
 _FAMILIES = {
     # family: (synth command, LUT cells, FF cell prefixes, DSP cells, block RAM cells, carry)
