@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 
 import onnx2hw.rtl._dsp as dsp
 from onnx2hw.rtl._dsp import dsp_product
-from onnx2hw.rtl.synth_check import FamilyPlatform, synthesize, yosys_stat
+from onnx2hw.rtl.synth_check import FAMILY, FamilyPlatform, nextpnr_fmax, synthesize, yosys_stat
 
 # the argument checks and the naming test build modules they never elaborate
 pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
@@ -258,7 +258,6 @@ class FmaxProbe(wiring.Component):
 
 
 if __name__ == "__main__":   # the Fmax table of MEASURED_FMAX_MHZ (a few minutes)
-    from onnx2hw.rtl.synth_check import FAMILY, nextpnr_fmax
     for n in (1, 32):
         for variant in ("PIPELINE", "OUTPUT", None):
             if variant is not None:
