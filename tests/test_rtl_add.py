@@ -76,8 +76,8 @@ def test_add_rounds_half_up():
 
 def test_add_throughput_and_latency():
     cycles = _check(signed(8), signed(8), signed(8), 4, n=500, src="none", sink="none", **Q8)
-    assert cycles == 500 + 4
-    assert AddUnit.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == 4
+    assert cycles == 500 + 4 + 2    # the pipeline, then the output queue
+    assert AddUnit.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == 6
 
 
 @pytest.mark.parametrize("src,sink", [("3of4", "random"), ("random", "3of4")])
@@ -129,5 +129,5 @@ def test_add_estimate_matches_yosys(a_shape, b_shape, lanes, q, family):
     st = yosys_stat(AddUnit(a_shape, b_shape, signed(8), lanes, **q), family)
     est = AddUnit.estimate(a_shape, b_shape, signed(8), lanes, **q, family=family)
     assert est.dsp == st["dsp"], (est, st)
-    assert est.ebr == st["ebr"] == 0
+    assert est.ebr == st["ebr"]     # (iCE40: the output queue in a RAM40)
     assert abs(est.lut - st["lut"]) <= max(8, 0.3 * st["lut"]), (est, st)

@@ -8,6 +8,9 @@ from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.mvu import MatrixVectorUnit, bench_config
 from onnx2hw.sim.pysim import run_stream
+from onnx2hw.rtl._arith_pipe import OutputQueue
+
+QL = OutputQueue.LATENCY   # the output queue after the pipeline
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -111,9 +114,9 @@ def test_mvu_full_throughput_and_latency_match_estimate():
                                     weight_signed=True, pe=pe, simd=simd)
     assert est.cycles == (n // pe) * (k // simd)
     # no bubble between vectors: the last beat issues at cycle vectors*II - 1 and reaches the
-    # output register pipeline_stages() later; latency = K/SIMD - 1 + pipeline_stages()
-    assert est.latency == k // simd - 1 + dut.pipeline_stages()
-    assert cycles == vectors * est.cycles + dut.pipeline_stages()
+    # output register pipeline_stages() later, out of the output queue QL after that
+    assert est.latency == k // simd - 1 + (dut.pipeline_stages() + QL)
+    assert cycles == vectors * est.cycles + (dut.pipeline_stages() + QL)
 
 
 def test_mvu_forced_lut_style_for_8bit():
@@ -187,8 +190,8 @@ def test_mvu_lut_latency_matches_estimate():
     w, b, _, _ = _case(n, k, 8, True, 8, True, vectors=vectors)
     est = MatrixVectorUnit.estimate(w, b, in_bits=8, in_signed=True, weight_bits=8,
                                     weight_signed=True, pe=pe, simd=simd, mul_style="lut")
-    assert est.dsp == 0 and est.latency == k // simd - 1 + dut.pipeline_stages()
-    assert cycles == vectors * est.cycles + dut.pipeline_stages()
+    assert est.dsp == 0 and est.latency == k // simd - 1 + (dut.pipeline_stages() + QL)
+    assert cycles == vectors * est.cycles + (dut.pipeline_stages() + QL)
 
 
 def test_mvu_ports_and_styles():

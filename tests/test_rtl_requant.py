@@ -6,6 +6,9 @@ from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.requant import Requantize, bench_config
 from onnx2hw.sim.pysim import run_stream
+from onnx2hw.rtl._arith_pipe import OutputQueue
+
+QL = OutputQueue.LATENCY   # the output queue after the pipeline
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -98,8 +101,8 @@ def test_requant_full_throughput_and_latency():
     dut, _, cycles = _run(8, 2, 16, 16, 8, True, transfers=200)
     est = Requantize.estimate(channels=8, pe=2, acc_bits=16, multiplier=3, shift=4, out_bits=8,
                               out_signed=True)
-    assert est.cycles == 1 and est.latency == dut.pipeline_stages()
-    assert cycles == 200 + dut.pipeline_stages()
+    assert est.cycles == 1 and est.latency == (dut.pipeline_stages() + QL)
+    assert cycles == 200 + (dut.pipeline_stages() + QL)
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -7,6 +7,9 @@ from onnx2hw.layers.base import act_blocks
 from onnx2hw.layers.types import IntType, Requant
 from onnx2hw.rtl.requant import Requantize, narrow_plan
 from onnx2hw.sim.pysim import run_stream
+from onnx2hw.rtl._arith_pipe import OutputQueue
+
+QL = OutputQueue.LATENCY   # the output queue after the pipeline
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -198,12 +201,12 @@ def test_narrow_latency_and_throughput():
     kw, m, s, z, lo, hi, alo, ahi = _make(*CONFIGS[0], seed=1)
     dut = Requantize(**kw)
     est = Requantize.estimate(**kw)
-    assert est.cycles == 1 and est.latency == dut.pipeline_stages()
+    assert est.cycles == 1 and est.latency == (dut.pipeline_stages() + QL)
     x = np.clip(np.arange(-200, 200, dtype=np.int64).reshape(-1, 2) * 97, alo.min(), ahi.max())
     ch = np.tile(np.arange(kw["channels"]), len(x))[: x.size].reshape(-1, 2)
     x = np.clip(x, alo[ch], ahi[ch])
     cycles = _check_block(dut, x, ch, m, s, z, lo, hi, src="none", sink="none")
-    assert cycles == len(x) + dut.pipeline_stages()
+    assert cycles == len(x) + (dut.pipeline_stages() + QL)
 
 
 @pytest.mark.parametrize("kwargs,match", [

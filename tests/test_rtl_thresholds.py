@@ -6,6 +6,9 @@ from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.thresholds import Thresholds, bench_config
 from onnx2hw.sim.pysim import run_stream
+from onnx2hw.rtl._arith_pipe import OutputQueue
+
+QL = OutputQueue.LATENCY   # the output queue after the pipeline
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -68,8 +71,8 @@ def test_thresholds_full_throughput_and_latency():
     dut, _, cycles = _run(8, 2, 12, 4, False, transfers=200)
     est = Thresholds.estimate(np.zeros((8, 15), dtype=np.int64), channels=8, pe=2, acc_bits=12,
                               out_bits=4, out_signed=False)
-    assert est.cycles == 1 and est.latency == dut.pipeline_stages() == 3
-    assert cycles == 200 + 3
+    assert est.cycles == 1 and est.latency == dut.pipeline_stages() + QL == 5
+    assert cycles == 200 + 5
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -1,40 +1,77 @@
-"""Pipeline plumbing shared by the arithmetic blocks (MVU, Requantize, Thresholds).
+"""Pipeline plumbing shared by the arithmetic blocks (MVU, depthwise, Requantize, Thresholds, Add).
 
-The blocks use a *global-enable* pipeline: every stage register advances when ``en`` is high,
-with ``en = ~o.valid | o.ready`` (the last stage is the output register). The input side has a
-one-entry skid register so that ``i.ready`` is a flip-flop: ready paths never chain
-combinationally through several blocks.
+The large blocks use a *free-running* pipeline: no register of the datapath has a clock enable
+(a stall enable fanning out to thousands of flip-flops across the chip limited whole designs to
+44-62 MHz). Flow control is by credits: a work item enters the pipeline only while its result
+has a place reserved in the block's :class:`OutputQueue`, a small FIFO on the output, so the
+pipeline never has to stop. ``i.ready`` and the credit test are functions of registers only.
+Small blocks keep a one-register stage (:func:`register_stage`).
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
+from .fifo import StreamFIFO
 
-def input_skid(m, port, take, name="i"):
-    """One-entry skid register in front of a consumer.
 
-    Returns ``(valid, payload)`` of the buffered-or-direct source; ``take`` (driven by the caller,
-    may depend on ``valid``) consumes it. ``port.ready`` is a register: high while the skid is empty.
+def queue_depth(stages: int, beats: int = 1) -> int:
+    """Entries an :class:`OutputQueue` needs so that credits never throttle a pipeline of
+    ``stages`` registers (issue to output register) producing one result every ``beats`` cycles:
+    a credit comes back ``stages + 3`` cycles after it was taken (the FIFO's two-cycle latency
+    and the registered credit test), plus one entry of slack; at least 3 (a buffered FIFO)."""
+    if stages < 1 or beats < 1:
+        raise ValueError(f"stages and beats must be positive, not {stages!r}, {beats!r}")
+    return max(3, -(-(stages + 3) // beats) + 1)
+
+
+class OutputQueue:
+    """Credit-controlled output FIFO of a free-running pipeline, driving stream ``o``.
+
+    The caller issues a work item only while ``ok`` (a register) is high, sets ``reserve`` in
+    the cycle it issues an item that will produce a result, and later drives ``valid`` (one
+    cycle per result, no back-pressure) with ``data`` (a View of ``o.payload``'s layout). The
+    FIFO (:class:`~onnx2hw.rtl.fifo.StreamFIFO` of ``depth`` entries, see :func:`queue_depth`)
+    can never overflow: ``free`` counts entries neither reserved nor occupied. ``o.valid`` and
+    ``o.payload`` come from the FIFO's registers/memory (a ``SyncFIFOBuffered``: at least 3
+    entries), :attr:`LATENCY` cycles after ``valid``.
     """
-    width = Value.cast(port.payload).shape().width
-    skid_v = Signal(name=f"{name}_skid_v")
-    skid_d = Signal(width, name=f"{name}_skid_d")
-    flat = Value.cast(port.payload)
-    valid = Signal()
-    data = Signal(width)
-    m.d.comb += [
-        port.ready.eq(~skid_v),
-        valid.eq(skid_v | port.valid),
-        data.eq(flat),
-    ]
-    with m.If(skid_v):
-        m.d.comb += data.eq(skid_d)
-        with m.If(take):
-            m.d.sync += skid_v.eq(0)
-    with m.Elif(port.valid & ~take):
-        m.d.sync += [skid_v.eq(1), skid_d.eq(flat)]
-    return valid, data
+
+    LATENCY = 2
+
+    def __init__(self, m, o, depth: int, name: str = "oq"):
+        layout = o.payload.shape()
+        self.depth = depth
+        self.fifo = StreamFIFO(layout.elem_shape, layout.length, depth)
+        m.submodules[name] = q = self.fifo
+        self.data = Signal(layout, name=f"{name}_data")
+        self.valid = Signal(name=f"{name}_valid")
+        self.reserve = Signal(name=f"{name}_reserve")
+        self.ok = Signal(init=1, name=f"{name}_ok")
+        free = Signal(range(depth + 1), init=depth, name=f"{name}_free")
+        pop = Signal(name=f"{name}_pop")
+        m.d.comb += [
+            q.i.valid.eq(self.valid), q.i.payload.eq(self.data),
+            o.valid.eq(q.o.valid), o.payload.eq(q.o.payload), q.o.ready.eq(o.ready),
+            pop.eq(q.o.valid & o.ready),
+        ]
+        nxt = Signal(range(depth + 1), name=f"{name}_free_next")
+        m.d.comb += nxt.eq(free)
+        with m.If(pop & ~self.reserve):
+            m.d.comb += nxt.eq(free + 1)
+        with m.Elif(self.reserve & ~pop):
+            m.d.comb += nxt.eq(free - 1)
+        m.d.sync += [free.eq(nxt), self.ok.eq(nxt != 0)]
+
+    @staticmethod
+    def estimate(o_shape, lanes: int, depth: int, family: str = "ecp5"):
+        """Cost of the queue (the FIFO's plus the credit counter); add it to the pipeline's:
+        ``latency`` is the FIFO's."""
+        c = StreamFIFO.estimate(o_shape, lanes, depth, family=family)
+        bits = depth.bit_length()
+        return replace(c, lut=c.lut + 2 * bits + 2, ff=c.ff + bits + 1)
 
 
 def register_stage(m, i, o) -> Value:
@@ -98,22 +135,24 @@ def pack_words(rows, width):
     return out
 
 
-def channel_front(m, i, o, pe: int, nf: int, acc_bits: int):
-    """Front of a per-channel stream block (Requantize, Thresholds): the global enable
-    ``en = ~o.valid | o.ready``, the input skid, a fold counter over the ``nf`` channel groups
-    and the registered input word (stage 1). Returns ``(en, out_valid, fold, x1, v1)``;
-    the caller drives ``out_valid`` (``o.valid`` follows it)."""
-    en = Signal()
-    out_valid = Signal()
-    m.d.comb += [en.eq(~out_valid | o.ready), o.valid.eq(out_valid)]
+def queued(cost, o_shape, lanes: int, stages: int, beats: int = 1, family: str = "ecp5"):
+    """``cost`` of a free-running pipeline of ``stages`` registers plus its :class:`OutputQueue`
+    for ``lanes`` lanes of ``o_shape``, one result per ``beats`` cycles."""
+    return cost + OutputQueue.estimate(o_shape, lanes, queue_depth(stages, beats), family)
+
+
+def channel_front(m, i, o, pe: int, nf: int, acc_bits: int, stages: int):
+    """Front of a free-running per-channel stream block (Requantize, Thresholds) of ``stages``
+    registers: the :class:`OutputQueue` (the caller drives its ``valid``/``data``), the take
+    (``i.ready`` is the queue's credit register), a fold counter over the ``nf`` channel groups
+    and the registered input word (stage 1). Returns ``(q, fold, x1, v1)``."""
+    q = OutputQueue(m, o, queue_depth(stages))
     take = Signal()
-    src_valid, src_data = input_skid(m, i, take)
-    m.d.comb += take.eq(en & src_valid)
+    m.d.comb += [i.ready.eq(q.ok), take.eq(i.valid & q.ok), q.reserve.eq(take)]
     fold = Signal(range(nf), name="fold")
     with m.If(take):
         m.d.sync += fold.eq(Mux(fold == nf - 1, 0, fold + 1))
     x1 = Signal(pe * acc_bits, name="x1")
     v1 = Signal(name="v1")
-    with m.If(en):
-        m.d.sync += [x1.eq(src_data), v1.eq(src_valid)]
-    return en, out_valid, fold, x1, v1
+    m.d.sync += [x1.eq(i.payload), v1.eq(take)]
+    return q, fold, x1, v1

@@ -71,7 +71,7 @@ from __future__ import annotations
 
 from amaranth.hdl import ClockSignal, Const, Instance, Signal, Value
 
-__all__ = ["dsp_product", "DSP_PORT_BITS", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
+__all__ = ["dsp_product", "registered_product", "fits_port", "DSP_PORT_BITS", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
 
 #: operand width of one MULT18X18D port (signed or unsigned per SIGNEDA/SIGNEDB)
 DSP_PORT_BITS = 18
@@ -147,28 +147,48 @@ def dsp_product(m, a, b, *, platform=None, en=None, name="dsp"):
     """
     a, b = Value.cast(a), Value.cast(b)
     for label, v in (("a", a), ("b", b)):
-        w = v.shape().width
-        if not 1 <= w <= DSP_PORT_BITS:
+        if not fits_port(v.shape()):
             raise ValueError(f"dsp_product operand {label} is {v.shape()!r}: a MULT18X18D port "
                              f"takes 1..{DSP_PORT_BITS} bits (signed or unsigned)")
     if en is not None and Value.cast(en).shape().width != 1:
         raise ValueError(f"dsp_product en must be 1 bit wide, not {Value.cast(en).shape()!r}")
-    shape = (a * b).shape()
-    p = Signal(shape, name=f"{name}_p")
+    p = Signal((a * b).shape(), name=f"{name}_p")
     if getattr(platform, "family", None) == "ecp5":
         _mult18x18d(m, a, b, p, en, name)
     else:
-        ra = Signal(a.shape(), name=f"{name}_a", reset_less=True)
-        rb = Signal(b.shape(), name=f"{name}_b", reset_less=True)
-        rp = Signal(shape, name=f"{name}_pr", reset_less=True)
-        stmts = [ra.eq(a), rb.eq(b), rp.eq(ra * rb)]
-        if en is None:
-            m.d.sync += stmts
-        else:
-            with m.If(en):
-                m.d.sync += stmts
-        m.d.comb += p.eq(rp)
+        _registers(m, a, b, p, en, name)
     return p
+
+
+def fits_port(shape) -> bool:
+    """Whether an operand of ``shape`` fits one ``MULT18X18D`` port."""
+    return 1 <= shape.width <= DSP_PORT_BITS
+
+
+def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):
+    """:func:`dsp_product` when both operands fit a port; otherwise the same two register levels
+    in fabric (Yosys then splits the product over several unregistered DSPs). Same latency and
+    result shape either way."""
+    a, b = Value.cast(a), Value.cast(b)
+    if fits_port(a.shape()) and fits_port(b.shape()):
+        return dsp_product(m, a, b, platform=platform, en=en, name=name)
+    p = Signal((a * b).shape(), name=f"{name}_p")
+    _registers(m, a, b, p, en, name)
+    return p
+
+
+def _registers(m, a, b, p, en, name):
+    """The behavioural form: operand registers, then the product register (driving ``p``)."""
+    ra = Signal(a.shape(), name=f"{name}_a", reset_less=True)
+    rb = Signal(b.shape(), name=f"{name}_b", reset_less=True)
+    rp = Signal(p.shape(), name=f"{name}_pr", reset_less=True)
+    stmts = [ra.eq(a), rb.eq(b), rp.eq(ra * rb)]
+    if en is None:
+        m.d.sync += stmts
+    else:
+        with m.If(en):
+            m.d.sync += stmts
+    m.d.comb += p.eq(rp)
 
 
 def _mult18x18d(m, a, b, p, en, name):

@@ -1,7 +1,7 @@
 """Quantized elementwise AddUnit of two streams (residual connections)."""
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,6 +9,7 @@ from ..arith import acc_bits
 from . import _blockparams as _p
 from ._scaled_term import (input_register, shape_range, term_kind, term_of_register, term_range,
                            term_shape)
+from ._arith_pipe import OutputQueue, queue_depth, queued
 from .cost import Cost
 
 __all__ = ["AddUnit"]
@@ -41,14 +42,16 @@ class AddUnit(wiring.Component):
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
     lane and input). Latency 4 cycles (input ``x - zero`` register, term, sum and
-    clamped-output registers: a DSP's factors and product are registers), initiation
-    interval 1.
-    The two inputs transfer together (``a.ready = en & b.valid``, ``b.ready = en & a.valid``
-    with ``en = ~o.valid | o.ready``); the pipeline stalls as a whole when ``o`` is not ready.
-    ``o.valid``/``o.payload`` are registers (stream rules hold).
+    clamped-output registers: a DSP's factors and product are registers) plus the output
+    queue's 2, initiation interval 1.
+    The two inputs transfer together (``a.ready = ok & b.valid``, ``b.ready = ok & a.valid``
+    with ``ok`` the output queue's credit register, ``_arith_pipe.OutputQueue``); the datapath
+    runs free. ``o`` comes from the queue's registers (stream rules hold).
 
     Ports: ``a``, ``b`` (in), ``o`` (out).
     """
+
+    STAGES = 4
 
     def __init__(self, a_shape, b_shape, out_shape, lanes: int = 1, *, a_zero: int = 0,
                  a_mult: int = 1, b_zero: int = 0, b_mult: int = 1, shift: int = 0,
@@ -65,12 +68,13 @@ class AddUnit(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        en = Signal()
+        oq = OutputQueue(m, self.o, queue_depth(self.STAGES))
+        en = Const(1)     # free-running datapath: a pair enters while the output queue has a credit
         v0, v1, v2 = Signal(), Signal(), Signal()
         m.d.comb += [
-            en.eq(~self.o.valid | self.o.ready),
-            self.a.ready.eq(en & self.b.valid),
-            self.b.ready.eq(en & self.a.valid),
+            self.a.ready.eq(oq.ok & self.b.valid),
+            self.b.ready.eq(oq.ok & self.a.valid),
+            oq.reserve.eq(oq.ok & self.a.valid & self.b.valid),
         ]
         ta_shape = term_shape(self.a_shape, self.a_zero, self.a_mult)
         tb_shape = term_shape(self.b_shape, self.b_zero, self.b_mult)
@@ -93,11 +97,10 @@ class AddUnit(wiring.Component):
                 m.d.sync += [
                     ta.eq(ta_next), tb.eq(tb_next),
                     y.eq(((ta + tb + half) >> self.shift) + self.zero_point),
-                    self.o.payload[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
+                    oq.data[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
                 ]
         with m.If(en):
-            m.d.sync += [v0.eq(self.a.valid & self.b.valid), v1.eq(v0), v2.eq(v1),
-                         self.o.valid.eq(v2)]
+            m.d.sync += [v0.eq(oq.reserve), v1.eq(v0), v2.eq(v1), oq.valid.eq(v2)]
         return m
 
     @staticmethod
@@ -133,7 +136,8 @@ class AddUnit(wiring.Component):
                        ((ahi + bhi + half) >> shift) + zero_point)
         lut += 3 * y_w + 2                       # rounding/zero-point adds (plus CCU2C), clamp
         ff += y_w + out_shape.width
-        return Cost(1, 4, lut * lanes + 3, ff * lanes + 4, dsp * lanes, 0)
+        return queued(Cost(1, AddUnit.STAGES, lut * lanes + 3, ff * lanes + 4, dsp * lanes, 0),
+                      out_shape, lanes, AddUnit.STAGES, family=family)
 
 
 def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Module, Mux, Shape, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
+from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
 from ._mul import lut_product, lut_product_cost, lut_product_registers, n_dsp
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
@@ -62,10 +62,9 @@ class DepthwiseUnit(wiring.Component):
     Initiation interval: one input transfer per cycle, ``C/pe * taps`` cycles per pixel (one
     kernel tap per cycle, as the window generator emits them; channels are the parallel axis).
     Latency (first input transfer to first output valid): ``taps - 1 + stages``
-    (:meth:`pipeline_stages`). Backpressure: a global pipeline enable ``~o.valid | o.ready``
-    stalls every stage; ``i.ready`` is a register (one-entry input skid buffer); ``o.valid`` and
-    ``o.payload`` are registers, so ``o.valid`` never depends on ``o.ready`` and the payload
-    holds until taken.
+    (:meth:`pipeline_stages`), plus the output queue's 2. Backpressure: the datapath runs free
+    (no enable); an input is taken while the output queue (``_arith_pipe.OutputQueue``) has a
+    credit, so ``i.ready`` is a register; ``o`` comes from the queue's registers.
     """
 
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
@@ -134,16 +133,17 @@ class DepthwiseUnit(wiring.Component):
         c, k, pe, mult, lo = self.channels, self.taps, self.pe, self.multiplier, self.lanes_out
         nf = c // pe
         wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
-        en = Signal()
-        out_valid = Signal()
-        m.d.comb += [en.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid)]
+        # Free-running datapath; an input issues while the output queue has a credit, the last
+        # tap of a channel group reserving its place.
+        oq = OutputQueue(m, self.o, queue_depth(self.pipeline_stages(), k))
+        en, out_valid = Const(1), oq.valid
 
         # Issue stage: tap and channel-group counters, weight address.
         take = Signal()
-        src_valid, src_data = input_skid(m, self.i, take)
-        m.d.comb += take.eq(en & src_valid)
+        src_data = Value.cast(self.i.payload)
         tap = Signal(range(k), name="tap")
         grp = Signal(range(nf), name="grp")
+        m.d.comb += [self.i.ready.eq(oq.ok), take.eq(self.i.valid & oq.ok), oq.reserve.eq(take & (tap == k - 1))]
         addr = Signal(range(nf * k), name="waddr")
         with m.If(take):
             m.d.sync += [addr.eq(Mux(addr == nf * k - 1, 0, addr + 1)),
@@ -199,7 +199,7 @@ class DepthwiseUnit(wiring.Component):
                 for q in range(lo):
                     m.d.sync += accs[q].eq(Mux(ctl_acc.first, biases[q], accs[q]) + prods[q])
         for p in range(lo):
-            m.d.comb += self.o.payload[p].eq(accs[p])
+            m.d.comb += oq.data[p].eq(accs[p])
         assert stages + 1 == self.pipeline_stages()
         return m
 
@@ -236,14 +236,15 @@ class DepthwiseUnit(wiring.Component):
         rom_ebr, rom_lut = _rom_cost(words, lo * wb)
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
         lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + prod + 74
-        ff = (2 * pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff)
+        ff = (pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff)
               + 4 * self.pipeline_stages()
               + 2 * (k.bit_length() + nf.bit_length()) + 10)
         if family == "ice40":
             lut *= 1.1
         dsp = lo * n_dsp(wb, self.weight_signed, ib, self.in_signed) if self.style == "dsp" else 0
-        return Cost(cycles=nf * k, latency=k - 1 + self.pipeline_stages(), lut=int(round(lut)),
-                    ff=int(ff), dsp=dsp, ebr=rom_ebr + bias_ebr)
+        return queued(Cost(cycles=nf * k, latency=k - 1 + self.pipeline_stages(), lut=int(round(lut)),
+                           ff=int(ff), dsp=dsp, ebr=rom_ebr + bias_ebr),
+                      signed(ab), lo, self.pipeline_stages(), beats=k, family=family)
 
 
 def _rom_cost(depth, width):

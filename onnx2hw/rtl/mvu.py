@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import delay, input_skid, pack_words, register_operands, rom
+from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
@@ -79,9 +79,10 @@ class MatrixVectorUnit(wiring.Component):
     ------
     Initiation interval: 1 cycle per (input fold × output fold) beat, i.e. ``(K/simd)*(N/pe)``
     cycles per vector. Latency (first input transfer to first output valid) is
-    ``K/simd - 1 + stages`` where ``stages`` is :meth:`pipeline_stages`. Backpressure: a global
-    pipeline enable ``~o.valid | o.ready`` stalls every stage; ``i.ready`` is a register (one-entry
-    input skid buffer); ``o.valid`` and ``o.payload`` are registers.
+    ``K/simd - 1 + stages`` where ``stages`` is :meth:`pipeline_stages`, plus the output queue's 2.
+    Backpressure: the datapath runs free (no enable); a beat issues while the output queue
+    (``_arith_pipe.OutputQueue``, :func:`queue_depth` entries of ``pe`` accumulators) has a
+    credit. ``i.ready`` is a function of registers; ``o`` comes from the queue's registers.
     """
 
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
@@ -193,16 +194,17 @@ class MatrixVectorUnit(wiring.Component):
         nf, sf = n // pe, k // simd
         nfg = nf // self.groups          # output folds per input vector
         wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
-        en = Signal()
-        out_valid = Signal()
-        m.d.comb += [en.eq(~out_valid | self.o.ready), self.o.valid.eq(out_valid)]
+        # Free-running datapath (no enable); a beat issues only while the output queue has a
+        # credit, and the beat that ends an output reserves its place.
+        q = OutputQueue(m, self.o, queue_depth(self.pipeline_stages(), sf))
+        en, out_valid = Const(1), q.valid
 
         # Issue stage: fold counters, weight address, input or buffer.
         sf_i = Signal(range(sf), name="sf_i")
         nf_i = Signal(range(nf), name="nf_i")
         addr = Signal(range(nf * sf), name="waddr")
         take = Signal()
-        src_valid, src_data = input_skid(m, self.i, take)
+        src_valid, src_data = self.i.valid, Value.cast(self.i.payload)
         need_in = Signal()
         issue = Signal()
         if self.groups > 1:
@@ -213,8 +215,10 @@ class MatrixVectorUnit(wiring.Component):
             gf_i = nf_i
         m.d.comb += [
             need_in.eq(gf_i == 0),
-            issue.eq(en & (~need_in | src_valid)),
+            issue.eq(q.ok & (~need_in | src_valid)),
             take.eq(issue & need_in),
+            self.i.ready.eq(q.ok & need_in),
+            q.reserve.eq(issue & (sf_i == sf - 1)),
         ]
         with m.If(issue):
             m.d.sync += addr.eq(Mux(addr == nf * sf - 1, 0, addr + 1))
@@ -299,7 +303,7 @@ class MatrixVectorUnit(wiring.Component):
         stages += tree_registers(simd, 2)
         ctls = delay(m, en, ctl, stages, name="ctl")
         ctl_acc, ctl_pre = ctls[-1], ctls[-2]
-        self._accumulate(m, en, out_valid, ctl_acc, ctl_pre, sums)
+        self._accumulate(m, en, q, ctl_acc, ctl_pre, sums)
         assert stages + 1 == self.pipeline_stages()
         return m
 
@@ -329,7 +333,7 @@ class MatrixVectorUnit(wiring.Component):
             prods.append(row)
         return prods
 
-    def _accumulate(self, m, en, out_valid, ctl_acc, ctl_pre, sums):
+    def _accumulate(self, m, en, q, ctl_acc, ctl_pre, sums):
         """Accumulators (the output register) fed by the row sums, with the bias."""
         pe, simd, ab = self.pe, self.simd, self.acc_bits
         nf = self.out_features // pe
@@ -350,7 +354,7 @@ class MatrixVectorUnit(wiring.Component):
 
         accs = [Signal(signed(ab), name=f"acc{p}") for p in range(pe)]
         with m.If(en):
-            m.d.sync += out_valid.eq(ctl_acc.v & ctl_acc.last)
+            m.d.sync += q.valid.eq(ctl_acc.v & ctl_acc.last)
             with m.If(ctl_acc.v):
                 for p in range(pe):
                     contrib = sums[p]
@@ -358,7 +362,7 @@ class MatrixVectorUnit(wiring.Component):
                         contrib = (sums[p] << 1) - simd
                     m.d.sync += accs[p].eq(Mux(ctl_acc.first, biases[p], accs[p]) + contrib)
         for p in range(pe):
-            m.d.comb += self.o.payload[p].eq(accs[p])
+            m.d.comb += q.data[p].eq(accs[p])
 
     # -- cost model -------------------------------------------------------------------------
 
@@ -415,9 +419,9 @@ class MatrixVectorUnit(wiring.Component):
         wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
         rom_ebr, rom_lut = _mem_cost(nf * sf, wbits)
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
-        io = simd * ib * (2 if nfg > 1 else 1)                  # input skid mux, buffer mux
+        io = simd * ib if nfg > 1 else 0                        # buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        ff = (2 * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
+        ff = (simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
               + 4 * stages + 30)
@@ -425,8 +429,9 @@ class MatrixVectorUnit(wiring.Component):
             ff = ff * 1.25 + lut_ff
         if family == "ice40":
             lut *= 1.1
-        return Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff),
-                    dsp=dsps, ebr=rom_ebr + buf_ebr)
+        return queued(Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff),
+                           dsp=dsps, ebr=rom_ebr + buf_ebr),
+                      signed(ab), pe, stages, beats=sf, family=family)
 
 
 def _row_groups(pe):

@@ -11,7 +11,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import channel_front, delay, rom
+from ._arith_pipe import channel_front, delay, queued, rom
 from ._mul import adder_tree, n_dsp, split_product, split_product_latency, tree_registers
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -396,8 +396,9 @@ class Requantize(wiring.Component):
     Timing
     ------
     One transfer per cycle; latency :meth:`pipeline_stages` cycles (narrow form: input register,
-    clamp, product, the sum's adder levels, output clamp: 5 for one DSP and a bias). A global enable
-    ``~o.valid | o.ready`` stalls the pipeline; ``i.ready`` is a register (one-entry skid).
+    clamp, product, the sum's adder levels, output clamp: 5 for one DSP and a bias), plus the output
+    queue's 2. The datapath runs free; ``i.ready`` is the output queue's credit register
+    (``_arith_pipe.channel_front``).
     """
 
     def __init__(self, *, channels, pe=1, acc_bits, multiplier, shift, zero_point=0,
@@ -493,7 +494,8 @@ class Requantize(wiring.Component):
         shifts = sorted(set(self.plan.shift))
         return shifts, (len(shifts) - 1).bit_length() if self._narrow_rom() else 0
 
-    def _elaborate_narrow(self, m, en, out_valid, fold, x1, v1):
+    def _elaborate_narrow(self, m, q, fold, x1, v1):
+        en, out_valid = Const(1), q.valid
         p, pe, ab = self.plan, self.pe, self.acc_bits
         nf = self.channels // pe
         mw, bw, gw = self._narrow_widths()
@@ -583,16 +585,17 @@ class Requantize(wiring.Component):
         with m.If(en):
             m.d.sync += out_valid.eq(vd)
         for k in range(pe):
-            m.d.comb += self.o.payload[k].eq(outs[k])
+            m.d.comb += q.data[k].eq(outs[k])
         return m
 
     def elaborate(self, platform):
         m = Module()
         pe, nf, ab = self.pe, self.channels // self.pe, self.acc_bits
         # Stage 1: input register and parameter ROM.
-        en, out_valid, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab)
+        q, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab, self.pipeline_stages())
+        en, out_valid = Const(1), q.valid
         if self.plan is not None:
-            return self._elaborate_narrow(m, en, out_valid, fold, x1, v1)
+            return self._elaborate_narrow(m, q, fold, x1, v1)
         mw, zw = self.m_width, self.z_width
         if self.per_tensor or nf == 1:
             ms = [Const(self.m_norm[p], self._mshape()) for p in range(pe)]
@@ -639,7 +642,7 @@ class Requantize(wiring.Component):
         with m.If(en):
             m.d.sync += out_valid.eq(vr)
         for p in range(pe):
-            m.d.comb += self.o.payload[p].eq(outs[p])
+            m.d.comb += q.data[p].eq(outs[p])
         return m
 
     @classmethod
@@ -690,8 +693,9 @@ class Requantize(wiring.Component):
                 ebr = -(-width // 36) * -(-nf // 512)
         if family == "ice40":
             lut *= 1.1
-        return Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),
-                    dsp=pe * int(p.dsp), ebr=ebr)
+        return queued(Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),
+                           dsp=pe * int(p.dsp), ebr=ebr),
+                      Shape(self.out_bits, self.out_signed), pe, self.pipeline_stages(), family=family)
 
     def _cost(self, family):
         if self.plan is not None:
@@ -717,8 +721,9 @@ class Requantize(wiring.Component):
                    + self.out_bits) + 20
         if family == "ice40":
             lut *= 1.1
-        return Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),
-                    dsp=pe * pieces, ebr=ebr)
+        return queued(Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),
+                           dsp=pe * pieces, ebr=ebr),
+                      Shape(self.out_bits, self.out_signed), pe, self.pipeline_stages(), family=family)
 
 
 def bench_config():

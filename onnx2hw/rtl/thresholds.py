@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import channel_front, delay, pack_words, rom
+from ._arith_pipe import channel_front, delay, pack_words, queued, rom
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["Thresholds", "bench_config"]
@@ -42,8 +42,8 @@ class Thresholds(wiring.Component):
     Timing
     ------
     One transfer per cycle; latency 3 cycles (input/ROM register, comparison register, output
-    register). A global enable ``~o.valid | o.ready`` stalls the pipeline; ``i.ready`` is a
-    register (one-entry skid).
+    register) plus the output queue's 2. The datapath runs free; ``i.ready`` is the output
+    queue's credit register (``_arith_pipe.channel_front``).
     """
 
     STAGES = 3
@@ -89,7 +89,8 @@ class Thresholds(wiring.Component):
         m = Module()
         pe, nf, ab, n = self.pe, self.channels // self.pe, self.acc_bits, self.steps
         tw = ab + 1
-        en, out_valid, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab)
+        q, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab, self.pipeline_stages())
+        en, out_valid = Const(1), q.valid
         if self._uses_rom():
             rows = [self.thresholds[f * pe:(f + 1) * pe].reshape(-1) for f in range(nf)]
             word = rom(m, pack_words(rows, tw), pe * n * tw, fold, en, "thresholds")
@@ -114,7 +115,7 @@ class Thresholds(wiring.Component):
         with m.If(en):
             m.d.sync += out_valid.eq(v_out)
         for p in range(pe):
-            m.d.comb += self.o.payload[p].eq(outs[p])
+            m.d.comb += q.data[p].eq(outs[p])
         return m
 
     @classmethod
@@ -136,7 +137,7 @@ class Thresholds(wiring.Component):
         pe, nf, ab, n = self.pe, self.channels // self.pe, self.acc_bits, self.steps
         tw = ab + 1
         # LUT4 equivalents (a CCU2C carry cell counts 2), fitted to Yosys synth_ecp5 stat
-        cmp_lut = pe * n * tw                        # one carry-chain comparison each
+        cmp_lut = 0.85 * pe * n * tw                 # one carry-chain comparison each (constants fold)
         rom_lut, ebr = 0, 0
         if self._uses_rom():
             width = pe * n * tw
@@ -151,8 +152,8 @@ class Thresholds(wiring.Component):
         ff = pe * (2 * ab + n + self.out_bits) + 10 + (pe * n * tw if self._uses_rom() else 0)
         if family == "ice40":
             lut *= 1.1
-        return Cost(cycles=1, latency=self.STAGES, lut=int(round(lut)), ff=int(ff), dsp=0,
-                    ebr=ebr)
+        return queued(Cost(cycles=1, latency=self.STAGES, lut=int(round(lut)), ff=int(ff), dsp=0, ebr=ebr),
+                      Shape(self.out_bits, self.out_signed), pe, self.STAGES, family=family)
 
 
 def bench_config():
