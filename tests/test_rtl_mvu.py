@@ -106,8 +106,10 @@ def test_mvu_extreme_values_fit_default_accumulator(wb, ws, ib, isg):
     assert dut.acc_bits == arith.acc_bits(int(lo), int(hi))
 
 
-def test_mvu_full_throughput_and_latency_match_estimate():
-    n, k, pe, simd, vectors = 8, 16, 2, 4, 30
+@pytest.mark.parametrize("n,k,pe,simd", [(8, 16, 2, 4), (8, 16, 2, 16), (8, 16, 8, 16), (8, 16, 4, 8)])
+def test_mvu_full_throughput_and_latency_match_estimate(n, k, pe, simd):
+    # (one output per cycle when simd = K: the output queue's credits must not throttle it)
+    vectors = 30
     dut, cycles = _run(n, k, pe, simd, 8, True, 8, True, vectors=vectors)
     w, b, _, _ = _case(n, k, 8, True, 8, True, vectors=vectors)
     est = MatrixVectorUnit.estimate(w, b, in_bits=8, in_signed=True, weight_bits=8,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
+from ._dsp import registered_product
+
 DSP_SIGNED = 18     # MULT18X18D operand width (signed)
 CHUNK = 17          # unsigned low chunk width when splitting wider operands
 
@@ -197,14 +199,15 @@ def n_dsp(a_width: int, a_signed: bool, b_width: int, b_signed: bool) -> int:
 
 def split_product_latency(a_shape, b_shape, per_stage=2) -> int:
     n = n_dsp(a_shape.width, a_shape.signed, b_shape.width, b_shape.signed)
-    return 2 + tree_registers(n, per_stage, extra_levels=0) + (1 if n > 1 else 0)
+    return 3 + tree_registers(n, per_stage, extra_levels=0) + (1 if n > 1 else 0)
 
 
-def split_product(m, en, a, b, per_stage=2, name="p"):
+def split_product(m, en, a, b, per_stage=2, name="p", platform=None):
     """Registered ``a * b`` built from 18×18 DSP pieces.
 
-    Pipeline: operand registers, piece products registered, then a pipelined sum of the shifted
-    pieces (registered). Returns ``(product_signal, latency)``; all registers advance on ``en``.
+    Pipeline: operand registers, each piece a :func:`~onnx2hw.rtl._dsp.registered_product` (the
+    DSP's input and product registers on ECP5), then a pipelined sum of the shifted pieces
+    (registered). Returns ``(product_signal, latency)``; all registers advance on ``en``.
     """
     a, b = Value.cast(a), Value.cast(b)
     ra = Signal(a.shape(), name=f"{name}_a")
@@ -214,13 +217,11 @@ def split_product(m, en, a, b, per_stage=2, name="p"):
     parts = []
     for ca, ka in dsp_chunks(ra):
         for cb, kb in dsp_chunks(rb):
-            prod = ca * cb
-            r = Signal(prod.shape(), name=f"{name}_pp{len(parts)}")
-            with m.If(en):
-                m.d.sync += r.eq(prod)
+            r = registered_product(m, ca, cb, platform=platform, en=en,
+                                   name=f"{name}_pp{len(parts)}")
             parts.append(r << (ka + kb) if ka + kb else r)
     if len(parts) == 1:
-        return parts[0], 2
+        return parts[0], 3
     total = adder_tree(m, en, parts, per_stage, extra_levels=0, name=f"{name}_s")
     out = Signal(total.shape(), name=f"{name}_out")
     with m.If(en):

@@ -3,12 +3,14 @@ ConcatUnit requantize their inputs through, built as a wire shift (``mult`` 0 or
 two), a table (inputs of at most 4 bits) or a DSP product."""
 from __future__ import annotations
 
-from amaranth.hdl import Signal, Value, signed
+from amaranth.hdl import Const, Signal, Value, signed
 
 from ..arith import acc_bits, int_range
+from ._arith_pipe import delay
+from ._dsp import registered_product
 
 __all__ = ["shape_range", "term_kind", "term_range", "term_shape", "term", "input_register",
-           "term_of_register"]
+           "term_of_register", "registered_term"]
 
 
 def shape_range(shape) -> tuple[int, int]:
@@ -83,3 +85,15 @@ def term_of_register(m, reg, shape, zero, mult, name=None) -> Signal:
     else:
         m.d.comb += out.eq(reg * mult)
     return out
+
+
+def registered_term(m, reg, shape, zero, mult, stages, platform=None, name="t") -> Value:
+    """:func:`term_of_register` registered ``stages`` times (1 or 2): a product term is a
+    :func:`~onnx2hw.rtl._dsp.registered_product` (the DSP's input and product registers, so 2),
+    any other term a register (and a second one to keep step with a product beside it)."""
+    if term_kind(shape, mult) == "dsp":
+        if stages != 2:
+            raise ValueError(f"a DSP term takes 2 register stages, not {stages!r}")
+        return registered_product(m, reg, Const(mult), platform=platform, name=name)[:term_shape(
+            shape, zero, mult).width].as_signed()
+    return delay(m, Const(1), term_of_register(m, reg, shape, zero, mult), stages, name=f"{name}_r")[-1]

@@ -7,9 +7,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
 from . import _blockparams as _p
-from ._scaled_term import (input_register, shape_range, term_kind, term_of_register, term_range,
-                           term_shape)
-from ._arith_pipe import OutputQueue, queue_depth, queued
+from ._arith_pipe import OutputQueue, delay, queue_depth, queued
+from ._scaled_term import input_register, registered_term, shape_range, term_kind, term_range, term_shape
 from .cost import Cost
 
 __all__ = ["AddUnit"]
@@ -42,8 +41,8 @@ class AddUnit(wiring.Component):
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
     lane and input). Latency 4 cycles (input ``x - zero`` register, term, sum and
-    clamped-output registers: a DSP's factors and product are registers) plus the output
-    queue's 2, initiation interval 1.
+    clamped-output registers), 5 when a term is a DSP product (the DSP's own input and product
+    registers: :meth:`stages`), plus the output queue's 2; initiation interval 1.
     The two inputs transfer together (``a.ready = ok & b.valid``, ``b.ready = ok & a.valid``
     with ``ok`` the output queue's credit register, ``_arith_pipe.OutputQueue``); the datapath
     runs free. ``o`` comes from the queue's registers (stream rules hold).
@@ -51,7 +50,6 @@ class AddUnit(wiring.Component):
     Ports: ``a``, ``b`` (in), ``o`` (out).
     """
 
-    STAGES = 4
 
     def __init__(self, a_shape, b_shape, out_shape, lanes: int = 1, *, a_zero: int = 0,
                  a_mult: int = 1, b_zero: int = 0, b_mult: int = 1, shift: int = 0,
@@ -66,41 +64,41 @@ class AddUnit(wiring.Component):
             "o": Out(stream.Signature(_p.lanes_layout(self.out_shape, self.lanes))),
         })
 
+    @staticmethod
+    def stages(a_shape, a_mult, b_shape, b_mult) -> int:
+        """Pipeline registers: 4, or 5 when a term is a DSP product (its input registers)."""
+        return 4 + int("dsp" in (term_kind(a_shape, a_mult), term_kind(b_shape, b_mult)))
+
     def elaborate(self, platform):
         m = Module()
-        oq = OutputQueue(m, self.o, queue_depth(self.STAGES))
+        n_st = self.stages(self.a_shape, self.a_mult, self.b_shape, self.b_mult)
+        oq = OutputQueue(m, self.o, queue_depth(n_st))
         en = Const(1)     # free-running datapath: a pair enters while the output queue has a credit
-        v0, v1, v2 = Signal(), Signal(), Signal()
         m.d.comb += [
             self.a.ready.eq(oq.ok & self.b.valid),
             self.b.ready.eq(oq.ok & self.a.valid),
             oq.reserve.eq(oq.ok & self.a.valid & self.b.valid),
         ]
-        ta_shape = term_shape(self.a_shape, self.a_zero, self.a_mult)
-        tb_shape = term_shape(self.b_shape, self.b_zero, self.b_mult)
         half = (1 << (self.shift - 1)) if self.shift else 0
         ta_lo, ta_hi = term_range(self.a_shape, self.a_zero, self.a_mult)
         tb_lo, tb_hi = term_range(self.b_shape, self.b_zero, self.b_mult)
         y_shape = signed(acc_bits(((ta_lo + tb_lo + half) >> self.shift) + self.zero_point,
                                   ((ta_hi + tb_hi + half) >> self.shift) + self.zero_point))
+        tst = n_st - 3      # term registers: 1, or 2 beside a DSP product
         for j in range(self.lanes):
-            ta = Signal(ta_shape, name=f"ta{j}")
-            tb = Signal(tb_shape, name=f"tb{j}")
             ra = input_register(m, en, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult,
                                 f"a{j}")
             rb = input_register(m, en, self.b.payload[j], self.b_shape, self.b_zero, self.b_mult,
                                 f"b{j}")
-            ta_next = term_of_register(m, ra, self.a_shape, self.a_zero, self.a_mult)
-            tb_next = term_of_register(m, rb, self.b_shape, self.b_zero, self.b_mult)
+            ta = registered_term(m, ra, self.a_shape, self.a_zero, self.a_mult, tst, platform, f"ta{j}")
+            tb = registered_term(m, rb, self.b_shape, self.b_zero, self.b_mult, tst, platform, f"tb{j}")
             y = Signal(y_shape, name=f"y{j}")
-            with m.If(en):
-                m.d.sync += [
-                    ta.eq(ta_next), tb.eq(tb_next),
-                    y.eq(((ta + tb + half) >> self.shift) + self.zero_point),
-                    oq.data[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
-                ]
-        with m.If(en):
-            m.d.sync += [v0.eq(oq.reserve), v1.eq(v0), v2.eq(v1), oq.valid.eq(v2)]
+            m.d.sync += [
+                y.eq(((ta + tb + half) >> self.shift) + self.zero_point),
+                oq.data[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
+            ]
+        # valid: the input register, the term registers, the sum
+        m.d.sync += oq.valid.eq(delay(m, en, oq.reserve, n_st - 1, name="v")[-1])
         return m
 
     @staticmethod
@@ -136,8 +134,9 @@ class AddUnit(wiring.Component):
                        ((ahi + bhi + half) >> shift) + zero_point)
         lut += 3 * y_w + 2                       # rounding/zero-point adds (plus CCU2C), clamp
         ff += y_w + out_shape.width
-        return queued(Cost(1, AddUnit.STAGES, lut * lanes + 3, ff * lanes + 4, dsp * lanes, 0),
-                      out_shape, lanes, AddUnit.STAGES, family=family)
+        st = AddUnit.stages(a_shape, a_mult, b_shape, b_mult)
+        return queued(Cost(1, st, lut * lanes + 3, ff * lanes + 4, dsp * lanes, 0),
+                      out_shape, lanes, st, family=family)
 
 
 def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,

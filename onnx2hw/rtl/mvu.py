@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
+from ._dsp import registered_product
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
@@ -181,10 +182,14 @@ class MatrixVectorUnit(wiring.Component):
         # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
         # paired DSP products: +1 after the split; adder tree boundaries; +1 accumulator
         # (= output register).
+        # DSP products: +1 for the DSP's input registers (fabric operand register -> DSP input
+        # register -> DSP product register: no fabric path through the multiplier).
         style = self.style
         inner = lut_product_registers(self.in_bits, self.weight_bits) if style == "lut" else 0
         paired = 1 if self.pair_field is not None else 0
-        return 1 + (1 if style in ("dsp", "lut") else 0) + inner + 1 + paired + tree_registers(self.simd, 2) + 1
+        dsp_in = 1 if style == "dsp" else 0
+        return (1 + (1 if style in ("dsp", "lut") else 0) + inner + dsp_in + 1 + paired
+                + tree_registers(self.simd, 2) + 1)
 
     # -- hardware -------------------------------------------------------------------------
 
@@ -285,19 +290,17 @@ class MatrixVectorUnit(wiring.Component):
             sgn = self.in_signed or self.weight_signed
             for gi, g in enumerate(groups):
                 for s in range(simd):
-                    r = Signal(signed(fw + ib + 1), name=f"pprod_{gi}_{s}")
-                    with m.If(en):
-                        m.d.sync += r.eq(ws[gi * simd + s] * xs[s])
+                    r = registered_product(m, ws[gi * simd + s], xs[s], platform=platform, name=f"pprod_{gi}_{s}")
                     parts = unpack_pair(r, pf, sgn) if len(g) == 2 else (r,)
                     for row, e in zip(g, parts):
                         rr = Signal(e.shape(), name=f"prod_{row}_{s}")
                         with m.If(en):
                             m.d.sync += rr.eq(e)
                         prods[row][s] = rr
-            stages += 2
+            stages += 3
         else:
-            prods = self._products(m, en, xs, ws)
-            stages += 1
+            prods = self._products(m, en, xs, ws, platform)
+            stages += 2 if self.style == "dsp" else 1
         sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
                 for p, row in enumerate(prods)]
         stages += tree_registers(simd, 2)
@@ -307,8 +310,9 @@ class MatrixVectorUnit(wiring.Component):
         assert stages + 1 == self.pipeline_stages()
         return m
 
-    def _products(self, m, en, xs, ws):
-        """The registered products ``[row][lane]`` of one (unpaired) beat."""
+    def _products(self, m, en, xs, ws, platform):
+        """The registered products ``[row][lane]`` of one (unpaired) beat (DSP products: two
+        registers, :func:`~onnx2hw.rtl._dsp.registered_product`; the others one)."""
         pe, simd = self.pe, self.simd
         prods = []
         for p in range(pe):
@@ -323,7 +327,8 @@ class MatrixVectorUnit(wiring.Component):
                 elif self.style == "negate":  # x = +1: w; x = -1: -w
                     e = Mux(xv, wv, -wv)
                 elif self.style == "dsp":
-                    e = wv * xv
+                    row.append(registered_product(m, wv, xv, platform=platform, name=f"prod_{p}_{s}"))
+                    continue
                 else:
                     e = lut_product(wv, xv, m, en, name=f"lp_{p}_{s}")
                 r = Signal(e.shape(), name=f"prod_{p}_{s}")
@@ -421,7 +426,7 @@ class MatrixVectorUnit(wiring.Component):
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
         io = simd * ib if nfg > 1 else 0                        # buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        ff = (simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
+        ff = (simd * ib + pe * ab + mults * (pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
               + 4 * stages + 30)

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import channel_front, delay, queued, rom
+from ._dsp import registered_product
 from ._mul import adder_tree, n_dsp, split_product, split_product_latency, tree_registers
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -458,12 +459,17 @@ class Requantize(wiring.Component):
 
     def pipeline_stages(self):
         if self.plan is not None:
-            # input register, clamp, product and LUT pair sums, adder levels, output clamp
-            return 3 + self._narrow_tree_stages() + 1
+            # input register, clamp, (DSP input register,) product and LUT pair sums, adder
+            # levels, output clamp
+            return 3 + self._dsp_in() + self._narrow_tree_stages() + 1
         # input register, split product, rounding shift, + zero point, clamp (= output register)
         return 1 + split_product_latency(signed(self.acc_bits), self._mshape()) + 3
 
     # -- narrow form --------------------------------------------------------------------------
+
+    def _dsp_in(self) -> int:
+        """1 when the narrow form's product is on a DSP: its input registers add a stage."""
+        return int(self.plan.dsp)
 
     def _narrow_items(self) -> int:
         """Values summed after the product stage: the DSP product and the LUT pair sums."""
@@ -494,13 +500,14 @@ class Requantize(wiring.Component):
         shifts = sorted(set(self.plan.shift))
         return shifts, (len(shifts) - 1).bit_length() if self._narrow_rom() else 0
 
-    def _elaborate_narrow(self, m, q, fold, x1, v1):
+    def _elaborate_narrow(self, m, q, fold, x1, v1, platform):
         en, out_valid = Const(1), q.valid
         p, pe, ab = self.plan, self.pe, self.acc_bits
         nf = self.channels // pe
         mw, bw, gw = self._narrow_widths()
         shifts, xw = self._narrow_shifts()
         tree = self._narrow_tree_stages()
+        dl = self._dsp_in()
         if self._narrow_rom():
             fw = mw + bw + xw
             words = []
@@ -521,7 +528,7 @@ class Requantize(wiring.Component):
                 mhs.append(mh)
                 bs.append(b)
                 # the shift index follows the data to the output clamp
-                xs.append(delay(m, en, word[k * fw + mw + bw:(k + 1) * fw], 2 + tree,
+                xs.append(delay(m, en, word[k * fw + mw + bw:(k + 1) * fw], 2 + dl + tree,
                                 name=f"x{k}_")[-1] if xw else None)
         else:
             mhs = [Const(p.mult_hi[k], signed(mw)) for k in range(pe)]
@@ -538,12 +545,11 @@ class Requantize(wiring.Component):
             a = Signal(signed(p.a_bits), name=f"a{k}")          # stage 2: clamped operand
             with m.If(en):
                 m.d.sync += a.eq(v)
-            # stage 3: the DSP product and the LUT terms summed in pairs (registered)
+            # stage 3 (DSP: 3-4): the DSP product and the LUT terms summed in pairs (registered;
+            # with a DSP, once more to meet the product)
             items = []
             if p.dsp:
-                pr = Signal(signed(p.a_bits + mw), name=f"prod{k}")
-                with m.If(en):
-                    m.d.sync += pr.eq(a * mhs[k])
+                pr = registered_product(m, a, mhs[k], platform=platform, name=f"prod{k}")
                 items.append(pr << p.low_bits if p.low_bits else pr)
             terms = [(a << e) if sg > 0 else -(a << e) for sg, e in p.low_digits]
             if any(p.bias):
@@ -553,9 +559,7 @@ class Requantize(wiring.Component):
                 if isinstance(pair, int):
                     items.append(Const(pair, signed(bw)))
                     continue
-                r = Signal(Value.cast(pair).shape(), name=f"pair{k}_{j // 2}")
-                with m.If(en):
-                    m.d.sync += r.eq(pair)
+                r = delay(m, en, pair, 1 + dl, name=f"pair{k}_{j // 2}_")[-1]
                 items.append(r)
             if len(items) == 1:
                 t = items[0]
@@ -581,7 +585,7 @@ class Requantize(wiring.Component):
             with m.If(en):
                 m.d.sync += y.eq(yv)
             outs.append(y)
-        vd = delay(m, en, v1, 2 + tree, name="v_n")[-1]
+        vd = delay(m, en, v1, 2 + dl + tree, name="v_n")[-1]
         with m.If(en):
             m.d.sync += out_valid.eq(vd)
         for k in range(pe):
@@ -595,7 +599,7 @@ class Requantize(wiring.Component):
         q, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab, self.pipeline_stages())
         en, out_valid = Const(1), q.valid
         if self.plan is not None:
-            return self._elaborate_narrow(m, q, fold, x1, v1)
+            return self._elaborate_narrow(m, q, fold, x1, v1, platform)
         mw, zw = self.m_width, self.z_width
         if self.per_tensor or nf == 1:
             ms = [Const(self.m_norm[p], self._mshape()) for p in range(pe)]
@@ -621,7 +625,7 @@ class Requantize(wiring.Component):
         lat = None
         for p in range(pe):
             acc = x1[p * ab:(p + 1) * ab].as_signed()
-            prod, lat = split_product(m, en, acc, ms[p], name=f"mul{p}")
+            prod, lat = split_product(m, en, acc, ms[p], name=f"mul{p}", platform=platform)
             prods.append(prod)
         zd = [delay(m, en, zs[p], lat, name=f"zp{p}_")[-1] if lat else zs[p] for p in range(pe)]
         valid = delay(m, en, v1, lat, name="v_mul")[-1]
