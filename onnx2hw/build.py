@@ -22,6 +22,7 @@ from .dataflow.fold import save_folding
 from .files import copy_file, write_text
 from .ir.errors import ModelError
 from .report import make_report, write_report
+from .rtl._replicate import YOSYS_KEEP_REPLICAS
 from .rtl.board_top import LINK_COST
 from .rtl.selftest import selftest_cost
 from .synth import SynthError, parse_fmax, parse_utilisation, run_build
@@ -190,9 +191,10 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             top = board.make_top(accelerator, design.link, design.clock_hz, design.baud,
                                  selftest=None if selftest is None else selftest.inputs)
             # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
-            # private wire names otherwise (seen with synth_ecp5)
+            # private wire names otherwise (seen with synth_ecp5); replica registers get `keep`
+            # (rtl._replicate) before opt_merge could merge them
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
-            plan = board.platform().build(top, name=name, do_build=False, script_after_read="proc\nopt_clean -purge",
+            plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\nopt_clean -purge",
                                           nextpnr_opts=nextpnr_options(p.total.lut))
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
-from onnx2hw.rtl.fifo import StreamFIFO
+from onnx2hw.rtl.fifo import BANK_BITS, StreamFIFO
 from onnx2hw.sim.cocotb_run import run_cocotb
 from _sim_fixtures import random_transfers, require_simulator
 from onnx2hw.sim.pysim import run_stream
@@ -24,7 +24,7 @@ def test_fifo_order_under_random_stalls(shape, lanes, depth):
     np.testing.assert_array_equal(out["o"], x)
 
 
-@pytest.mark.parametrize("depth,latency,ii", [(0, 0, 1), (1, 1, 2), (2, 1, 1), (3, 2, 1),
+@pytest.mark.parametrize("depth,latency,ii", [(0, 0, 1), (1, 1, 2), (2, 1, 1), (3, 2, 1), (512, 3, 1),
                                               (16, 2, 1)])
 def test_fifo_throughput_and_latency(depth, latency, ii):
     n = 400
@@ -34,6 +34,37 @@ def test_fifo_throughput_and_latency(depth, latency, ii):
     assert cycles == ii * (n - 1) + latency + 1
     est = StreamFIFO.estimate(signed(8), 2, depth)
     assert (est.cycles, est.latency) == (ii, latency)
+
+
+@pytest.mark.parametrize("lanes,depth", [(9, 3), (16, 5), (20, 10), (80, 10)])
+def test_banked_fifo_order_throughput_and_fill(lanes, depth):
+    """Wide distributed-RAM FIFOs are banks of at most BANK_BITS with their own control, in
+    lockstep: order under stalls, one transfer per cycle, latency 2, exactly depth entries."""
+    from amaranth.sim import Simulator
+    assert StreamFIFO.banks(8 * lanes, depth) == -(-8 * lanes // BANK_BITS) > 1
+    x = _rand(signed(8), lanes, 300, seed=lanes)
+    out, _ = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)},
+                        src_pause="random", sink_pause="random", seed=depth)
+    np.testing.assert_array_equal(out["o"], x)
+    out, cycles = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)})
+    np.testing.assert_array_equal(out["o"], x)
+    assert cycles == len(x) - 1 + 2 + 1
+    dut = StreamFIFO(signed(8), lanes, depth)
+    accepted = []
+
+    async def tb(ctx):
+        ctx.set(dut.i.valid, 1)
+        count = 0
+        for _ in range(depth + 10):
+            count += ctx.get(dut.i.ready)
+            await ctx.tick()
+        accepted.append(count)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert accepted == [depth]
 
 
 @pytest.mark.parametrize("src,sink", [("3of4", "random"), ("random", "3of4"), ("none", "3of4")])
@@ -97,7 +128,8 @@ def test_fifo_cocotb(depth):
 
 
 CAL = [(signed(8), 1, 1), (signed(8), 4, 2), (signed(8), 4, 8), (signed(8), 8, 16),
-       (signed(8), 4, 64), (signed(8), 16, 512), (signed(2), 8, 200)]
+       (signed(8), 4, 64), (signed(8), 16, 512), (signed(2), 8, 200), (signed(8), 20, 10),
+       (signed(8), 80, 10)]
 
 
 @pytest.mark.synth

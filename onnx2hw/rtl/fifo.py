@@ -1,11 +1,12 @@
 """Stream FIFO between dataflow stages."""
 from __future__ import annotations
 
-from amaranth.hdl import Module
-from amaranth.lib import fifo, stream, wiring
+from amaranth.hdl import Elaboratable, Module, Mux, Signal, unsigned
+from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
+from ._replicate import BANK_BITS, banks_of
 from .cost import Cost
 
 __all__ = ["StreamFIFO"]
@@ -26,9 +27,11 @@ class StreamFIFO(wiring.Component):
         storage is a synchronous-read ``Memory`` that Yosys maps to block RAM (DP16KD) when deep
         and wide enough, else to distributed RAM.
 
-    Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3) from input to output
-    transfer on an empty FIFO. Initiation interval: 1, except depth 1 which alternates full and
-    empty (one transfer every 2 cycles). Backpressure: ``i.ready`` is low only while full;
+    Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 3 in block RAM (depth >= 5:
+    ``SyncFIFOBuffered`` of ``depth - 2`` then a 2-entry ``SyncFIFO``, so that the RAM's slow
+    read data only meets a register) from input to output transfer on an empty FIFO.
+    Initiation interval: 1, except depth 1 which alternates full and empty (one transfer every
+    2 cycles). Backpressure: ``i.ready`` is low only while full;
     ``o.valid`` and ``o.payload`` come from registers / memory that change only on a read, so
     the output honours the stream rules whatever the input does (at depth 0 it passes the input
     through, so the input must honour them).
@@ -49,12 +52,51 @@ class StreamFIFO(wiring.Component):
             wiring.connect(m, wiring.flipped(self.i), wiring.flipped(self.o))
             return m
         width = self.elem_shape.width * self.lanes
-        cls = fifo.SyncFIFO if self.depth <= 2 else fifo.SyncFIFOBuffered
-        m.submodules.fifo = q = cls(width=width, depth=self.depth)
+        # banked on ECP5, and in simulation (platform None) so that it runs what ECP5 builds
+        ecp5 = platform is None or getattr(platform, "family", None) == "ecp5"
+        banks = self.banks(width, self.depth) if ecp5 else 1
+        if banks > 1:
+            return self._banked(m, width, banks)
+        family = getattr(platform, "family", "ecp5")
+        if self.depth >= 5 and _uses_bram(self.depth - 1, width, family):
+            # block RAM: its read data (5.8 ns clock-to-out, no output register inferred) goes
+            # into a two-entry FIFO, so that no path runs from the RAM through logic
+            m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2)
+            m.submodules.out = r = fifo.SyncFIFO(width=width, depth=2)
+            m.d.comb += [r.w_data.eq(q.r_data), r.w_en.eq(q.r_rdy), q.r_en.eq(r.w_rdy)]
+        else:
+            cls = fifo.SyncFIFO if self.depth <= 2 else fifo.SyncFIFOBuffered
+            m.submodules.fifo = q = r = cls(width=width, depth=self.depth)
         m.d.comb += [
             q.w_data.eq(self.i.payload), q.w_en.eq(self.i.valid), self.i.ready.eq(q.w_rdy),
-            self.o.payload.eq(q.r_data), self.o.valid.eq(q.r_rdy), q.r_en.eq(self.o.ready),
+            self.o.payload.eq(r.r_data), self.o.valid.eq(r.r_rdy), r.r_en.eq(self.o.ready),
         ]
+        return m
+
+    @staticmethod
+    def banks(width: int, depth: int, family: str = "ecp5") -> int:
+        """Independent banks of a wide distributed-RAM FIFO (depth >= 3, at most
+        :data:`BANK_BITS` bits each): a read or write address shared by hundreds of RAM cells
+        is a net across the chip (17 ns routed in a 41k-LUT design); one per bank stays local."""
+        if depth < 3 or family != "ecp5" or _uses_bram(depth - 1, min(width, BANK_BITS), family):
+            return 1
+        return len(banks_of(width))
+
+    def _banked(self, m, width, banks):
+        flat_i, flat_o = self.i.payload.as_value(), self.o.payload.as_value()
+        qs = []
+        for b, (lo, hi) in enumerate(banks_of(width)):
+            m.submodules[f"bank{b}"] = q = _OffsetFIFO(hi - lo, self.depth, b)
+            m.d.comb += [q.w_data.eq(flat_i[lo:hi]), flat_o[lo:hi].eq(q.r_data)]
+            qs.append(q)
+        # the banks move in lockstep; each has its own pointers, level and output register
+        w_rdy = qs[0].w_rdy
+        r_rdy = qs[0].r_rdy
+        for q in qs[1:]:
+            w_rdy, r_rdy = w_rdy & q.w_rdy, r_rdy & q.r_rdy
+        m.d.comb += [self.i.ready.eq(w_rdy), self.o.valid.eq(r_rdy)]
+        m.d.comb += [q.w_en.eq(self.i.valid & w_rdy) for q in qs]
+        m.d.comb += [q.r_en.eq(self.o.ready & r_rdy) for q in qs]
         return m
 
     @staticmethod
@@ -73,17 +115,67 @@ class StreamFIFO(wiring.Component):
             return Cost(1, 1, lut=w + 12, ff=2 * w + 4, dsp=0, ebr=0)
         inner = depth - 1     # SyncFIFOBuffered: memory of depth-1 plus an output register
         abits = max(1, (inner - 1).bit_length())
-        if _uses_bram(inner, w, family):
+        banks = StreamFIFO.banks(w, depth, family)
+        if banks == 1 and depth >= 5 and _uses_bram(inner, w, family):
+            # block RAM of depth - 3 words and its output register, then a 2-entry FIFO
+            inner = depth - 3
+            abits = max(1, (inner - 1).bit_length())
             ctrl = 6 * abits + 8 if family == "ecp5" else 8 * abits
-            return Cost(1, 2, lut=w + ctrl, ff=2 * w + 4 * abits + 3, dsp=0,
+            out = StreamFIFO.estimate(elem_shape, lanes, 2, family)
+            return Cost(1, 3, lut=w + ctrl + out.lut + 24, ff=2 * w + 4 * abits + 3 + out.ff, dsp=0,
                         ebr=_bram_count(inner, w, family))
         ff = w + 3 * abits + 3
         if family == "ecp5":  # TRELLIS_DPR16X4 (16x4), 6 LUT4-equivalents each, plus a mux
             rows = -(-inner // 16)
             dpr = rows * -(-w // 4)
-            return Cost(1, 2, lut=6 * abits + 8 + 6 * dpr + w * (rows - 1), ff=ff, dsp=0,
-                        ebr=0)
+            return Cost(1, 2, lut=(6 * abits + 8) * banks + 6 * dpr + w * (rows - 1),   # control per bank
+                        ff=ff + (3 * abits + 3) * (banks - 1), dsp=0, ebr=0)
         return Cost(1, 2, lut=6 * abits + 8 + inner * w // 2, ff=ff + inner * w, dsp=0, ebr=0)
+
+
+class _OffsetFIFO(Elaboratable):
+    """A buffered synchronous FIFO (``SyncFIFOBuffered``'s behaviour: ``depth - 1`` entries of
+    distributed RAM read asynchronously into an output register) whose pointers and level
+    counter start at ``offset``: the banks of a wide FIFO then have no identical registers, so
+    Yosys cannot merge their control back into one high-fanout copy. ``w_rdy``/``r_rdy`` are
+    functions of registers; write when ``w_en & w_rdy``, read when ``r_en & r_rdy``."""
+
+    def __init__(self, width: int, depth: int, offset: int):
+        self.width, self.depth, self.offset = width, depth, offset
+        self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
+        self.r_data, self.r_en, self.r_rdy = Signal(width), Signal(), Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        inner, off = self.depth - 1, self.offset
+        mem = memory.Memory(shape=unsigned(self.width), depth=inner, init=[])
+        m.submodules.storage = mem
+        wp = mem.write_port()
+        rp = mem.read_port(domain="comb")
+        w_ptr = Signal(range(inner), init=off % inner)
+        r_ptr = Signal(range(inner), init=off % inner)
+        level = Signal(range(off + inner + 1), init=off)     # entries in the RAM, plus off
+        do_w = Signal()
+        do_load = Signal()          # RAM -> output register
+        m.d.comb += [
+            self.w_rdy.eq(level != off + inner),
+            do_w.eq(self.w_en & self.w_rdy),
+            do_load.eq((level != off) & (~self.r_rdy | self.r_en)),
+            wp.addr.eq(w_ptr), wp.data.eq(self.w_data), wp.en.eq(do_w),
+            rp.addr.eq(r_ptr),
+        ]
+        with m.If(do_w):
+            m.d.sync += w_ptr.eq(Mux(w_ptr == inner - 1, 0, w_ptr + 1))
+        with m.If(do_load):
+            m.d.sync += [r_ptr.eq(Mux(r_ptr == inner - 1, 0, r_ptr + 1)), self.r_data.eq(rp.data),
+                         self.r_rdy.eq(1)]
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        with m.If(do_w & ~do_load):
+            m.d.sync += level.eq(level + 1)
+        with m.Elif(do_load & ~do_w):
+            m.d.sync += level.eq(level - 1)
+        return m
 
 
 def _uses_bram(entries: int, width: int, family: str) -> bool:

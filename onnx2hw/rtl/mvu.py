@@ -12,9 +12,15 @@ from ._dsp import registered_product
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
+from ._replicate import BANK_BITS, banked_memory, banks_of, replicas
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
+
+#: ROMs of at most this many words are LUT logic (Yosys), deeper ones block RAM
+LUT_ROM_WORDS = 64
+#: buffers of at most this many words are banked distributed RAM (two 16-word cells deep)
+LUT_RAM_WORDS = 32
 
 
 
@@ -225,9 +231,11 @@ class MatrixVectorUnit(wiring.Component):
             self.i.ready.eq(q.ok & need_in),
             q.reserve.eq(issue & (sf_i == sf - 1)),
         ]
+        # next values of the address counters (their replicas address banked memories)
+        addr_next = Mux(issue, Mux(addr == nf * sf - 1, 0, addr + 1), addr)
+        sf_next = Mux(issue, Mux(sf_i == sf - 1, 0, sf_i + 1), sf_i)
+        m.d.sync += [addr.eq(addr_next), sf_i.eq(sf_next)]
         with m.If(issue):
-            m.d.sync += addr.eq(Mux(addr == nf * sf - 1, 0, addr + 1))
-            m.d.sync += sf_i.eq(Mux(sf_i == sf - 1, 0, sf_i + 1))
             with m.If(sf_i == sf - 1):
                 m.d.sync += nf_i.eq(Mux(nf_i == nf - 1, 0, nf_i + 1))
 
@@ -247,7 +255,11 @@ class MatrixVectorUnit(wiring.Component):
                 else:
                     rows.append([pack_pair(blk[g[0], j], blk[g[1], j], pf) if len(g) == 2 else blk[g[0], j]
                                  for g in groups for j in range(simd)])
-        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights")
+        words, wwidth = pack_words(rows, fw), len(groups) * simd * fw
+        if 1 < len(words) <= LUT_ROM_WORDS and wwidth > BANK_BITS:   # a wide LUT ROM: banked
+            wdata = banked_memory(m, wwidth, len(words), addr_next=addr_next, init=words, name="weights")
+        else:
+            wdata = rom(m, words, wwidth, addr, en, "weights")
 
         # Stage 1 registers.
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
@@ -257,7 +269,12 @@ class MatrixVectorUnit(wiring.Component):
         xsel = Signal(name="x_sel")
         with m.If(en):
             m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
-        if nfg > 1:
+        if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
+            # a wide buffer in distributed RAM: banks with their own address and select registers
+            rdata = banked_memory(m, simd * ib, sf, addr_next=sf_next, write=(src_data, take), name="xbuf")
+            sels = replicas(m, need_in, len(banks_of(simd * ib)), "x_sel")
+            x1 = Cat(*[Mux(sel, xin[lo:hi], rdata[lo:hi]) for sel, (lo, hi) in zip(sels, banks_of(simd * ib))])
+        elif nfg > 1:
             buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[])
             m.submodules.xbuf = buf
             wr = buf.write_port()

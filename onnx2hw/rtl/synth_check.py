@@ -5,10 +5,10 @@ and run the WebAssembly tools in a subprocess of this interpreter (no ``PATH`` l
 first YoWASP run on a machine compiles the WebAssembly (tens of seconds); later runs reuse
 YoWASP's own cache.
 
-For ``"ecp5"`` the component is elaborated with a stand-in platform (:class:`FamilyPlatform`:
-only ``family`` is set) unless ``platform`` is given (``"ice40"``: ``None`` by default), so
-that blocks which pick primitives by ``platform.family`` (``onnx2hw.rtl._dsp.dsp_product``: the
-``MULT18X18D`` with its own registers) are measured as they are built for a board.
+The component is elaborated with a stand-in platform (:class:`FamilyPlatform`: only ``family``
+is set) unless ``platform`` is given, so that blocks which pick primitives by
+``platform.family`` (``onnx2hw.rtl._dsp.dsp_product``: the ``MULT18X18D`` with its own
+registers on ECP5; ``StreamFIFO``'s banks) are measured as they are built for a board.
 ``platform=None`` elaborates as simulation does; a component that uses more of a platform than
 ``family`` (pins, clocks: ``BoardTop``) needs it.
 """
@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ._replicate import YOSYS_KEEP_REPLICAS
 
 __all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform",
            "FAMILY"]
@@ -44,13 +46,13 @@ class FamilyPlatform:
         return f"FamilyPlatform({self.family!r})"
 
 
-#: default of the ``platform`` arguments: ``FamilyPlatform("ecp5")`` for ECP5, else ``None``
+#: default of the ``platform`` arguments: ``FamilyPlatform(family)``
 FAMILY = "family"
 
 
 def _platform(platform, family: str):
     if platform is FAMILY:
-        return FamilyPlatform(family) if family == "ecp5" else None
+        return FamilyPlatform(family)
     return platform
 
 
@@ -81,8 +83,8 @@ def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool 
 
     The netlist path (Yosys JSON, for nextpnr) is returned when ``json_out`` is set, in
     ``workdir`` (a temporary directory that must outlive the call) or ``None``. ``platform``:
-    what the component is elaborated with (default: ``FamilyPlatform("ecp5")`` for ECP5,
-    ``None`` -- as in simulation -- for iCE40).
+    what the component is elaborated with (default: ``FamilyPlatform(family)``; ``None``
+    elaborates as simulation does).
     """
     if family not in _FAMILIES:
         raise ValueError(f"family must be one of {sorted(_FAMILIES)!r}, not {family!r}")
@@ -95,7 +97,7 @@ def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool 
         # `opt_clean -purge` first: with Amaranth's private wire names kept, YoWASP Yosys 0.70's
         # abc9 re-integration (synth_ecp5) fails `count_id(wire->name) == 0`.
         for extra in ("", " -dff") if family == "ecp5" else ("",):
-            script = (f"read_rtlil top.il; proc; opt_clean -purge; {synth}{extra}; "
+            script = (f"read_rtlil top.il; proc; {YOSYS_KEEP_REPLICAS}; opt_clean -purge; {synth}{extra}; "
                       f"tee -q -o stat.json stat -json")
             if json_out:
                 script += "; write_json top.json"

@@ -1,0 +1,67 @@
+"""Register replicas for high-fanout control, and memories split into banks that each read
+their own replica of the address.
+
+In a 40k-LUT design a register driving hundreds of cells (the address of a 640-bit-wide LUT
+RAM, the select of a 640-bit multiplexer) is one net spread across the MVU's whole area: 17 ns
+routed where a local net takes 1-3 ns. Neither Yosys nor nextpnr duplicates registers, and Yosys'
+``opt_merge`` merges identical ones, so the replicas are marked (wire attribute
+:data:`REPLICA_ATTR`) and :data:`YOSYS_KEEP_REPLICAS`, run right after ``proc``, puts ``keep`` on
+the flip-flops that drive marked wires: ``opt_merge`` leaves two cells alone when both have
+``keep``. Simulation sees ordinary registers with the same value.
+"""
+from __future__ import annotations
+
+from amaranth.hdl import Signal, Value, unsigned
+from amaranth.lib import memory
+
+__all__ = ["REPLICA_ATTR", "YOSYS_KEEP_REPLICAS", "BANK_BITS", "replicas", "banks_of", "banked_memory"]
+
+#: wire attribute naming a replica register
+REPLICA_ATTR = "onnx2hw_replica"
+#: Yosys command (after ``proc``): keep the flip-flops that drive replica wires
+YOSYS_KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1 t:$dff %i"
+#: widest slice of a bank (a multiple of the 4-bit distributed-RAM cell)
+BANK_BITS = 64
+
+
+def replicas(m, nxt, count: int, name: str, init: int = 0) -> list[Signal]:
+    """``count`` registers all loaded with ``nxt`` every cycle (the next value of one of the
+    caller's registers, whose ``init`` they share, so each replica always equals it), kept
+    apart through synthesis."""
+    nxt = Value.cast(nxt)
+    out = []
+    for k in range(count):
+        r = Signal(nxt.shape(), name=f"{name}_rep{k}", init=init, attrs={REPLICA_ATTR: 1})
+        m.d.sync += r.eq(nxt)
+        out.append(r)
+    return out
+
+
+def banks_of(width: int) -> list[tuple[int, int]]:
+    """Bit ranges ``[(lo, hi)]`` of at most :data:`BANK_BITS` (4-bit aligned) covering ``width``."""
+    n = -(-width // BANK_BITS)
+    step = -(-(-(-width // n)) // 4) * 4
+    return [(lo, min(lo + step, width)) for lo in range(0, width, step)]
+
+
+def banked_memory(m, width: int, depth: int, *, addr_next, init=None, write=None, name="bank"):
+    """A ``width`` x ``depth`` distributed RAM (``write = (data, en)``) or LUT ROM (``init``)
+    split into :func:`banks_of` slices, each addressed by its own replica of the caller's
+    address register (loaded from its next value ``addr_next``, init 0). Returns the read data,
+    registered: ``mem[addr]`` one cycle after ``addr`` (as ``Memory.read_port()``, always
+    enabled). A write stores ``data`` at ``addr`` when ``en`` (read-before-write in that cycle)."""
+    slices = banks_of(width)
+    addrs = replicas(m, addr_next, len(slices), f"{name}_a")
+    out = Signal(width, name=f"{name}_q")
+    for b, (lo, hi) in enumerate(slices):
+        words = [(int(w) >> lo) & ((1 << (hi - lo)) - 1) for w in (init or [])]
+        mem = memory.Memory(shape=unsigned(hi - lo), depth=depth, init=words)
+        m.submodules[f"{name}{b}"] = mem
+        rp = mem.read_port(domain="comb")
+        m.d.comb += rp.addr.eq(addrs[b])
+        m.d.sync += out[lo:hi].eq(rp.data)
+        if write is not None:
+            data, en = write
+            wp = mem.write_port()
+            m.d.comb += [wp.addr.eq(addrs[b]), wp.data.eq(Value.cast(data)[lo:hi]), wp.en.eq(en)]
+    return out
