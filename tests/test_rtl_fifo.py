@@ -40,7 +40,6 @@ def test_fifo_throughput_and_latency(depth, latency, ii):
 def test_banked_fifo_order_throughput_and_fill(lanes, depth):
     """Wide distributed-RAM FIFOs are banks of at most BANK_BITS with their own control, in
     lockstep: order under stalls, one transfer per cycle, latency 2, exactly depth entries."""
-    from amaranth.sim import Simulator
     assert StreamFIFO.banks(8 * lanes, depth) == -(-8 * lanes // BANK_BITS) > 1
     x = _rand(signed(8), lanes, 300, seed=lanes)
     out, _ = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)},
@@ -49,22 +48,7 @@ def test_banked_fifo_order_throughput_and_fill(lanes, depth):
     out, cycles = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)})
     np.testing.assert_array_equal(out["o"], x)
     assert cycles == len(x) - 1 + 2 + 1
-    dut = StreamFIFO(signed(8), lanes, depth)
-    accepted = []
-
-    async def tb(ctx):
-        ctx.set(dut.i.valid, 1)
-        count = 0
-        for _ in range(depth + 10):
-            count += ctx.get(dut.i.ready)
-            await ctx.tick()
-        accepted.append(count)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
-    assert accepted == [depth]
+    assert _accepted_while_stalled(StreamFIFO(signed(8), lanes, depth), depth + 10) == depth
 
 
 @pytest.mark.parametrize("src,sink", [("3of4", "random"), ("random", "3of4"), ("none", "3of4")])
@@ -75,28 +59,31 @@ def test_fifo_long_stalled_stream(src, sink):
     np.testing.assert_array_equal(out["o"], x)
 
 
+def _accepted_while_stalled(dut, cycles):
+    """Transfers ``dut.i`` takes in ``cycles`` with the input always valid and the sink stalled."""
+    from amaranth.sim import Simulator
+    accepted = []
+
+    async def tb(ctx):
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.o.ready, 0)
+        count = 0
+        for _ in range(cycles):
+            count += ctx.get(dut.i.ready)
+            await ctx.tick()
+        accepted.append(count)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    return accepted[0]
+
+
 def test_fifo_fills_to_depth():
     """With the sink stalled, exactly `depth` transfers enter before i.ready drops."""
-    from amaranth.sim import Simulator
     for depth in (2, 7, 40):
-        dut = StreamFIFO(unsigned(3), 1, depth)
-        accepted = []
-
-        async def tb(ctx, dut=dut, accepted=accepted):
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.o.ready, 0)
-            count = 0
-            for _ in range(depth + 10):
-                if ctx.get(dut.i.ready):
-                    count += 1
-                await ctx.tick()
-            accepted.append(count)
-
-        sim = Simulator(dut)
-        sim.add_clock(1e-8)
-        sim.add_testbench(tb)
-        sim.run()
-        assert accepted == [depth]
+        assert _accepted_while_stalled(StreamFIFO(unsigned(3), 1, depth), depth + 10) == depth
 
 
 @pytest.mark.parametrize("bad,err,match", [

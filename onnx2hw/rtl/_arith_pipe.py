@@ -14,6 +14,7 @@ from dataclasses import replace
 from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
+from ._replicate import BANK_BITS, banked_memory
 from .fifo import StreamFIFO
 
 
@@ -109,14 +110,22 @@ def register_operands(m, en, xs, ws):
     return xr, wr
 
 
-def rom(m, words, width, addr, en, name):
+#: ROMs of at most this many words are LUT logic (Yosys), deeper ones block RAM
+LUT_ROM_WORDS = 64
+
+
+def rom(m, words, width, addr, en, name, addr_next=None):
     """Synchronous-read ROM of ``words`` (``width``-bit ints); 1-cycle latency, holds when ``en`` is low.
 
-    A one-word ROM is a constant (the data is valid from reset on).
+    A one-word ROM is a constant (the data is valid from reset on). With ``addr_next`` (the
+    next value of the register ``addr``, and ``en`` constant 1) a wide LUT ROM is banked, each
+    bank reading its own replica of ``addr`` (``_replicate.banked_memory``).
     """
     words = [int(w) for w in words]
     if len(words) == 1:
         return Const(words[0], unsigned(max(width, 1)))
+    if addr_next is not None and len(words) <= LUT_ROM_WORDS and width > BANK_BITS:
+        return banked_memory(m, width, len(words), addr_next=addr_next, init=words, name=name)
     mem = memory.Memory(shape=unsigned(width), depth=len(words), init=words)
     m.submodules[name] = mem
     rd = mem.read_port()

@@ -147,15 +147,16 @@ class DepthwiseUnit(wiring.Component):
         grp = Signal(range(nf), name="grp")
         m.d.comb += [self.i.ready.eq(oq.ok), take.eq(self.i.valid & oq.ok), oq.reserve.eq(take & (tap == k - 1))]
         addr = Signal(range(nf * k), name="waddr")
+        addr_next = Mux(take, Mux(addr == nf * k - 1, 0, addr + 1), addr)
+        m.d.sync += addr.eq(addr_next)
         with m.If(take):
-            m.d.sync += [addr.eq(Mux(addr == nf * k - 1, 0, addr + 1)),
-                         tap.eq(Mux(tap == k - 1, 0, tap + 1))]
+            m.d.sync += tap.eq(Mux(tap == k - 1, 0, tap + 1))
             with m.If(tap == k - 1):
                 m.d.sync += grp.eq(Mux(grp == nf - 1, 0, grp + 1))
 
         # Weight ROM: word (f, t) holds W[f*pe*M + q, t] at field q.
         rows = [self.weights[f * lo:(f + 1) * lo, t] for f in range(nf) for t in range(k)]
-        wdata = rom(m, pack_words(rows, wb), lo * wb, addr, en, "weights")
+        wdata = rom(m, pack_words(rows, wb), lo * wb, addr, en, "weights", addr_next=addr_next)
 
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "grp": range(nf)}))
         m.d.comb += [ctl.v.eq(take), ctl.first.eq(tap == 0), ctl.last.eq(tap == k - 1),

@@ -17,8 +17,6 @@ from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
 
-#: ROMs of at most this many words are LUT logic (Yosys), deeper ones block RAM
-LUT_ROM_WORDS = 64
 #: buffers of at most this many words are banked distributed RAM (two 16-word cells deep)
 LUT_RAM_WORDS = 32
 
@@ -255,11 +253,7 @@ class MatrixVectorUnit(wiring.Component):
                 else:
                     rows.append([pack_pair(blk[g[0], j], blk[g[1], j], pf) if len(g) == 2 else blk[g[0], j]
                                  for g in groups for j in range(simd)])
-        words, wwidth = pack_words(rows, fw), len(groups) * simd * fw
-        if 1 < len(words) <= LUT_ROM_WORDS and wwidth > BANK_BITS:   # a wide LUT ROM: banked
-            wdata = banked_memory(m, wwidth, len(words), addr_next=addr_next, init=words, name="weights")
-        else:
-            wdata = rom(m, words, wwidth, addr, en, "weights")
+        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights", addr_next=addr_next)
 
         # Stage 1 registers.
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
