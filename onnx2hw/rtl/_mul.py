@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
-from ._dsp import registered_product
+from ._dsp import PRODUCT_LATENCY, registered_product
 
 DSP_SIGNED = 18     # MULT18X18D operand width (signed)
 CHUNK = 17          # unsigned low chunk width when splitting wider operands
@@ -199,7 +199,7 @@ def n_dsp(a_width: int, a_signed: bool, b_width: int, b_signed: bool) -> int:
 
 def split_product_latency(a_shape, b_shape, per_stage=2) -> int:
     n = n_dsp(a_shape.width, a_shape.signed, b_shape.width, b_shape.signed)
-    return 3 + tree_registers(n, per_stage, extra_levels=0) + (1 if n > 1 else 0)
+    return 1 + PRODUCT_LATENCY + tree_registers(n, per_stage, extra_levels=0) + (1 if n > 1 else 0)
 
 
 def split_product(m, en, a, b, per_stage=2, name="p", platform=None):
@@ -221,7 +221,7 @@ def split_product(m, en, a, b, per_stage=2, name="p", platform=None):
                                    name=f"{name}_pp{len(parts)}")
             parts.append(r << (ka + kb) if ka + kb else r)
     if len(parts) == 1:
-        return parts[0], 3
+        return parts[0], 1 + PRODUCT_LATENCY
     total = adder_tree(m, en, parts, per_stage, extra_levels=0, name=f"{name}_s")
     out = Signal(total.shape(), name=f"{name}_out")
     with m.If(en):

@@ -7,7 +7,7 @@ from amaranth.hdl import Const, Signal, Value, signed
 
 from ..arith import acc_bits, int_range
 from ._arith_pipe import delay
-from ._dsp import registered_product
+from ._dsp import PRODUCT_LATENCY, registered_product
 
 __all__ = ["shape_range", "term_kind", "term_range", "term_shape", "term", "input_register",
            "term_of_register", "registered_term"]
@@ -88,12 +88,12 @@ def term_of_register(m, reg, shape, zero, mult, name=None) -> Signal:
 
 
 def registered_term(m, reg, shape, zero, mult, stages, platform=None, name="t") -> Value:
-    """:func:`term_of_register` registered ``stages`` times (1 or 2): a product term is a
-    :func:`~onnx2hw.rtl._dsp.registered_product` (the DSP's input and product registers, so 2),
-    any other term a register (and a second one to keep step with a product beside it)."""
+    """:func:`term_of_register` registered ``stages`` times: a product term is a
+    :func:`~onnx2hw.rtl._dsp.registered_product` (``PRODUCT_LATENCY`` stages), any other term
+    registers (more to keep step with a product beside it)."""
     if term_kind(shape, mult) == "dsp":
-        if stages != 2:
-            raise ValueError(f"a DSP term takes 2 register stages, not {stages!r}")
+        if stages != PRODUCT_LATENCY:
+            raise ValueError(f"a DSP term takes {PRODUCT_LATENCY} register stages, not {stages!r}")
         return registered_product(m, reg, Const(mult), platform=platform, name=name)[:term_shape(
             shape, zero, mult).width].as_signed()
     return delay(m, Const(1), term_of_register(m, reg, shape, zero, mult), stages, name=f"{name}_r")[-1]

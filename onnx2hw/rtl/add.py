@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..arith import acc_bits
 from . import _blockparams as _p
 from ._arith_pipe import OutputQueue, delay, queue_depth, queued
+from ._dsp import PRODUCT_LATENCY
 from ._scaled_term import input_register, registered_term, shape_range, term_kind, term_range, term_shape
 from .cost import Cost
 
@@ -41,8 +42,8 @@ class AddUnit(wiring.Component):
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
     lane and input). Latency 4 cycles (input ``x - zero`` register, term, sum and
-    clamped-output registers), 5 when a term is a DSP product (the DSP's own input and product
-    registers: :meth:`stages`), plus the output queue's 2; initiation interval 1.
+    clamped-output registers), 6 when a term is a DSP product (the DSP's own input and product
+    registers and a landing register: :meth:`stages`), plus the output queue's 2; initiation interval 1.
     The two inputs transfer together (``a.ready = ok & b.valid``, ``b.ready = ok & a.valid``
     with ``ok`` the output queue's credit register, ``_arith_pipe.OutputQueue``); the datapath
     runs free. ``o`` comes from the queue's registers (stream rules hold).
@@ -66,8 +67,10 @@ class AddUnit(wiring.Component):
 
     @staticmethod
     def stages(a_shape, a_mult, b_shape, b_mult) -> int:
-        """Pipeline registers: 4, or 5 when a term is a DSP product (its input registers)."""
-        return 4 + int("dsp" in (term_kind(a_shape, a_mult), term_kind(b_shape, b_mult)))
+        """Pipeline registers: 4, or 6 when a term is a DSP product (its input registers and
+        landing register: ``rtl._dsp.registered_product``)."""
+        dsp = "dsp" in (term_kind(a_shape, a_mult), term_kind(b_shape, b_mult))
+        return 4 + (PRODUCT_LATENCY - 1 if dsp else 0)
 
     def elaborate(self, platform):
         m = Module()
@@ -84,7 +87,7 @@ class AddUnit(wiring.Component):
         tb_lo, tb_hi = term_range(self.b_shape, self.b_zero, self.b_mult)
         y_shape = signed(acc_bits(((ta_lo + tb_lo + half) >> self.shift) + self.zero_point,
                                   ((ta_hi + tb_hi + half) >> self.shift) + self.zero_point))
-        tst = n_st - 3      # term registers: 1, or 2 beside a DSP product
+        tst = n_st - 3      # term registers: 1, or PRODUCT_LATENCY beside a DSP product
         for j in range(self.lanes):
             ra = input_register(m, en, self.a.payload[j], self.a_shape, self.a_zero, self.a_mult,
                                 f"a{j}")

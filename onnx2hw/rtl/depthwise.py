@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
-from ._dsp import registered_product
+from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import lut_product, lut_product_cost, lut_product_registers, n_dsp
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
 from .cost import FAMILIES, Cost, unelaborated
@@ -110,9 +110,10 @@ class DepthwiseUnit(wiring.Component):
     def _stages(style, in_bits=1, weight_bits=1):
         # input register / weight ROM; DSP and LUT products: operand registers; LUT products of
         # a narrow factor wider than 4 bits: one register inside; product registers; accumulator
-        # DSP products: +1 (the DSP's input registers after the fabric operand registers)
+        # DSP products: +2 (the DSP's input registers after the fabric operand registers, and a
+        # landing register after its product register: rtl._dsp.registered_product)
         inner = lut_product_registers(in_bits, weight_bits) if style == "lut" else 0
-        return 1 + 1 + inner + (1 if style == "dsp" else 0) + 1 + 1
+        return 1 + 1 + inner + (PRODUCT_LATENCY - 1 if style == "dsp" else 0) + 1 + 1
 
     def pipeline_stages(self):
         """Register stages from the issue cycle to the output register (inclusive)."""
@@ -189,7 +190,7 @@ class DepthwiseUnit(wiring.Component):
             with m.If(en):
                 m.d.sync += r.eq(e)
             prods.append(r)
-        stages += 2 if self.style == "dsp" else 1
+        stages += PRODUCT_LATENCY if self.style == "dsp" else 1
         ctls = delay(m, en, ctl, stages, name="ctl")
         ctl_acc, ctl_pre = ctls[-1], ctls[-2]
 
@@ -242,7 +243,7 @@ class DepthwiseUnit(wiring.Component):
         rom_ebr, rom_lut = _rom_cost(words, lo * wb)
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
         lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + prod + 74
-        ff = (pe * ib + lo * ab + lo * (pw + wb if self.style == "dsp" else per_ff)
+        ff = (pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff)
               + 4 * self.pipeline_stages()
               + 2 * (k.bit_length() + nf.bit_length()) + 10)
         if family == "ice40":

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
-from ._dsp import registered_product
+from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
@@ -186,12 +186,13 @@ class MatrixVectorUnit(wiring.Component):
         # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
         # paired DSP products: +1 after the split; adder tree boundaries; +1 accumulator
         # (= output register).
-        # DSP products: +1 for the DSP's input registers (fabric operand register -> DSP input
-        # register -> DSP product register: no fabric path through the multiplier).
+        # DSP products: +2 for the DSP's input registers and a fabric landing register (fabric
+        # operand register -> DSP input register -> DSP product register -> landing register:
+        # no fabric path through the multiplier, none long from the DSP column).
         style = self.style
         inner = lut_product_registers(self.in_bits, self.weight_bits) if style == "lut" else 0
         paired = 1 if self.pair_field is not None else 0
-        dsp_in = 1 if style == "dsp" else 0
+        dsp_in = PRODUCT_LATENCY - 1 if style == "dsp" else 0
         return (1 + (1 if style in ("dsp", "lut") else 0) + inner + dsp_in + 1 + paired
                 + tree_registers(self.simd, 2) + 1)
 
@@ -308,10 +309,10 @@ class MatrixVectorUnit(wiring.Component):
                         with m.If(en):
                             m.d.sync += rr.eq(e)
                         prods[row][s] = rr
-            stages += 3
+            stages += PRODUCT_LATENCY + 1
         else:
             prods = self._products(m, en, xs, ws, platform)
-            stages += 2 if self.style == "dsp" else 1
+            stages += PRODUCT_LATENCY if self.style == "dsp" else 1
         sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
                 for p, row in enumerate(prods)]
         stages += tree_registers(simd, 2)
@@ -437,7 +438,7 @@ class MatrixVectorUnit(wiring.Component):
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
         io = simd * ib if nfg > 1 else 0                        # buffer mux
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        ff = (simd * ib + pe * ab + mults * (pw if self.style == "dsp" else pw if self.style != "lut" else 0)
+        ff = (simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
               + 4 * stages + 30)

@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import channel_front, delay, queued, rom
-from ._dsp import registered_product
+from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import adder_tree, n_dsp, split_product, split_product_latency, tree_registers
 from .cost import FAMILIES, Cost, unelaborated
 
@@ -468,8 +468,9 @@ class Requantize(wiring.Component):
     # -- narrow form --------------------------------------------------------------------------
 
     def _dsp_in(self) -> int:
-        """1 when the narrow form's product is on a DSP: its input registers add a stage."""
-        return int(self.plan.dsp)
+        """Stages a DSP product adds in the narrow form (its input registers, the landing
+        register: ``rtl._dsp.registered_product``)."""
+        return (PRODUCT_LATENCY - 1) * int(self.plan.dsp)
 
     def _narrow_items(self) -> int:
         """Values summed after the product stage: the DSP product and the LUT pair sums."""
