@@ -207,7 +207,7 @@ class MatrixVectorUnit(wiring.Component):
         # Free-running datapath (no enable); a beat issues only while the output queue has a
         # credit, and the beat that ends an output reserves its place.
         q = OutputQueue(m, self.o, queue_depth(self.pipeline_stages(), sf))
-        en, out_valid = Const(1), q.valid
+        en = Const(1)
 
         # Issue stage: fold counters, weight address, input or buffer.
         sf_i = Signal(range(sf), name="sf_i")
@@ -267,8 +267,9 @@ class MatrixVectorUnit(wiring.Component):
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             # a wide buffer in distributed RAM: banks with their own address and select registers
             rdata = banked_memory(m, simd * ib, sf, addr_next=sf_next, write=(src_data, take), name="xbuf")
-            sels = replicas(m, need_in, len(banks_of(simd * ib)), "x_sel")
-            x1 = Cat(*[Mux(sel, xin[lo:hi], rdata[lo:hi]) for sel, (lo, hi) in zip(sels, banks_of(simd * ib))])
+            slices = banks_of(simd * ib)
+            sels = replicas(m, need_in, len(slices), "x_sel")
+            x1 = Cat(*[Mux(sel, xin[lo:hi], rdata[lo:hi]) for sel, (lo, hi) in zip(sels, slices)])
         elif nfg > 1:
             buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[])
             m.submodules.xbuf = buf
@@ -323,8 +324,8 @@ class MatrixVectorUnit(wiring.Component):
         return m
 
     def _products(self, m, en, xs, ws, platform):
-        """The registered products ``[row][lane]`` of one (unpaired) beat (DSP products: two
-        registers, :func:`~onnx2hw.rtl._dsp.registered_product`; the others one)."""
+        """The registered products ``[row][lane]`` of one (unpaired) beat (DSP products:
+        ``PRODUCT_LATENCY`` registers, :func:`~onnx2hw.rtl._dsp.registered_product`; the others one)."""
         pe, simd = self.pe, self.simd
         prods = []
         for p in range(pe):
