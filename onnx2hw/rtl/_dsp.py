@@ -69,12 +69,15 @@ register): :data:`MEASURED_FMAX_MHZ`.
 """
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Const, Instance, Signal, Value
+from amaranth.hdl import ClockSignal, Const, Instance, Shape, Signal, Value
 
-__all__ = ["dsp_product", "registered_product", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
+__all__ = ["dsp_product", "registered_product", "dsp_chunks", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS",
+           "CHUNK", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
 
 #: operand width of one MULT18X18D port (signed or unsigned per SIGNEDA/SIGNEDB)
 DSP_PORT_BITS = 18
+#: width of the unsigned low pieces of an operand wider than a port (:func:`dsp_chunks`)
+CHUNK = 17
 
 #: which MULT18X18D register holds the product: ``"PIPELINE"`` (``REG_PIPELINE_CLK``, the register
 #: after the multiplier, with the output register bypassed) or ``"OUTPUT"`` (``REG_OUTPUT_CLK``,
@@ -169,24 +172,57 @@ def fits_port(shape) -> bool:
 PRODUCT_LATENCY = 3
 
 
-def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):
-    """:func:`dsp_product` when both operands fit a port, otherwise the same two register levels
-    in fabric (Yosys then splits the product over several unregistered DSPs), then a fabric
-    landing register: latency :data:`PRODUCT_LATENCY`. The landing register lets the placer put
-    a flip-flop beside the DSP column: in a 42k-LUT design the route from a DSP's product to
-    the adder tree it feeds took 13 ns. Same result shape either way."""
-    a, b = Value.cast(a), Value.cast(b)
-    if fits_port(a.shape()) and fits_port(b.shape()):
-        p = dsp_product(m, a, b, platform=platform, en=en, name=name)
+def dsp_chunks(v):
+    """Split ``v`` into ``[(piece, shift)]``, each piece fitting a signed 18-bit DSP port:
+    unsigned :data:`CHUNK`-bit low pieces and a top piece of ``v``'s signedness, so that
+    ``v == sum(piece << shift)``."""
+    v = Value.cast(v)
+    shape = v.shape()
+    w = shape.width
+    limit = DSP_PORT_BITS if shape.signed else CHUNK
+    if w <= limit:
+        return [(v, 0)]
+    const = v.value if isinstance(v, Const) else None   # a constant splits into constants
+    out = []
+    k = 0
+    while w - k > limit:
+        out.append((v[k:k + CHUNK] if const is None else Const((const >> k) & ((1 << CHUNK) - 1), CHUNK), k))
+        k += CHUNK
+    if const is not None:
+        out.append((Const(const >> k, Shape(w - k, shape.signed)), k))
     else:
-        p = Signal((a * b).shape(), name=f"{name}_p")
-        _registers(m, a, b, p, en, name)
-    land = Signal(p.shape(), name=f"{name}_l", reset_less=True)
+        top = v[k:]
+        out.append((top.as_signed() if shape.signed else top, k))
+    return out
+
+
+def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):
+    """``a * b`` through :func:`dsp_product`, then a fabric landing register: latency
+    :data:`PRODUCT_LATENCY`. The landing register lets the placer put a flip-flop beside the DSP
+    column: in a 42k-LUT design the route from a DSP's product to the adder tree it feeds took
+    13 ns. An operand wider than a port is split (:func:`dsp_chunks`; a constant piece of 0 is
+    dropped): every piece pair is its own registered DSP product and the landing register takes
+    their shifted sum, so no path runs through a multiplier (Yosys would split a wide ``*`` over
+    unregistered DSPs chained through fabric adders). Same result shape either way."""
+    a, b = Value.cast(a), Value.cast(b)
+    shape = (a * b).shape()
+    land = Signal(shape, name=f"{name}_l", reset_less=True)
+    if fits_port(a.shape()) and fits_port(b.shape()):
+        total = dsp_product(m, a, b, platform=platform, en=en, name=name)
+    else:
+        parts = []
+        for ca, ka in dsp_chunks(a):
+            for cb, kb in dsp_chunks(b):
+                if any(isinstance(c, Const) and c.value == 0 for c in (ca, cb)):
+                    continue
+                p = dsp_product(m, ca, cb, platform=platform, en=en, name=f"{name}_{len(parts)}")
+                parts.append(p << (ka + kb) if ka + kb else p)
+        total = sum(parts, Const(0, shape))
     if en is None:
-        m.d.sync += land.eq(p)
+        m.d.sync += land.eq(total)
     else:
         with m.If(en):
-            m.d.sync += land.eq(p)
+            m.d.sync += land.eq(total)
     return land
 
 

@@ -4,7 +4,7 @@
   LUT/carry logic), optionally with one register inside; :func:`lut_product_cost` its size.
 * :func:`pair_field` / :func:`pack_pair` / :func:`unpack_pair` — two narrow products with a shared
   factor in one ``MULT18X18D``: ``a * (b0 + b1 * 2**F)``, split exactly.
-* :func:`dsp_chunks` / :func:`split_product` — products of any width split into signed 18×18
+* :func:`split_product` (pieces: ``_dsp.dsp_chunks``) — products of any width split into signed 18×18
   pieces (one ECP5 ``MULT18X18D`` each), registered in and out, partial sums pipelined.
 * :func:`adder_tree` — pairwise sum with a register boundary every ``per_stage`` levels.
 """
@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
-from ._dsp import PRODUCT_LATENCY, registered_product
-
-DSP_SIGNED = 18     # MULT18X18D operand width (signed)
-CHUNK = 17          # unsigned low chunk width when splitting wider operands
+from ._dsp import CHUNK, DSP_PORT_BITS as DSP_SIGNED, PRODUCT_LATENCY, dsp_chunks, registered_product
 
 
 #: carry-chain levels of a LUT product computed before its internal register (with ``m`` given)
@@ -169,24 +166,6 @@ def adder_tree(m, en, items, per_stage=2, extra_levels=1, name="t"):
             items = regd
             done += 1
     return items[0]
-
-
-def dsp_chunks(v):
-    """Split ``v`` into ``[(piece, shift)]`` with each piece fitting a signed 18-bit DSP port."""
-    v = Value.cast(v)
-    shape = v.shape()
-    w = shape.width
-    limit = DSP_SIGNED if shape.signed else CHUNK
-    if w <= limit:
-        return [(v, 0)]
-    out = []
-    k = 0
-    while w - k > limit:
-        out.append((v[k:k + CHUNK], k))
-        k += CHUNK
-    top = v[k:]
-    out.append((top.as_signed() if shape.signed else top, k))
-    return out
 
 
 def n_dsp(a_width: int, a_signed: bool, b_width: int, b_signed: bool) -> int:

@@ -11,7 +11,7 @@ the flip-flops that drive marked wires: ``opt_merge`` leaves two cells alone whe
 """
 from __future__ import annotations
 
-from amaranth.hdl import Signal, Value, unsigned
+from amaranth.hdl import Mux, Signal, Value, unsigned
 from amaranth.lib import memory
 
 __all__ = ["REPLICA_ATTR", "YOSYS_KEEP_REPLICAS", "BANK_BITS", "replicas", "banks_of", "banked_memory"]
@@ -49,19 +49,31 @@ def banked_memory(m, width: int, depth: int, *, addr_next, init=None, write=None
     split into :func:`banks_of` slices, each addressed by its own replica of the caller's
     address register (loaded from its next value ``addr_next``, init 0). Returns the read data,
     registered: ``mem[addr]`` one cycle after ``addr`` (as ``Memory.read_port()``, always
-    enabled). A write stores ``data`` at ``addr`` when ``en`` (read-before-write in that cycle)."""
+    enabled). A write stores ``data`` at ``addr`` when ``en`` (read-before-write in that cycle).
+
+    The write is carried out one cycle late, from registers (``data`` once, ``en`` and the
+    address replicated per bank), so that a combinational ``en`` drives a few flip-flops rather
+    than the write enable of every RAM cell across the banks; a read of the address written in
+    the cycle before takes the pending data instead of the RAM's (a compare of the bank's two
+    address registers), so reads see exactly what an immediate write would give."""
     slices = banks_of(width)
     addrs = replicas(m, addr_next, len(slices), f"{name}_a")
     out = Signal(width, name=f"{name}_q")
+    if write is not None:
+        wdata = Signal(width, name=f"{name}_wd", reset_less=True)
+        m.d.sync += wdata.eq(write[0])
+        wens = replicas(m, write[1], len(slices), f"{name}_we")
     for b, (lo, hi) in enumerate(slices):
         words = [(int(w) >> lo) & ((1 << (hi - lo)) - 1) for w in (init or [])]
         mem = memory.Memory(shape=unsigned(hi - lo), depth=depth, init=words)
         m.submodules[f"{name}{b}"] = mem
         rp = mem.read_port(domain="comb")
         m.d.comb += rp.addr.eq(addrs[b])
-        m.d.sync += out[lo:hi].eq(rp.data)
-        if write is not None:
-            data, en = write
-            wp = mem.write_port()
-            m.d.comb += [wp.addr.eq(addrs[b]), wp.data.eq(Value.cast(data)[lo:hi]), wp.en.eq(en)]
+        if write is None:
+            m.d.sync += out[lo:hi].eq(rp.data)
+            continue
+        waddr = replicas(m, addrs[b], 1, f"{name}_wa{b}")[0]
+        wp = mem.write_port()
+        m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata[lo:hi]), wp.en.eq(wens[b])]
+        m.d.sync += out[lo:hi].eq(Mux(wens[b] & (waddr == addrs[b]), wdata[lo:hi], rp.data))
     return out

@@ -260,7 +260,7 @@ class MatrixVectorUnit(wiring.Component):
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
         m.d.comb += [ctl.v.eq(issue), ctl.first.eq(sf_i == 0), ctl.last.eq(sf_i == sf - 1),
                      ctl.nf.eq(nf_i)]
-        xin = Signal(simd * ib, name="x_in")
+        xin = Signal(simd * ib, name="x_in", reset_less=True)   # (one register with a banked buffer's write data)
         xsel = Signal(name="x_sel")
         with m.If(en):
             m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
@@ -438,6 +438,8 @@ class MatrixVectorUnit(wiring.Component):
         rom_ebr, rom_lut = _mem_cost(nf * sf, wbits)
         buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
         io = simd * ib if nfg > 1 else 0                        # buffer mux
+        if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
+            io += simd * ib                                     # banked buffer: the late write's bypass
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
         ff = (simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
