@@ -6,7 +6,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module, Shape, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Shape, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
@@ -237,6 +237,85 @@ def test_platform_none_keeps_the_behavioural_registers_in_fabric():
     # the two register levels of every product are fabric flip-flops when Yosys infers the DSP
     assert st["ff"] == 2 * FABRIC_FF
     assert yosys_stat(_Between(), "ecp5")["ff"] == FABRIC_FF
+
+
+WIDE_CASES = [   # (a shape, b shape or int constant): operands wider than a port are split
+    (signed(9), -1_234_567),
+    (signed(10), (1 << 20) | 3),        # a zero low piece of the constant takes no DSP
+    (unsigned(8), 300_000),
+    (signed(20), signed(9)),
+    (signed(22), unsigned(19)),
+]
+
+
+def _wide_operand(v, name):
+    return Const(v) if isinstance(v, int) else Signal(v, name=name)
+
+
+@pytest.mark.parametrize("sa, b", WIDE_CASES, ids=repr)
+def test_wide_registered_product_against_int64(sa, b):
+    """registered_product of operands wider than a DSP port (behavioural pieces): the product
+    of the operands three edges back, exact over edge values and random ones."""
+    m = Module()
+    a, bv = Signal(sa, name="a"), _wide_operand(b, "b")
+    p = dsp.registered_product(m, a, bv)
+    assert p.shape() == (a * bv).shape()
+    rng = np.random.default_rng(sa.width)
+    n = 200
+    xs = _operands(sa, n, rng)
+    ys = np.full(n, b, dtype=np.int64) if isinstance(b, int) else _operands(b, n, rng)
+    got = []
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+
+    async def tb(ctx):
+        for k in range(n):
+            ctx.set(a, int(xs[k]))
+            if not isinstance(b, int):
+                ctx.set(bv, int(ys[k]))
+            await ctx.tick()
+            got.append(ctx.get(p))
+
+    sim.add_testbench(tb)
+    sim.run()
+    want = [int(x) * int(y) for x, y in zip(xs, ys)]
+    lat = dsp.PRODUCT_LATENCY
+    assert got[lat - 1:] == want[:n - lat + 1]
+
+
+class _Wide(wiring.Component):
+    def __init__(self):
+        ports = {}
+        for k, (sa, b) in enumerate(WIDE_CASES):
+            ports[f"a{k}"] = In(sa)
+            if not isinstance(b, int):
+                ports[f"b{k}"] = In(b)
+            ports[f"p{k}"] = Out((Signal(sa) * _wide_operand(b, "b")).shape())
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        for k, (sa, b) in enumerate(WIDE_CASES):
+            ra = Signal(sa, name=f"ra{k}")
+            m.d.sync += ra.eq(getattr(self, f"a{k}"))
+            bv = Const(b) if isinstance(b, int) else Signal(b, name=f"rb{k}")
+            if not isinstance(b, int):
+                m.d.sync += bv.eq(getattr(self, f"b{k}"))
+            m.d.comb += getattr(self, f"p{k}").eq(dsp.registered_product(m, ra, bv, platform=platform,
+                                                                         name=f"w{k}"))
+        return m
+
+
+@pytest.mark.synth
+def test_wide_products_are_registered_dsp_pieces_on_ecp5():
+    """On ECP5 every piece is a MULT18X18D with its input and product registers (none of Yosys'
+    unregistered split products), as many as product_dsps counts."""
+    top = _netlist(_Wide())
+    dsps = [c for c in top["cells"].values() if c["type"] == "MULT18X18D"]
+    assert len(dsps) == sum(dsp.product_dsps(sa, b) for sa, b in WIDE_CASES)
+    for c in dsps:
+        prm = c["parameters"]
+        assert (prm["REG_INPUTA_CLK"], prm["REG_INPUTB_CLK"], prm["REG_PIPELINE_CLK"]) == ("CLK0",) * 3
 
 
 class FmaxProbe(wiring.Component):

@@ -71,7 +71,7 @@ from __future__ import annotations
 
 from amaranth.hdl import ClockSignal, Const, Instance, Shape, Signal, Value
 
-__all__ = ["dsp_product", "registered_product", "dsp_chunks", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS",
+__all__ = ["dsp_product", "registered_product", "dsp_chunks", "product_dsps", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS",
            "CHUNK", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
 
 #: operand width of one MULT18X18D port (signed or unsigned per SIGNEDA/SIGNEDB)
@@ -194,6 +194,19 @@ def dsp_chunks(v):
         top = v[k:]
         out.append((top.as_signed() if shape.signed else top, k))
     return out
+
+
+def product_dsps(a, b) -> int:
+    """``MULT18X18D`` count of :func:`registered_product` for operands ``a`` and ``b``, each an
+    Amaranth shape (a variable) or an ``int`` (a constant: its zero pieces take no DSP)."""
+    def pieces(v):
+        if isinstance(v, int):
+            return sum(1 for c, _ in dsp_chunks(Const(v)) if c.value)
+        w, limit = v.width, DSP_PORT_BITS if v.signed else CHUNK
+        return 1 if w <= limit else 1 + -(-(w - limit) // CHUNK)
+    if all(fits_port(Const(v).shape() if isinstance(v, int) else v) for v in (a, b)):
+        return 1
+    return pieces(a) * pieces(b)
 
 
 def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):

@@ -10,7 +10,7 @@ from ._arith_pipe import delay
 from ._dsp import PRODUCT_LATENCY, registered_product
 
 __all__ = ["shape_range", "term_kind", "term_range", "term_shape", "term", "input_register",
-           "term_of_register", "registered_term"]
+           "term_of_register", "registered_term", "offset_shape"]
 
 
 def shape_range(shape) -> tuple[int, int]:
@@ -54,7 +54,8 @@ def term(m, value, shape, zero, mult, name=None) -> Signal:
     return out
 
 
-def _offset_shape(shape, zero):
+def offset_shape(shape, zero):
+    """Shape of ``value - zero`` (the first register of a two-stage product term)."""
     lo, hi = shape_range(shape)
     return signed(acc_bits(min(lo - zero, 0), max(hi - zero, 0)))
 
@@ -66,7 +67,7 @@ def input_register(m, en, value, shape, zero, mult, name) -> Signal:
         r = Signal(shape, name=name)
         expr = value
     else:
-        r = Signal(_offset_shape(shape, zero), name=name)
+        r = Signal(offset_shape(shape, zero), name=name)
         expr = value - zero
     with m.If(en):
         m.d.sync += r.eq(expr)

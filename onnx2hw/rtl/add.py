@@ -8,8 +8,8 @@ from amaranth.lib.wiring import In, Out
 from ..arith import acc_bits
 from . import _blockparams as _p
 from ._arith_pipe import OutputQueue, delay, queue_depth, queued
-from ._dsp import PRODUCT_LATENCY
-from ._scaled_term import input_register, registered_term, shape_range, term_kind, term_range, term_shape
+from ._dsp import PRODUCT_LATENCY, product_dsps
+from ._scaled_term import input_register, offset_shape, registered_term, shape_range, term_kind, term_range, term_shape
 from .cost import Cost
 
 __all__ = ["AddUnit"]
@@ -126,7 +126,7 @@ class AddUnit(wiring.Component):
             if kind == "table":
                 lut += max(0, t - tz)            # one LUT4 per non-constant table bit
             elif kind == "dsp":
-                dsp += 1
+                dsp += product_dsps(offset_shape(shape, z), mult)
                 lut += shape.width + 2 if z else 2
                 if family == "ice40":            # adder bits take an SB_LUT4 beside SB_CARRY
                     lut += 3 * t // 4
