@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 
 __all__ = ["spec_session", "kernel_session", "run_spec", "run_kernels", "reference", "lsb_apart"]
 
@@ -57,10 +58,27 @@ def run_kernels(model, feeds: dict) -> list:
     return kernel_session(model).run(None, feeds)
 
 
+class QLinearConcat(OpRun):
+    """com.microsoft QLinearConcat as its contrib-op spec defines it (onnx.reference has no
+    com.microsoft ops): inputs ``Y_scale, Y_zero_point, (X, X_scale, X_zero_point)...``;
+    ``y = saturate(round_half_even((x - x_zp) * x_scale / y_scale) + y_zp)`` per input, then Concat
+    on ``axis``; computed in float64 from the float32 scales."""
+    op_domain = "com.microsoft"
+
+    def _run(self, y_scale, y_zp, *triples, axis=None):
+        info = np.iinfo(y_zp.dtype)
+        parts = []
+        for x, xs, xz in zip(triples[0::3], triples[1::3], triples[2::3]):
+            real = (x.astype(np.int64) - np.int64(xz)) * np.float64(xs)
+            q = np.rint(real / np.float64(y_scale)) + np.int64(y_zp)
+            parts.append(np.clip(q, info.min, info.max).astype(y_zp.dtype))
+        return (np.concatenate(parts, axis=self.axis if axis is None else axis),)
+
+
 def reference(model, feeds: dict) -> list:
-    """``onnx.reference`` outputs (in the graph's output order)."""
+    """``onnx.reference`` outputs (in the graph's output order), with com.microsoft QLinearConcat."""
     m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
-    return ReferenceEvaluator(m).run(None, feeds)
+    return ReferenceEvaluator(m, new_ops=[QLinearConcat]).run(None, feeds)
 
 
 def lsb_apart(a, b, scale) -> np.ndarray:
