@@ -4,6 +4,7 @@ import pytest
 from amaranth.hdl import signed, unsigned
 
 from onnx2hw.arith import add_requantized
+from onnx2hw.rtl._dsp import PRODUCT_LATENCY
 from onnx2hw.rtl.add import AddUnit
 from onnx2hw.sim.cocotb_run import run_cocotb
 from _sim_fixtures import require_simulator
@@ -77,7 +78,7 @@ def test_add_rounds_half_up():
 def test_add_throughput_and_latency():
     cycles = _check(signed(8), signed(8), signed(8), 4, n=500, src="none", sink="none", **Q8)
     stages = AddUnit.stages(signed(8), Q8["a_mult"], signed(8), Q8["b_mult"])
-    assert stages == 6              # DSP terms: their input and landing registers add two
+    assert stages == 3 + PRODUCT_LATENCY   # DSP terms: PRODUCT_LATENCY registers in place of one
     assert cycles == 500 + stages + 2    # the pipeline, then the output queue
     assert AddUnit.estimate(signed(8), signed(8), signed(8), 4, **Q8).latency == stages + 2
 

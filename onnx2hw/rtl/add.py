@@ -42,8 +42,8 @@ class AddUnit(wiring.Component):
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
     lane and input). Latency 4 cycles (input ``x - zero`` register, term, sum and
-    clamped-output registers), 6 when a term is a DSP product (the DSP's own input and product
-    registers and a landing register: :meth:`stages`), plus the output queue's 2; initiation interval 1.
+    clamped-output registers), ``3 + PRODUCT_LATENCY`` when a term is a DSP product (the DSP's
+    own input and product registers and two landing registers: :meth:`stages`), plus the output queue's 2; initiation interval 1.
     The two inputs transfer together (``a.ready = ok & b.valid``, ``b.ready = ok & a.valid``
     with ``ok`` the output queue's credit register, ``_arith_pipe.OutputQueue``); the datapath
     runs free. ``o`` comes from the queue's registers (stream rules hold).
@@ -67,8 +67,8 @@ class AddUnit(wiring.Component):
 
     @staticmethod
     def stages(a_shape, a_mult, b_shape, b_mult) -> int:
-        """Pipeline registers: 4, or 6 when a term is a DSP product (its input registers and
-        landing register: ``rtl._dsp.registered_product``)."""
+        """Pipeline registers: 4, or ``3 + PRODUCT_LATENCY`` when a term is a DSP product (its
+        input and landing registers: ``rtl._dsp.registered_product``)."""
         dsp = "dsp" in (term_kind(a_shape, a_mult), term_kind(b_shape, b_mult))
         return 4 + (PRODUCT_LATENCY - 1 if dsp else 0)
 

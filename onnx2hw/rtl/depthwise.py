@@ -110,8 +110,8 @@ class DepthwiseUnit(wiring.Component):
     def _stages(style, in_bits=1, weight_bits=1):
         # input register / weight ROM; DSP and LUT products: operand registers; LUT products of
         # a narrow factor wider than 4 bits: one register inside; product registers; accumulator
-        # DSP products: +2 (the DSP's input registers after the fabric operand registers, and a
-        # landing register after its product register: rtl._dsp.registered_product)
+        # DSP products: + PRODUCT_LATENCY - 1 (the DSP's input registers after the fabric operand
+        # registers, and the landing registers after its product register: rtl._dsp.registered_product)
         inner = lut_product_registers(in_bits, weight_bits) if style == "lut" else 0
         return 1 + 1 + inner + (PRODUCT_LATENCY - 1 if style == "dsp" else 0) + 1 + 1
 

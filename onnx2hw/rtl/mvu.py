@@ -186,9 +186,10 @@ class MatrixVectorUnit(wiring.Component):
         # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
         # paired DSP products: +1 after the split; adder tree boundaries; +1 accumulator
         # (= output register).
-        # DSP products: +2 for the DSP's input registers and a fabric landing register (fabric
-        # operand register -> DSP input register -> DSP product register -> landing register:
-        # no fabric path through the multiplier, none long from the DSP column).
+        # DSP products: + PRODUCT_LATENCY - 1 for the DSP's input registers and the fabric landing
+        # registers (fabric operand register -> DSP input register -> DSP product register ->
+        # two landing registers: no fabric path through the multiplier, a long route from the DSP
+        # column split in two).
         style = self.style
         inner = lut_product_registers(self.in_bits, self.weight_bits) if style == "lut" else 0
         paired = 1 if self.pair_field is not None else 0

@@ -469,7 +469,7 @@ class Requantize(wiring.Component):
 
     def _dsp_in(self) -> int:
         """Stages a DSP product adds in the narrow form (its input registers, the landing
-        register: ``rtl._dsp.registered_product``)."""
+        registers: ``rtl._dsp.registered_product``)."""
         return (PRODUCT_LATENCY - 1) * int(self.plan.dsp)
 
     def _narrow_items(self) -> int:
