@@ -122,7 +122,9 @@ def test_golden_of_the_whole_network_equals_onnxruntime_on_the_qdq_model(network
     got = next(iter(design.golden({"input": xs}).values())).reshape(len(xs), -1)
     tol = 1e-6 * np.abs(ref).max()
     close = np.all(np.abs(got - ref) <= tol, axis=1)
-    assert close.sum() >= 12
+    # how many agree follows the order onnxruntime's float32 convolutions add in (VWW: 11 of 16 on
+    # an AVX2 CPU, 12 on an AVX-512 one); what must hold is that the first difference is a tie
+    assert close.sum() >= len(xs) // 2
     if not close.all():
         _first_difference_is_a_float32_tie(design, qdq, xs[~close])
 

@@ -39,6 +39,13 @@ def int_list(node, value, name: str) -> tuple[int, ...]:
     return tuple(int(v) for v in arr.reshape(-1))
 
 
+#: the dtype float sums of products (Conv, MatMul, Gemm) and means accumulate in: a float32 sum's
+#: rounding follows the order BLAS or NumPy's SIMD loop adds in, which differs between CPUs, thread
+#: counts and even output channels, and the golden float path calibrates the quantization (a scale
+#: one ulp apart is a different model). In float64 the sum is rounded once, to the input's dtype.
+SUM_DTYPE = np.dtype(np.float64)
+
+
 def float_compute(x: np.ndarray) -> np.dtype:
     """The dtype to compute a transcendental function of ``x`` in.
 

@@ -1,8 +1,8 @@
 """Conv: N-D grouped convolution (auto_pad, pads, strides, dilations, bias).
 
 im2col plus one batched ``np.matmul`` (depthwise: one multiply-add per kernel
-offset); float16/bfloat16 are
-computed in float32 and cast back, float32/float64 natively.
+offset); every float type accumulates in float64 and is rounded once to its own
+dtype (``_util.SUM_DTYPE``).
 """
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import numpy as np
 
 from ...ir.errors import ModelError
 from ._conv_util import conv_geometry, conv_nd
+from ._util import SUM_DTYPE
 
 __all__ = ["run"]
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+    return SUM_DTYPE
 
 
 def run(node, x, w, b=None):

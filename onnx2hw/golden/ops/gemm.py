@@ -1,10 +1,12 @@
 """Gemm: ``alpha * A' @ B' + beta * C`` (A', B' optionally transposed; C optional,
-unidirectionally broadcast to (M, N))."""
+unidirectionally broadcast to (M, N)). Floats are computed in float64 and rounded once to their
+dtype (``_util.SUM_DTYPE``)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...ir.errors import ModelError
+from ._util import SUM_DTYPE
 
 __all__ = ["run"]
 
@@ -21,7 +23,7 @@ def run(node, a, b, c=None):
         b = b.T
     if a.shape[1] != b.shape[0]:
         raise ModelError(f"node {node.name!r}: Gemm inner dims differ: A' {a.shape!r}, B' {b.shape!r}")
-    cd = dtype if dtype.kind in "iu" or dtype.itemsize >= 4 else np.dtype(np.float32)
+    cd = dtype if dtype.kind in "iu" else SUM_DTYPE
     y = np.matmul(a.astype(cd, copy=False), b.astype(cd, copy=False))
     if alpha != 1.0:
         y = y * np.asarray(alpha, dtype=cd if cd.kind == "f" else np.float64)

@@ -1,12 +1,12 @@
 """ReduceMean over ``axes`` (attribute before opset 18, optional input from 18).
 
 No axes means all axes, unless ``noop_with_empty_axes=1`` (opset 18), which returns
-the input unchanged. Narrow floats accumulate in float32; integer means are
+the input unchanged. Floats accumulate in float64 (``_util.SUM_DTYPE``); integer means are
 truncated toward zero, like the ONNX reference (``astype`` of the float mean).
 """
 import numpy as np
 
-from ._util import as_array, float_compute, int_list, norm_axes
+from ._util import SUM_DTYPE, as_array, int_list, norm_axes
 
 __all__ = ["run"]
 
@@ -22,7 +22,7 @@ def run(node, x, axes=None):
         axes = tuple(range(x.ndim))
     axes = norm_axes(node, axes, x.ndim)
     keepdims = bool(node.attr("keepdims", 1))
-    compute = np.float64 if x.dtype.kind in "iu" else float_compute(x)
+    compute = SUM_DTYPE
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.mean(x.astype(compute, copy=False), axis=axes, keepdims=keepdims)
     return as_array(out).astype(x.dtype)
