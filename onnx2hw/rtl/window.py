@@ -81,11 +81,13 @@ class SlidingWindow(wiring.Component):
     Structure: the loop counters keep their ``== last`` tests in registers; whether the current
     window's pixels are written is a registered test (the next window's is computed beside it;
     cleared for the cycle after a move to another output row); the reader is a four-stage
-    pipeline under the global enable ``~o.valid | o.ready``:
+    pipeline under the global enable ``en`` (the skid register is empty, below):
     read address and padding flag, the block RAM's read register, a data register (nothing
     after the RAM's slow clock-to-out) and the output register (padding substituted).
 
     Backpressure: ``o.valid`` and ``o.payload`` are registers held while ``o.ready`` is low;
+    a skid register beside them takes the element in flight, and the pipeline's enable is that
+    register's empty flag (``o.ready`` fans out to the output register only);
     ``i.ready`` (a function of registers only) is low only while the writer waits for a free
     line-buffer row. No data is lost or duplicated under any stall pattern.
     """
@@ -255,13 +257,14 @@ class SlidingWindow(wiring.Component):
         ncol_n = Signal(range(W), init=min(max(0, SW + KW - 1 - PL), W - 1))
         ok = Signal()
         en = Signal()
+        s_v = Signal()      # the skid register holds a window element the output could not take
         issue = Signal()
         win_move = Signal()
         row_move = Signal()
         img_done = Signal()
         win_done = r_kh.last & r_kw.last & r_cf.last
         m.d.comb += [
-            en.eq(~self.o.valid | self.o.ready),
+            en.eq(~s_v),
             issue.eq(en & ok),
             win_move.eq(issue & win_done),
             row_move.eq(win_move & r_ow.last),
@@ -304,15 +307,28 @@ class SlidingWindow(wiring.Component):
         # only after that element has been read.
         r1 = Signal(word)
         m.d.comb += rp.addr.eq(a0)
+        # Output: a skid register (s_d, s_v) beside the output register, so that the reader
+        # pipeline's enable is the register ~s_v and o.ready reaches only the output and skid
+        # flags (not every pipeline register: 11 ns routed from a KWS DS-CNN MVU's ready).
+        # With s_v low the pipeline advances and its element (v2, out_d) goes to the output
+        # register when that is free or taken, else into the skid register; the skid drains
+        # first. Same cycle behaviour as one output register while o.ready stays high.
+        s_d = Signal(word)
+        out_d = Mux(p2, C(pad_raw, word), d2)
+        take = ~self.o.valid | self.o.ready
         with m.If(en):
             m.d.sync += [
                 a0.eq((row_addr + coff + r_cf.value)[:abits]), p0.eq(padded), v0.eq(issue),
                 rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
                 r1.eq(rp.data), p1.eq(p0), v1.eq(v0), rel1.eq(rel0),
                 d2.eq(r1), p2.eq(p1), v2.eq(v1),
-                self.o.valid.eq(v2),
-                self.o.payload.eq(Mux(p2, C(pad_raw, word), d2)),
+                s_d.eq(out_d),
             ]
+        with m.If(take):
+            m.d.sync += [self.o.valid.eq(s_v | (en & v2)), self.o.payload.eq(Mux(s_v, s_d, out_d)),
+                         s_v.eq(0)]
+        with m.Elif(en & v2):
+            m.d.sync += s_v.eq(1)
         m.d.sync += release.eq(Mux(en, rel1, 0))
 
         # Loop state transitions on issue; every "last" test is a registered flag.
@@ -406,6 +422,8 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     # registered last flags, column bounds, row-release pipeline and the data register after
     # the RAM (the RAM's read register is inside a DP16KD, in flip-flops with distributed RAM)
     pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word if ram.ebr == 0 else 0)
+    lut += word            # the skid register's output mux
+    pipe += word + 1       # the skid register
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
 
