@@ -14,9 +14,9 @@ import json
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 
+from _oracle import spec_session
 from _paths import ROOT
 import onnx2hw
 from onnx2hw.dataflow import compile_pipeline
@@ -60,9 +60,7 @@ def test_network_compiles_and_its_widest_folding_fits_the_85f(network):
 
 
 def _ort_core(qdq: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(qdq.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = spec_session(qdq)
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
 
 
@@ -74,9 +72,7 @@ def _ort_quantized_tensors(qdq: onnx.ModelProto, x: np.ndarray) -> dict[str, np.
     for n in g.node:
         if n.op_type == "QuantizeLinear":
             g.output.append(onnx.helper.make_tensor_value_info(n.output[0], zp_type[n.input[2]], None))
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(qdq.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = spec_session(qdq)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, {sess.get_inputs()[0].name: x})))
 
