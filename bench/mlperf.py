@@ -273,6 +273,7 @@ def _build_row(e: dict, rc: int, last: str, seconds: float, out: Path) -> dict:
         row["roofline"] = row["multipliers"] * fmax * 1e6 / row["macs"]
     return row
 
+
 def _print_build_table(rows: list[dict]) -> None:
     head = (f"{'task':5}{'MACs':>11}{'params':>9}{'bits':>6}{'LUT':>8}{'DSP':>5}{'EBR':>5}{'Fmax':>7}{'clock':>7}"
             f"{'II cyc':>9}{'sim II':>9}{'inf/s':>9}{'lat us':>8}{'link/s':>8}{'roofl/s':>9}{'build':>7}  published (board, tool)")

@@ -68,6 +68,8 @@ CONFIGS = [
     (6, 12, 1, 1, 1, False, 1, False, True, True),
     (5, 7, 5, 1, 3, True, 5, False, False, True),      # odd shape, 3x5 DSP
     (5, 7, 1, 7, 4, True, 3, True, False, True),       # odd shape, LUT
+    (20, 8, 20, 2, 8, True, 8, True, False, True),     # 3 copies of the input registers: DSP
+    (18, 6, 18, 2, 2, True, 4, False, False, True),    # 3 copies: LUT
 ]
 
 
@@ -159,6 +161,7 @@ PAIRED_CONFIGS = [
     (6, 12, 3, 4, 2, False, 4, False),     # unsigned x unsigned, odd PE: the last row alone
     (8, 8, 8, 8, 4, True, 4, True),        # one weight word
     (10, 6, 5, 2, 3, True, 5, True),
+    (17, 6, 17, 2, 4, True, 4, True),      # 3 copies of the input registers, the last row alone
 ]
 
 

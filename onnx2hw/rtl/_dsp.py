@@ -172,6 +172,7 @@ def fits_port(shape) -> bool:
 #: landing registers
 PRODUCT_LATENCY = 4
 
+
 def dsp_chunks(v):
     """Split ``v`` into ``[(piece, shift)]``, each piece fitting a signed 18-bit DSP port:
     unsigned :data:`CHUNK`-bit low pieces and a top piece of ``v``'s signedness, so that
@@ -241,6 +242,7 @@ def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):
         with m.If(en):
             m.d.sync += stmts
     return land
+
 
 def _registers(m, a, b, p, en, name):
     """The behavioural form: operand registers, then the product register (driving ``p``)."""

@@ -19,6 +19,8 @@ __all__ = ["MatrixVectorUnit", "bench_config"]
 
 #: buffers of at most this many words are banked distributed RAM (two 16-word cells deep)
 LUT_RAM_WORDS = 32
+#: output rows whose products read one copy of the input operand registers (DSP and LUT products)
+X_ROWS_PER_COPY = 8
 
 
 
@@ -292,9 +294,12 @@ class MatrixVectorUnit(wiring.Component):
         xs = lanes(x1, ib, simd, self.in_signed)
         ws = lanes(wdata, fw, len(groups) * simd, self.weight_signed or pf is not None)
         stages = 1
+        x_rows = None
         if self.style in ("dsp", "lut"):  # (LUT products: off the weight memory's slow output)
+            x_src = xs
             xs, ws = register_operands(m, en, xs, ws)
             stages += 1
+            x_rows = self._input_copies(m, x_src, xs)
         if self.style == "lut":
             stages += lut_product_registers(wb, ib)
 
@@ -304,7 +309,8 @@ class MatrixVectorUnit(wiring.Component):
             sgn = self.in_signed or self.weight_signed
             for gi, g in enumerate(groups):
                 for s in range(simd):
-                    r = registered_product(m, ws[gi * simd + s], xs[s], platform=platform, name=f"pprod_{gi}_{s}")
+                    r = registered_product(m, ws[gi * simd + s], x_rows[g[0]][s], platform=platform,
+                                           name=f"pprod_{gi}_{s}")
                     parts = unpack_pair(r, pf, sgn) if len(g) == 2 else (r,)
                     for row, e in zip(g, parts):
                         rr = Signal(e.shape(), name=f"prod_{row}_{s}")
@@ -313,7 +319,7 @@ class MatrixVectorUnit(wiring.Component):
                         prods[row][s] = rr
             stages += PRODUCT_LATENCY + 1
         else:
-            prods = self._products(m, en, xs, ws, platform)
+            prods = self._products(m, en, x_rows or [xs] * pe, ws, platform)
             stages += PRODUCT_LATENCY if self.style == "dsp" else 1
         sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
                 for p, row in enumerate(prods)]
@@ -324,15 +330,27 @@ class MatrixVectorUnit(wiring.Component):
         assert stages + 1 == self.pipeline_stages()
         return m
 
-    def _products(self, m, en, xs, ws, platform):
-        """The registered products ``[row][lane]`` of one (unpaired) beat (DSP products:
-        ``PRODUCT_LATENCY`` registers, :func:`~onnx2hw.rtl._dsp.registered_product`; the others one)."""
+    def _input_copies(self, m, x_src, xs):
+        """The input lanes each output row reads (``[row][lane]``): the operand registers ``xs``
+        for the first :data:`X_ROWS_PER_COPY` rows, a kept-apart replica
+        (:func:`~onnx2hw.rtl._replicate.replicas`, loaded from the same ``x_src``) for each further
+        group. One register driving the products of every row crossed the KWS DS-CNN's first
+        MVU (5.8 ns routed into a LUT product's carry chain)."""
+        copies = -(-self.pe // X_ROWS_PER_COPY)
+        reps = [replicas(m, v, copies - 1, f"x_r{j}") for j, v in enumerate(x_src)]
+        return [[xs[j] if p < X_ROWS_PER_COPY else reps[j][p // X_ROWS_PER_COPY - 1]
+                 for j in range(len(xs))] for p in range(self.pe)]
+
+    def _products(self, m, en, x_rows, ws, platform):
+        """The registered products ``[row][lane]`` of one (unpaired) beat, row ``p`` reading the
+        input lanes ``x_rows[p]`` (DSP products: ``PRODUCT_LATENCY`` registers,
+        :func:`~onnx2hw.rtl._dsp.registered_product`; the others one)."""
         pe, simd = self.pe, self.simd
         prods = []
         for p in range(pe):
             row = []
             for s in range(simd):
-                wv, xv = ws[p * simd + s], xs[s]
+                wv, xv = ws[p * simd + s], x_rows[p][s]
                 if self.style == "xnor":
                     e = ~(wv ^ xv)
                 elif self.style == "sign":   # w = +1: x; w = -1: ~x = -x - 1 (the -1 is in the bias)
@@ -442,7 +460,8 @@ class MatrixVectorUnit(wiring.Component):
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             io += simd * ib                                     # banked buffer: the late write's bypass
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        ff = (simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
+        copies = -(-pe // X_ROWS_PER_COPY) if self.style in ("dsp", "lut") else 1
+        ff = (copies * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
               + 4 * stages + 30)
