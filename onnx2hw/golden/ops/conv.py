@@ -15,15 +15,10 @@ from ._util import SUM_DTYPE
 __all__ = ["run"]
 
 
-def compute_dtype(dtype: np.dtype) -> np.dtype:
-    return SUM_DTYPE
-
-
 def run(node, x, w, b=None):
     g, group = conv_geometry(node, x, w)
-    cd = compute_dtype(x.dtype)
     if b is not None and np.asarray(b).shape != (w.shape[0],):
         raise ModelError(f"node {node.name!r}: bias shape {np.asarray(b).shape!r} does not match "
                          f"{w.shape[0]} output channels")
-    y = conv_nd(x, w, g, group, cd, b)
+    y = conv_nd(x, w, g, group, SUM_DTYPE, b)
     return y.astype(x.dtype, copy=False)

@@ -22,7 +22,6 @@ def run(node, x, axes=None):
         axes = tuple(range(x.ndim))
     axes = norm_axes(node, axes, x.ndim)
     keepdims = bool(node.attr("keepdims", 1))
-    compute = SUM_DTYPE
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.mean(x.astype(compute, copy=False), axis=axes, keepdims=keepdims)
+        out = np.mean(x.astype(SUM_DTYPE, copy=False), axis=axes, keepdims=keepdims)
     return as_array(out).astype(x.dtype)
