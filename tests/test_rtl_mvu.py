@@ -8,7 +8,7 @@ from onnx2hw import arith
 from onnx2hw.rtl.cost import Cost
 from onnx2hw.rtl.mvu import MatrixVectorUnit, bench_config
 from onnx2hw.sim.pysim import run_stream
-from onnx2hw.rtl._arith_pipe import OutputQueue
+from onnx2hw.rtl._arith_pipe import OutputQueue, ebr_tiling, rom_latency
 
 QL = OutputQueue.LATENCY   # the output queue after the pipeline
 
@@ -70,6 +70,8 @@ CONFIGS = [
     (5, 7, 1, 7, 4, True, 3, True, False, True),       # odd shape, LUT
     (20, 8, 20, 2, 8, True, 8, True, False, True),     # 3 copies of the input registers: DSP
     (18, 6, 18, 2, 2, True, 4, False, False, True),    # 3 copies: LUT
+    (20, 495, 1, 9, 8, True, 8, True, False, True),    # 1,100 words x 72 bits: 3 block RAM rows
+    (4, 200, 1, 2, 8, True, 8, False, False, True),    # 400 words x 16 bits: 1 block RAM row
 ]
 
 
@@ -108,7 +110,8 @@ def test_mvu_extreme_values_fit_default_accumulator(wb, ws, ib, isg):
     assert dut.acc_bits == arith.acc_bits(int(lo), int(hi))
 
 
-@pytest.mark.parametrize("n,k,pe,simd", [(8, 16, 2, 4), (8, 16, 2, 16), (8, 16, 8, 16), (8, 16, 4, 8)])
+@pytest.mark.parametrize("n,k,pe,simd", [(8, 16, 2, 4), (8, 16, 2, 16), (8, 16, 8, 16), (8, 16, 4, 8),
+                                         (20, 360, 2, 4)])   # (block RAM weights: 900 words)
 def test_mvu_full_throughput_and_latency_match_estimate(n, k, pe, simd):
     # (one output per cycle when simd = K: the output queue's credits must not throttle it)
     vectors = 30
@@ -388,3 +391,12 @@ def test_mvu_groups_rejects_bad_parameters():
         MatrixVectorUnit(w, in_bits=4, in_signed=False, weight_bits=4, weight_signed=True, groups=4)
     with pytest.raises(ValueError, match="pe must be a positive divisor of 2"):
         MatrixVectorUnit(w, in_bits=4, in_signed=False, weight_bits=4, weight_signed=True, groups=3, pe=3)
+
+
+def test_block_ram_tiling_and_rows():
+    # fewest blocks, the deeper shape on a tie: rows of 512 words only when they save blocks
+    assert ebr_tiling(1100, 72) == (6, 512)
+    assert ebr_tiling(900, 64) == (4, 1024)
+    assert ebr_tiling(2048, 8) == (1, 2048)
+    assert rom_latency(64, ebr_register=True) == 1 and rom_latency(65, ebr_register=True) == 2
+    assert rom_latency(65) == 1

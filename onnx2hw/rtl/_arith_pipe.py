@@ -113,24 +113,71 @@ def register_operands(m, en, xs, ws):
 #: ROMs of at most this many words are LUT logic (Yosys), deeper ones block RAM
 LUT_ROM_WORDS = 64
 
+#: (data bits, words) of the shapes an ECP5 block RAM (DP16KD, PDPW16KD) takes
+EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
 
-def rom(m, words, width, addr, en, name, addr_next=None):
-    """Synchronous-read ROM of ``words`` (``width``-bit ints); 1-cycle latency, holds when ``en`` is low.
+
+def ebr_tiling(depth: int, width: int) -> tuple[int, int]:
+    """``(blocks, words per block)`` of the tiling of a ``depth`` x ``width`` memory into the
+    fewest ECP5 block RAMs (the deeper shape on a tie), as Yosys chooses it."""
+    blocks, neg_words = min((-(-width // dw) * -(-depth // dd), -dd) for dw, dd in EBR_SHAPES)
+    return blocks, -neg_words
+
+
+def rom_latency(depth: int, ebr_register: bool = False) -> int:
+    """Cycles from address to data of a ``depth``-word :func:`rom`: 2 with ``ebr_register`` in
+    block RAM, else 1."""
+    return 2 if ebr_register and depth > LUT_ROM_WORDS else 1
+
+
+def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
+    """Synchronous-read ROM of ``words`` (``width``-bit ints); latency :func:`rom_latency`,
+    holds when ``en`` is low.
 
     A one-word ROM is a constant (the data is valid from reset on). With ``addr_next`` (the
     next value of the register ``addr``, and ``en`` constant 1) a wide LUT ROM is banked, each
-    bank reading its own replica of ``addr`` (``_replicate.banked_memory``).
+    bank reading its own replica of ``addr`` (``_replicate.banked_memory``). With
+    ``ebr_register`` a block RAM ROM is split by depth into one memory per block row
+    (:func:`ebr_tiling`), each read into its own fabric register, and the rows' registers are
+    multiplexed after them: a block RAM's read data is late (5.6 ns clock-to-out), and its route
+    through Yosys's depth multiplexer across the chip limited ResNet-8 to 88.8 MHz.
     """
     words = [int(w) for w in words]
     if len(words) == 1:
         return Const(words[0], unsigned(max(width, 1)))
     if addr_next is not None and len(words) <= LUT_ROM_WORDS and width > BANK_BITS:
         return banked_memory(m, width, len(words), addr_next=addr_next, init=words, name=name)
+    if rom_latency(len(words), ebr_register) == 2:
+        return _registered_block_rom(m, words, width, addr, en, name)
     mem = memory.Memory(shape=unsigned(width), depth=len(words), init=words)
     m.submodules[name] = mem
     rd = mem.read_port()
     m.d.comb += [rd.addr.eq(addr), rd.en.eq(en)]
     return rd.data
+
+
+def _registered_block_rom(m, words, width, addr, en, name):
+    """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select."""
+    rows = ebr_tiling(len(words), width)[1]
+    lo = (rows - 1).bit_length()
+    regs = []
+    for c in range(0, len(words), rows):
+        part = words[c:c + rows]
+        mem = memory.Memory(shape=unsigned(width), depth=len(part), init=part)
+        m.submodules[f"{name}{c // rows}"] = mem
+        rd = mem.read_port()
+        m.d.comb += [rd.addr.eq(addr[:max(1, (len(part) - 1).bit_length())]), rd.en.eq(en)]
+        r = Signal(width, name=f"{name}{c // rows}_q", reset_less=True)
+        with m.If(en):
+            m.d.sync += r.eq(rd.data)
+        regs.append(r)
+    if len(regs) == 1:
+        return regs[0]
+    sel = delay(m, en, addr[lo:], 2, name=f"{name}_sel")[-1]
+    out = regs[-1]
+    for k in range(len(regs) - 2, -1, -1):
+        out = Mux(sel == k, regs[k], out)
+    return out
 
 
 def pack_words(rows, width):

@@ -7,7 +7,8 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
+from ._arith_pipe import (OutputQueue, delay, ebr_tiling, pack_words, queue_depth, queued, register_operands, rom,
+                          rom_latency)
 from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
@@ -184,7 +185,8 @@ class MatrixVectorUnit(wiring.Component):
 
     def pipeline_stages(self):
         """Register stages from the issue cycle to the output register (inclusive)."""
-        # 1: memory read / input register; DSP and LUT products: +1 operand registers, LUT
+        # 1: memory read / input register (block RAM weights: +1, registered beside each block);
+        # DSP and LUT products: +1 operand registers, LUT
         # products of a narrow factor wider than 4 bits: +1 inside; +1 product registers;
         # paired DSP products: +1 after the split; adder tree boundaries; +1 accumulator
         # (= output register).
@@ -196,8 +198,11 @@ class MatrixVectorUnit(wiring.Component):
         inner = lut_product_registers(self.in_bits, self.weight_bits) if style == "lut" else 0
         paired = 1 if self.pair_field is not None else 0
         dsp_in = PRODUCT_LATENCY - 1 if style == "dsp" else 0
-        return (1 + (1 if style in ("dsp", "lut") else 0) + inner + dsp_in + 1 + paired
+        return (self._rom_latency() + (1 if style in ("dsp", "lut") else 0) + inner + dsp_in + 1 + paired
                 + tree_registers(self.simd, 2) + 1)
+
+    def _rom_latency(self):
+        return rom_latency(self.out_features // self.pe * (self.in_features // self.simd), ebr_register=True)
 
     # -- hardware -------------------------------------------------------------------------
 
@@ -257,7 +262,8 @@ class MatrixVectorUnit(wiring.Component):
                 else:
                     rows.append([pack_pair(blk[g[0], j], blk[g[1], j], pf) if len(g) == 2 else blk[g[0], j]
                                  for g in groups for j in range(simd)])
-        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights", addr_next=addr_next)
+        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights", addr_next=addr_next,
+                    ebr_register=True)
 
         # Stage 1 registers.
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
@@ -283,6 +289,7 @@ class MatrixVectorUnit(wiring.Component):
             x1 = Mux(xsel, xin, rd.data)
         else:
             x1 = xin
+        x1 = delay(m, en, x1, self._rom_latency() - 1, name="x_late")[-1]   # beside the weights
 
         def lanes(flat, width, count, sgn):
             out = []
@@ -293,7 +300,7 @@ class MatrixVectorUnit(wiring.Component):
 
         xs = lanes(x1, ib, simd, self.in_signed)
         ws = lanes(wdata, fw, len(groups) * simd, self.weight_signed or pf is not None)
-        stages = 1
+        stages = self._rom_latency()
         x_rows = None
         if self.style in ("dsp", "lut"):  # (LUT products: off the weight memory's slow output)
             x_src = xs
@@ -459,12 +466,17 @@ class MatrixVectorUnit(wiring.Component):
         io = simd * ib if nfg > 1 else 0                        # buffer mux
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             io += simd * ib                                     # banked buffer: the late write's bypass
+        rom_ff = 0
+        if self._rom_latency() == 2:   # block rows' registers and their multiplexer, the late input
+            rows = -(-nf * sf // ebr_tiling(nf * sf, wbits)[1])
+            rom_ff = rows * wbits + simd * ib
+            rom_lut += (rows - 1) * wbits
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
         copies = -(-pe // X_ROWS_PER_COPY) if self.style in ("dsp", "lut") else 1
         ff = (copies * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
-              + 4 * stages + 30)
+              + 4 * stages + 30 + rom_ff)
         if self.style != "dsp":
             ff = ff * 1.25 + lut_ff
         if family == "ice40":
@@ -499,11 +511,7 @@ def _mem_cost(depth, width, ram=False):
     if ram and depth * width <= 4096:
         # TRELLIS_DPR16X4 (16x4 bits, counted as 6 LUTs) plus output mux for deep buffers
         return 0, 6 * -(-width // 4) * -(-depth // 16) + (width if depth > 16 else 0)
-    best = None
-    for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)):
-        cnt = -(-width // dw) * -(-depth // dd)
-        best = cnt if best is None else min(best, cnt)
-    return best, 0
+    return ebr_tiling(depth, width)[0], 0
 
 
 def bench_config():
