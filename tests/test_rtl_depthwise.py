@@ -31,6 +31,7 @@ CASES = [
     (4, 1, 1, 4, (8, True), (8, True), True),       # 1x1 kernel, one word
     (3, 3, 2, 1, (2, False), (4, True), True),      # channel multiplier 2
     (4, 25, 3, 2, (8, False), (6, True), True),     # multiplier 3, 5x5 taps
+    (64, 9, 1, 1, (8, False), (8, True), True),     # 576 weight words: block RAM, registered
 ]
 
 

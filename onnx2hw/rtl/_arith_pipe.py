@@ -130,6 +130,15 @@ def rom_latency(depth: int, ebr_register: bool = False) -> int:
     return 2 if ebr_register and depth > LUT_ROM_WORDS else 1
 
 
+def rom_register_cost(depth: int, width: int) -> tuple[int, int]:
+    """``(LUT4, FF)`` that ``ebr_register`` adds to a ``depth`` x ``width`` :func:`rom`: a
+    register per block row and the multiplexer after them."""
+    if rom_latency(depth, ebr_register=True) == 1:
+        return 0, 0
+    rows = -(-depth // ebr_tiling(depth, width)[1])
+    return (rows - 1) * width, rows * width
+
+
 def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     """Synchronous-read ROM of ``words`` (``width``-bit ints); latency :func:`rom_latency`,
     holds when ``en`` is low.

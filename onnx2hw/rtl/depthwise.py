@@ -7,7 +7,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom
+from ._arith_pipe import (OutputQueue, delay, ebr_tiling, pack_words, queue_depth, queued, register_operands, rom,
+                          rom_latency, rom_register_cost)
 from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import lut_product, lut_product_cost, lut_product_registers, n_dsp
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
@@ -116,8 +117,12 @@ class DepthwiseUnit(wiring.Component):
         return 1 + 1 + inner + (PRODUCT_LATENCY - 1 if style == "dsp" else 0) + 1 + 1
 
     def pipeline_stages(self):
-        """Register stages from the issue cycle to the output register (inclusive)."""
-        return self._stages(self.style, self.in_bits, self.weight_bits)
+        """Register stages from the issue cycle to the output register (inclusive); block RAM
+        weights: one more (:func:`~onnx2hw.rtl._arith_pipe.rom`'s ``ebr_register``)."""
+        return self._stages(self.style, self.in_bits, self.weight_bits) + self._rom_latency() - 1
+
+    def _rom_latency(self):
+        return rom_latency(self.channels // self.pe * self.taps, ebr_register=True)
 
     @property
     def in_transfers(self) -> int:
@@ -157,7 +162,8 @@ class DepthwiseUnit(wiring.Component):
 
         # Weight ROM: word (f, t) holds W[f*pe*M + q, t] at field q.
         rows = [self.weights[f * lo:(f + 1) * lo, t] for f in range(nf) for t in range(k)]
-        wdata = rom(m, pack_words(rows, wb), lo * wb, addr, en, "weights", addr_next=addr_next)
+        wdata = rom(m, pack_words(rows, wb), lo * wb, addr, en, "weights", addr_next=addr_next,
+                    ebr_register=True)
 
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "grp": range(nf)}))
         m.d.comb += [ctl.v.eq(take), ctl.first.eq(tap == 0), ctl.last.eq(tap == k - 1),
@@ -173,9 +179,9 @@ class DepthwiseUnit(wiring.Component):
                 out.append(v.as_signed() if sgn else v)
             return out
 
-        xs = lanes(xin, ib, self.in_signed, pe)
+        xs = lanes(delay(m, en, xin, self._rom_latency() - 1, name="x_late")[-1], ib, self.in_signed, pe)
         ws = lanes(wdata, wb, self.weight_signed, lo)
-        stages = 2   # (LUT products too: off the weight memory's slow output)
+        stages = 1 + self._rom_latency()   # (LUT products too: off the weight memory's slow output)
         xs, ws = register_operands(m, en, xs, ws)
         if self.style == "lut":
             stages += lut_product_registers(wb, ib)
@@ -242,8 +248,10 @@ class DepthwiseUnit(wiring.Component):
         prod = lo * per
         rom_ebr, rom_lut = _rom_cost(words, lo * wb)
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
-        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + prod + 74
-        ff = (pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff)
+        late_lut, late_ff = rom_register_cost(words, lo * wb)   # block rows' registers, the late input
+        late_ff += pe * ib if late_ff else 0
+        lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + late_lut + prod + 74
+        ff = (pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff) + late_ff
               + 4 * self.pipeline_stages()
               + 2 * (k.bit_length() + nf.bit_length()) + 10)
         if family == "ice40":
@@ -261,9 +269,7 @@ def _rom_cost(depth, width):
         return 0, 0
     if depth <= 64 or depth * width <= 2048:
         return 0, int(1.4 * width * -(-depth // 16))
-    best = min(-(-width // dw) * -(-depth // dd)
-               for dw, dd in ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)))
-    return best, 0
+    return ebr_tiling(depth, width)[0], 0
 
 
 def bench_config():

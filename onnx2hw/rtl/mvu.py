@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import arith
 from ._arith_pipe import (OutputQueue, delay, ebr_tiling, pack_words, queue_depth, queued, register_operands, rom,
-                          rom_latency)
+                          rom_latency, rom_register_cost)
 from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
@@ -466,11 +466,9 @@ class MatrixVectorUnit(wiring.Component):
         io = simd * ib if nfg > 1 else 0                        # buffer mux
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             io += simd * ib                                     # banked buffer: the late write's bypass
-        rom_ff = 0
-        if self._rom_latency() == 2:   # block rows' registers and their multiplexer, the late input
-            rows = -(-nf * sf // ebr_tiling(nf * sf, wbits)[1])
-            rom_ff = rows * wbits + simd * ib
-            rom_lut += (rows - 1) * wbits
+        late_lut, rom_ff = rom_register_cost(nf * sf, wbits)   # block rows' registers, the late input
+        rom_ff += simd * ib if rom_ff else 0
+        rom_lut += late_lut
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
         copies = -(-pe // X_ROWS_PER_COPY) if self.style in ("dsp", "lut") else 1
         ff = (copies * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
