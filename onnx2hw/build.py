@@ -151,13 +151,18 @@ def check_selftest_fits(design, samples: int):
 ROUTER2_ABOVE_LUT = 20_000
 
 
-def nextpnr_options(estimated_lut: int) -> str:
-    """nextpnr's options for a design of ``estimated_lut`` LUT4s."""
-    return "--timing-allow-fail" + (" --router router2" if estimated_lut > ROUTER2_ABOVE_LUT else "")
+def nextpnr_options(estimated_lut: int, seed: int | None = None) -> str:
+    """nextpnr's options for a design of ``estimated_lut`` LUT4s (``seed``: nextpnr's placer seed,
+    its default when ``None``)."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 31):
+        raise ValueError(f"the nextpnr seed must be a whole number from 0 to {2 ** 31 - 1}, not {seed!r}")
+    return ("--timing-allow-fail" + (" --router router2" if estimated_lut > ROUTER2_ABOVE_LUT else "")
+            + (f" --seed {seed}" if seed is not None else ""))
 
 
 def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None,
-                 selftest: SelfTestData | None = None, simulated: Mapping | None = None) -> BuildResult:
+                 selftest: SelfTestData | None = None, simulated: Mapping | None = None,
+                 seed: int | None = None) -> BuildResult:
     """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`.
 
     The directory is marked incomplete first (:func:`~onnx2hw.build_info.begin_build`), every file
@@ -168,9 +173,11 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
 
     ``selftest`` (:func:`~onnx2hw.build_info.selftest_record`) builds the self-test into the board
     top (checked to fit first, :func:`check_selftest_fits`); ``simulated`` (``{"ii", "latency",
-    "inferences"}`` measured in simulation) adds the simulated figures to the report.
+    "inferences"}`` measured in simulation) adds the simulated figures to the report; ``seed``
+    is nextpnr's placer seed (recorded in the report as ``nextpnr_seed``; default: nextpnr's).
     """
     t_start = time.perf_counter()
+    pnr_options = nextpnr_options(design.pipeline.total.lut, seed)   # a bad seed fails before any work
     st_cost = None if selftest is None else check_selftest_fits(design, selftest.samples)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -195,7 +202,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             # (rtl._replicate) before opt_merge could merge them
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
             plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\nopt_clean -purge",
-                                          nextpnr_opts=nextpnr_options(p.total.lut))
+                                          nextpnr_opts=pnr_options)
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"
         steps.update(run_build(plan, work, name, progress=progress))
@@ -217,6 +224,8 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
                              fmax_mhz=fm[0] if fm else None, util=parse_utilisation(log), times=steps,
                              baud=design.baud, link_bytes=design.link_bytes, link_cost=link_cost,
                              simulated=simulated, selftest=st)
+        if seed is not None:
+            report["nextpnr_seed"] = seed
         write_report(report, out)
         # last: the description with the hashes of what it describes, then the build is published
         write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,

@@ -25,7 +25,7 @@ from .ir.errors import ModelError
 __all__ = ["main", "VERBS", "UsageError"]
 
 #: verb -> module in onnx2hw.commands (order = order in --help)
-VERBS = ("inspect", "quantize", "sim", "synth", "run", "accuracy", "boards")
+VERBS = ("inspect", "quantize", "sim", "synth", "run", "accuracy", "explore", "boards")
 #: verbs whose ``--output``/``-o`` names a file (checked before any work is done)
 FILE_OUTPUT_VERBS = ("quantize", "sim", "run")
 #: signals that end a verb with cleanups

@@ -210,7 +210,7 @@ class Design:
 
     # ------------------------------------------------------------------ bitstream
     def build(self, out_dir, *, progress=None, times: Mapping[str, float] | None = None, selftest=None,
-              simulated=None) -> BuildResult:
+              simulated=None, seed: int | None = None) -> BuildResult:
         """Build the bitstream into ``out_dir`` (Yosys, nextpnr, pack through YoWASP) with the
         accelerator's Verilog, ``folding.json``, ``accelerator.json`` and the reports.
 
@@ -219,9 +219,10 @@ class Design:
         ``BuildResult.timing_met``. Tool failures raise :class:`onnx2hw.synth.SynthError`.
         ``selftest`` (:func:`onnx2hw.build_info.selftest_record`) builds a self-test into the
         board top; ``simulated`` adds simulated II and latency to the report (see
-        :func:`onnx2hw.build.build_design`).
+        :func:`onnx2hw.build.build_design`). ``seed``: nextpnr's placer seed (default: nextpnr's own).
         """
-        return build_design(self, out_dir, progress=progress, times=times, selftest=selftest, simulated=simulated)
+        return build_design(self, out_dir, progress=progress, times=times, selftest=selftest, simulated=simulated,
+                            seed=seed)
 
 
 def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding=None,  # noqa: A001
