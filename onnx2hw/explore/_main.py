@@ -21,8 +21,13 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
+
 from .._children import Interrupted
+from ..cli import main as cli_main   # `onnx2hw accuracy` itself runs in this child process
+from ..design import MismatchError, compile as compile_design
 from ..files import write_json
+from ..flow import load_graph, load_npz
 
 #: prctl option: a signal for this process when its parent dies (Linux)
 PR_SET_PDEATHSIG = 1
@@ -48,11 +53,9 @@ def _on_signal(signum, frame):
 
 
 def _build(spec: dict) -> dict:
-    from ..design import compile
-
     out = Path(spec["out_dir"])
     t0 = time.perf_counter()
-    design = compile(spec["model"], board=spec["board"], calib=spec["calib"], clock_mhz=spec["clock_mhz"],
+    design = compile_design(spec["model"], board=spec["board"], calib=spec["calib"], clock_mhz=spec["clock_mhz"],
                      target_cycles=spec["target_cycles"], host=tuple(spec["host"]))
     print(f"compiled: II {design.pipeline.ii} cycles, folding {dict(design.pipeline.folding)}", flush=True)
     design.build(out, seed=spec["seed"], progress=lambda title: print(f"{title} ...", flush=True))
@@ -63,13 +66,8 @@ def _build(spec: dict) -> dict:
 
 
 def _verify(spec: dict) -> dict:
-    import numpy as np
-
-    from ..design import MismatchError, compile
-    from ..flow import load_graph, load_npz
-
     graph = load_graph(spec["model"])
-    design = compile(graph, board=spec["board"], calib=spec["calib"], clock_mhz=spec["clock_mhz"],
+    design = compile_design(graph, board=spec["board"], calib=spec["calib"], clock_mhz=spec["clock_mhz"],
                      folding=spec["folding"], target_fps=spec["target_fps"], host=tuple(spec["host"]))
     if spec.get("inputs"):
         feeds = load_npz(spec["inputs"], graph)
@@ -91,13 +89,11 @@ def _verify(spec: dict) -> dict:
 
 
 def _accuracy(spec: dict) -> dict:
-    from ..cli import main   # `onnx2hw accuracy` itself, in this child process
-
     argv = ["accuracy", spec["model"], "--data", spec["data"], "--board", spec["board"], "--json", spec["json"]]
     argv += ["--calib", spec["calib"]] if spec.get("calib") else []
     for h in spec.get("host", ()):
         argv += ["--host", h]
-    rc = main(argv)
+    rc = cli_main(argv)
     if rc != 0:
         raise ValueError(f"onnx2hw accuracy ended with exit status {rc}")
     return json.loads(Path(spec["json"]).read_text())

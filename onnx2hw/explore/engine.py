@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -47,11 +49,11 @@ class Task:
 
 class Engine:
     """A Dask client on a new local cluster (``address`` None: ``workers`` processes, default one
-    per core) or on the scheduler at ``address``. A context manager: leaving it closes what it
-    started."""
+    per core) or on the scheduler at ``address``. A context manager: leaving the outermost
+    ``with`` block closes what it started (inner blocks use the engine as it is)."""
 
     def __init__(self, address: str | None = None, *, workers: int | None = None, retries: int = DEFAULT_RETRIES,
-                 timeout: float | None = None, connect_timeout: float = 30.0):
+                 timeout: float | None = None, connect_timeout: float = 15.0):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers must be at least 1, not {workers!r}")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
@@ -60,15 +62,22 @@ class Engine:
         self.connect_timeout = connect_timeout
         self.cluster = None
         self.client = None
+        self._depth = 0   # nested `with` blocks: only the outermost starts and closes
         self.stop_name = f"onnx2hw-explore-stop-{uuid.uuid4().hex}"
 
     # ------------------------------------------------------------------ lifetime
     def __enter__(self) -> "Engine":
+        self._depth += 1
+        if self.client is not None:
+            return self
         try:
             if self.address is None:
                 n = self.workers or os.cpu_count() or 1
+                # one task at a time per worker (none waits queued on a worker that may die), and
+                # worker processes that may start children of their own
                 with dask.config.set({"distributed.scheduler.allowed-failures": self.retries,
-                                      "distributed.worker.daemon": False}):
+                                      "distributed.scheduler.worker-saturation": 1.0,
+                                      "distributed.worker.daemon": False}), _sigint_ignored():
                     self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                                 dashboard_address=None, silence_logs=logging.ERROR)
                 self.client = Client(self.cluster)
@@ -79,12 +88,16 @@ class Engine:
                     raise ValueError(f"--cluster {self.address!r}: cannot reach a Dask scheduler there "
                                      f"({' '.join(str(exc).split())})") from None
         except BaseException:
+            self._depth = 0
             self.close()
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self._depth -= 1
+        if self._depth <= 0:
+            self._depth = 0
+            self.close()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -102,16 +115,17 @@ class Engine:
         return f"{where} of {n} worker{'s' if n != 1 else ''}"
 
     # ------------------------------------------------------------------ running
-    def run(self, tasks: Sequence[Task], on_result: Callable[[Task, dict], None]) -> None:
+    def run(self, tasks: Sequence[Task], on_result: Callable[[Task, dict], None], *, fn: Callable = run_task) -> None:
         """Run ``tasks`` across the workers; ``on_result(task, result)`` is called in this thread
         as each finishes (a task whose workers kept dying gives ``{"status": "failed", "error":
         ...}``). Ctrl-C (``KeyboardInterrupt``) stops the running tasks, cancels the rest and
-        goes on up."""
+        goes on up. ``fn(kind, spec, timeout=, stop=, log=) -> dict`` runs a task on a worker
+        (default :func:`~onnx2hw.explore.tasks.run_task`)."""
         if not tasks:
             return
         futures = {}
         for i, t in enumerate(tasks):
-            f = self.client.submit(run_task, t.kind, t.spec, timeout=self.timeout, stop=self.stop_name, log=t.log,
+            f = self.client.submit(fn, t.kind, t.spec, timeout=self.timeout, stop=self.stop_name, log=t.log,
                                    key=f"onnx2hw-{t.kind}-{i}-{uuid.uuid4().hex[:8]}", pure=False)
             futures[f] = t
         try:
@@ -135,6 +149,20 @@ class Engine:
             self.client.cancel(futures)
         if self.cluster is not None:   # a local cluster: give the tasks their moment before it closes
             time.sleep(2 * POLL_S)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the local workers start: they inherit that, so a terminal's Ctrl-C
+    reaches this process alone, which then stops the tasks and closes the cluster in order."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _engine_error(exc: BaseException, retries: int) -> str:

@@ -177,8 +177,14 @@ def enumerate_points(model, *, board: str, calib=None, space: Space = Space(), o
     other bit widths are kept. ``progress(line)`` is told what is being done. Raises
     ``ValueError``/``ModelError`` in one line for a bad model, board, clock or space."""
     out_dir = Path(out_dir)
-    targets = {c: resolve_target(board, clock_mhz=c, labels={**API_LABELS, "clock_mhz": "clock_mhz"})
-               for c in space.clock_mhz}
+    targets = {}
+    for c in space.clock_mhz:
+        try:
+            targets[c] = resolve_target(board, clock_mhz=c, labels=API_LABELS)
+        except ValueError as exc:
+            if c is None:
+                raise
+            raise ValueError(f"the space's clock_mhz {c:g}: {exc}") from None
     model_sha, calib_sha = sha256_of(model), sha256_of(calib)
     _, variants = _variants(str(model), None if calib is None else str(calib), space, out_dir, host,
                             model_sha, calib_sha)

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from distributed import Event
+
 from .._children import end_group
 
 __all__ = ["run_task", "GRACE_S", "POLL_S"]
@@ -32,7 +34,6 @@ def _stopped(name: str | None) -> bool:
     if not name:
         return False
     try:
-        from distributed import Event   # only on a worker: the sweep's stop event
         return Event(name).is_set()
     except Exception:  # noqa: BLE001 - no scheduler to ask: not stopped by it
         return False
