@@ -17,7 +17,8 @@ from onnx2hw.build_info import read_build_info
 from onnx2hw.cli import main
 from onnx2hw.explore.engine import Engine, Task
 
-pytestmark = [pytest.mark.synth, pytest.mark.slow]
+#: one xdist worker runs the whole module (`make test` is --dist loadgroup): one cluster, one sweep
+pytestmark = [pytest.mark.synth, pytest.mark.slow, pytest.mark.xdist_group("explore_cluster")]
 
 MLP, CALIB = str(EXAMPLES / "digits_mlp.onnx"), str(EXAMPLES / "digits_calib.npz")
 #: the smallest folding of the digits MLP, two nextpnr seeds: two quick, distinct builds
@@ -134,18 +135,26 @@ def _dispatch(kind, spec, **kw):
 
 
 def test_killed_worker_task_is_retried_then_reported_failed(engine, tmp_path):
-    tasks = [Task("die_once", {"marker": str(tmp_path / "m")}, ref="a"), Task("always_die", {}, ref="b"),
-             Task("fine", {}, ref="c")]
     results = {}
-    engine.run(tasks, lambda t, r: results.__setitem__(t.ref, r), fn=_dispatch)
-    assert results["a"]["status"] == "ok" and results["a"]["runs"] == 2        # run again on a new worker
-    assert results["b"]["status"] == "failed"
-    assert results["b"]["error"] == "the worker running it died (2 times; not tried again)"
-    assert results["c"]["status"] == "ok"                                     # nothing else lost
-    engine.client.wait_for_workers(2, timeout=60)                              # the nannies restarted them
+
+    def keep(task, result):
+        results[task.ref] = result
+
+    # a worker dies under a task once: the task runs again on another worker; the other task is kept
+    engine.run([Task("die_once", {"marker": str(tmp_path / "m")}, ref="a"), Task("fine", {}, ref="c")], keep,
+               fn=_dispatch)
+    assert results["a"]["status"] == "ok" and results["a"]["runs"] == 2
+    assert results["c"]["status"] == "ok"
+    engine.client.wait_for_workers(2, timeout=60)                    # the nanny restarted the worker
+    # a task under which every worker dies: reported failed after the bounded retries
+    engine.run([Task("always_die", {}, ref="b"), Task("fine", {}, ref="d")], keep, fn=_dispatch)
+    assert results["b"] == {"status": "failed", "error": "the worker running it died (2 times; not tried again)",
+                            "seconds": None, "worker": None}
+    assert results["d"]["status"] == "ok"
+    engine.client.wait_for_workers(2, timeout=60)
 
 
-# ----------------------------------------------------------------------------------- --verify
+# ------------------------------------------------------------------------------------- --verify
 
 @pytest.mark.sim
 def test_verify_regression_is_split_and_merged(engine, tmp_path, capsys):

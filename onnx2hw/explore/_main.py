@@ -62,6 +62,7 @@ def _build(spec: dict) -> dict:
     # the point's record, last: its presence with this key says the build finished
     write_json(out / "explore.json", {"key": spec["key"], "params": spec["params"], "model": spec["model"],
                                       "calib": spec["calib"], "seconds": round(time.perf_counter() - t0, 2)})
+    (out / "explore-failed.json").unlink(missing_ok=True)   # an earlier attempt's failure
     return {}
 
 

@@ -73,10 +73,8 @@ class Engine:
         try:
             if self.address is None:
                 n = self.workers or os.cpu_count() or 1
-                # one task at a time per worker (none waits queued on a worker that may die), and
                 # worker processes that may start children of their own
                 with dask.config.set({"distributed.scheduler.allowed-failures": self.retries,
-                                      "distributed.scheduler.worker-saturation": 1.0,
                                       "distributed.worker.daemon": False}), _sigint_ignored():
                     self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                                 dashboard_address=None, silence_logs=logging.ERROR)
@@ -115,27 +113,52 @@ class Engine:
         return f"{where} of {n} worker{'s' if n != 1 else ''}"
 
     # ------------------------------------------------------------------ running
+    def slots(self) -> int:
+        """Tasks the cluster runs at once now (its workers' threads; at least 1)."""
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        return max(1, sum(w.get("nthreads", 1) for w in workers.values()))
+
     def run(self, tasks: Sequence[Task], on_result: Callable[[Task, dict], None], *, fn: Callable = run_task) -> None:
         """Run ``tasks`` across the workers; ``on_result(task, result)`` is called in this thread
         as each finishes (a task whose workers kept dying gives ``{"status": "failed", "error":
         ...}``). Ctrl-C (``KeyboardInterrupt``) stops the running tasks, cancels the rest and
         goes on up. ``fn(kind, spec, timeout=, stop=, log=) -> dict`` runs a task on a worker
-        (default :func:`~onnx2hw.explore.tasks.run_task`)."""
+        (default :func:`~onnx2hw.explore.tasks.run_task`).
+
+        Tasks are handed to the scheduler no faster than the workers' threads take them: none
+        waits queued on a worker, so a worker that dies takes only the task it was running with
+        it (the scheduler counts a death against every task a worker holds)."""
         if not tasks:
             return
-        futures = {}
-        for i, t in enumerate(tasks):
+        pending = list(enumerate(tasks))
+        futures: dict = {}
+        done = as_completed(with_results=True, raise_errors=False)
+
+        def submit() -> None:
+            i, t = pending.pop(0)
             f = self.client.submit(fn, t.kind, t.spec, timeout=self.timeout, stop=self.stop_name, log=t.log,
                                    key=f"onnx2hw-{t.kind}-{i}-{uuid.uuid4().hex[:8]}", pure=False)
             futures[f] = t
+            done.add(f)
+
         try:
-            for f, value in as_completed(list(futures), with_results=True, raise_errors=False):
-                task = futures[f]
+            running = 0
+            while pending and running < self.slots():
+                submit()
+                running += 1
+            for f, value in done:
+                running -= 1
+                task = futures.pop(f)
+                if f.status == "error":
+                    value = value[1] if isinstance(value, tuple) else value
                 if isinstance(value, BaseException):
                     value = {"status": "failed", "error": _engine_error(value, self.retries), "seconds": None,
                              "worker": None}
                 f.release()   # a result in hand: a later worker death must not run it again
                 on_result(task, value)
+                while pending and running < self.slots():
+                    submit()
+                    running += 1
         except BaseException:
             self._stop(list(futures))
             raise

@@ -73,8 +73,8 @@ def scatter(rows: list[dict], x: str, y: str, xlabel: str, ylabel: str, *, log_y
         fill = c if r["pareto"] else "white"
         tip = (f"{r['point']}: {r['inferences_per_s']:,.0f} inferences/s, {r['lut']} LUT, {r['dsp']} DSP, "
                f"Fmax {r['fmax_mhz']} MHz" + (" (Pareto)" if r["pareto"] else ""))
-        out.append(f'<circle cx="{px(r[x]):.1f}" cy="{py(r[y]):.1f}" r="5" fill="{fill}" stroke="{c}" '
-                   f'stroke-width="2"><title>{html.escape(tip)}</title></circle>')
+        out.append(f'<g><title>{html.escape(tip)}</title><circle cx="{px(r[x]):.1f}" cy="{py(r[y]):.1f}" r="5" '
+                   f'fill="{fill}" stroke="{c}" stroke-width="2"/></g>')
     for i, b in enumerate(bits):
         c = COLOURS[i % len(COLOURS)]
         out.append(f'<circle cx="{PAD_L + 12}" cy="{PAD_T + 12 + 14 * i}" r="4" fill="{c}"/>'
