@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from .._children import activity
 from ..design import design_name
 from ..explore.engine import DEFAULT_RETRIES, Engine
 from ..explore.points import enumerate_points
@@ -121,7 +122,8 @@ def run(args) -> int:
         for q in pruned:
             print(f"pruned {q.bits} target {q.target_cycles} cycles: {q.reason}")
         return 0
-    summary = run_sweep(points, pruned, out_dir=out, engine=_engine(args), meta=meta, data=args.data, log=_log)
+    with activity(f"the sweep (the points finished before are in {out / 'pareto.csv'})"):
+        summary = run_sweep(points, pruned, out_dir=out, engine=_engine(args), meta=meta, data=args.data, log=_log)
     for r in summary.rows:
         if r["pareto"]:
             acc = f", top-1 {100 * r['accuracy_top1']:.2f}%" if r["accuracy_top1"] is not None else ""
@@ -158,7 +160,8 @@ def _run_verify(args) -> int:
                          target_fps=args.target_fps, folding=args.folding, host=tuple(args.host), count=count,
                          inputs=args.inputs, chunk=args.chunk, seed=args.seed, simulator=args.simulator)
     meta = {"board": args.board, "simulator": args.simulator, "seed": args.seed, "chunk": args.chunk}
-    report = run_verify(tasks, engine=_engine(args), out_file=out, meta=meta, log=_log)
+    with activity(f"the regression (the chunks finished before are in {out})"):
+        report = run_verify(tasks, engine=_engine(args), out_file=out, meta=meta, log=_log)
     for m in report["models"]:
         ii = m["ii_measured"]
         line = (f"{m['model']}: {m['exact']}/{m['inferences']} inferences bit-exact in {m['chunks']} chunks"
