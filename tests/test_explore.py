@@ -3,7 +3,6 @@ Pareto selection, cache keys, the table, a task's time limit, and the verb's one
 (The sweeps on a real Dask cluster are in test_explore_cluster.py.)"""
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
