@@ -69,9 +69,11 @@ register): :data:`MEASURED_FMAX_MHZ`.
 """
 from __future__ import annotations
 
+import weakref
+
 from amaranth.hdl import ClockSignal, Const, Instance, Shape, Signal, Value
 
-__all__ = ["dsp_product", "registered_product", "dsp_chunks", "product_dsps", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS",
+__all__ = ["dsp_product", "registered_product", "dsp_sites", "plan_dsp_sites", "dsp_chunks", "product_dsps", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS",
            "CHUNK", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
 
 #: operand width of one MULT18X18D port (signed or unsigned per SIGNEDA/SIGNEDB)
@@ -157,7 +159,7 @@ def dsp_product(m, a, b, *, platform=None, en=None, name="dsp"):
         raise ValueError(f"dsp_product en must be 1 bit wide, not {Value.cast(en).shape()!r}")
     p = Signal((a * b).shape(), name=f"{name}_p")
     if getattr(platform, "family", None) == "ecp5":
-        _mult18x18d(m, a, b, p, en, name)
+        _mult18x18d(m, a, b, p, en, name, _next_site(platform))
     else:
         _registers(m, a, b, p, en, name)
     return p
@@ -171,6 +173,44 @@ def fits_port(shape) -> bool:
 #: latency of :func:`registered_product`: the DSP's input and product registers, then two fabric
 #: landing registers
 PRODUCT_LATENCY = 4
+
+
+#: ``MULT18X18D`` sites of the ECP5 devices whose layout was read off nextpnr-ecp5 here (its
+#: ``--write`` netlist's ``NEXTPNR_BEL`` attributes and the DSP tiles of a bitstream's config):
+#: device -> (tile rows, first column of each 9-column DSP tile group); a group's four sites are
+#: ``X{x0 + z}/Y{y}/MULT18_{z}`` for z = 0, 1, 4, 5
+DSP_LAYOUT = {"LFE5U-85F": ((10, 34, 58), (4, 13, 22, 31, 40, 49, 58, 69, 78, 87, 96, 105, 114))}
+
+_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # platform -> iterator of sites
+
+
+def dsp_sites(device) -> list[str]:
+    """The ``MULT18X18D`` bel names of ``device`` in one path through its DSP rows (the first
+    row left to right, the next right to left, ...); ``[]`` for a device not in :data:`DSP_LAYOUT`."""
+    rows, groups = DSP_LAYOUT.get(device, ((), ()))
+    sites = []
+    for k, y in enumerate(rows):
+        row = [f"X{x0 + z}/Y{y}/MULT18_{z}" for x0 in groups for z in (0, 1, 4, 5)]
+        sites += row if k % 2 == 0 else row[::-1]
+    return sites
+
+
+def plan_dsp_sites(platform, count: int) -> None:
+    """Place the next ``count`` DSP products elaborated for ``platform`` (in elaboration order:
+    the pipeline's stages in order, a block's products row by row) on sites spread evenly along
+    :func:`dsp_sites`, each as a nextpnr ``BEL`` constraint; products beyond ``count`` are left
+    to the placer. Without it nextpnr's analytic placer put DSPs on free sites far from where it
+    had placed their logic: product routes of 7-9.4 ns across the chip limited the AD
+    autoencoder, ResNet-8 and the DS-CNN to 75-92 MHz. Does nothing for a device without a
+    known layout."""
+    sites = dsp_sites(getattr(platform, "device", None))
+    if sites and count > 0:
+        _plans[platform] = iter([sites[i * len(sites) // count] for i in range(min(count, len(sites)))])
+
+
+def _next_site(platform):
+    plan = _plans.get(platform) if platform is not None else None
+    return next(plan, None) if plan is not None else None
 
 
 def dsp_chunks(v):
@@ -231,9 +271,11 @@ def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):
     for i, (ca, cb, shift) in enumerate(pairs):
         part = name if len(pairs) == 1 else f"{name}_{i}"
         p = dsp_product(m, ca, cb, platform=platform, en=en, name=part)
-        first = Signal(p.shape(), name=f"{part}_l0", reset_less=True)
-        stmts.append(first.eq(p))
-        parts.append(first << shift if shift else first)
+        for k in range(PRODUCT_LATENCY - 3):   # the landing registers before the sum
+            r = Signal(p.shape(), name=f"{part}_l{k}", reset_less=True)
+            stmts.append(r.eq(p))
+            p = r
+        parts.append(p << shift if shift else p)
     land = Signal(shape, name=f"{name}_l", reset_less=True)
     stmts.append(land.eq(sum(parts, Const(0, shape)) if len(parts) > 1 else parts[0]))
     if en is None:
@@ -258,7 +300,7 @@ def _registers(m, a, b, p, en, name):
     m.d.comb += p.eq(rp)
 
 
-def _mult18x18d(m, a, b, p, en, name):
+def _mult18x18d(m, a, b, p, en, name, bel=None):
     xa = Signal(DSP_PORT_BITS, name=f"{name}_xa")   # sign- or zero-extended by .eq (its shape)
     xb = Signal(DSP_PORT_BITS, name=f"{name}_xb")
     full = Signal(2 * DSP_PORT_BITS, name=f"{name}_full")
@@ -285,6 +327,7 @@ def _mult18x18d(m, a, b, p, en, name):
     inst = Instance(
         "MULT18X18D",
         **regs,
+        **({"a_BEL": bel} if bel else {}),
         p_GSR="DISABLED", p_RESETMODE="SYNC", p_MULT_BYPASS="DISABLED", p_CAS_MATCH_REG="FALSE",
         p_SOURCEB_MODE="B_SHIFT", p_HIGHSPEED_CLK="NONE",
         i_CLK0=ClockSignal("sync"), i_CE0=ce,

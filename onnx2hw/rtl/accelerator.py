@@ -12,6 +12,7 @@ from amaranth.hdl import Module, Shape
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ._dsp import plan_dsp_sites
 from .cast import Cast
 from .fifo import StreamFIFO
 from .stage import INPUT, OUTPUT
@@ -76,6 +77,7 @@ class AcceleratorCore(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.pipeline
+        plan_dsp_sites(platform, p.total.dsp)   # (the stages' DSPs, in order, on spread sites)
         ports = {}
         for index, stage in enumerate(p.stages):
             ports[stage.name] = self._stage(m, index, stage)
