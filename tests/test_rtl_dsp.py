@@ -344,3 +344,34 @@ if __name__ == "__main__":   # the Fmax table of MEASURED_FMAX_MHZ (a few minute
             plat = FAMILY if variant is not None else None
             print(n, variant, [nextpnr_fmax(FmaxProbe(n), seed=s, platform=plat)
                                for s in (1, 2, 3)], flush=True)
+
+
+# ---- DSP floorplan ----------------------------------------------------------------------------
+
+def test_85f_sites_are_the_devices_156_in_one_path_through_its_rows():
+    sites = dsp.dsp_sites("LFE5U-85F")
+    assert len(sites) == len(set(sites)) == 156
+    # names as nextpnr-ecp5 wrote them here for placed MULT18X18Ds (X8/Y10/MULT18_4, X5/Y34/MULT18_1)
+    assert {"X8/Y10/MULT18_4", "X5/Y34/MULT18_1", "X13/Y10/MULT18_0", "X9/Y34/MULT18_5"} <= set(sites)
+    xs = [int(s.split("/")[0][1:]) for s in sites]
+    assert xs[:52] == sorted(xs[:52]) and xs[52:104] == sorted(xs[52:104], reverse=True)  # a snake
+    assert dsp.dsp_sites("LFE5U-25F") == [] and dsp.dsp_sites(None) == []
+
+
+def _bels(platform, products):
+    m = Module()
+    for _ in range(products):
+        dsp_product(m, Signal(8), Signal(8), platform=platform)
+    return [m.submodules["dsp" if k == 0 else f"dsp_{k}"].attrs.get("BEL") for k in range(products)]
+
+
+def test_planned_products_take_spread_sites_in_order_and_the_rest_are_free():
+    plat = FamilyPlatform("ecp5")
+    plat.device = "LFE5U-85F"
+    dsp.plan_dsp_sites(plat, 3)
+    bels = _bels(plat, 4)
+    sites = dsp.dsp_sites("LFE5U-85F")
+    assert sorted(b for b in bels if b) == sorted([sites[0], sites[52], sites[104]])
+    assert bels.count(None) == 1                                 # the fourth is the placer's
+    other = FamilyPlatform("ecp5")                               # no plan: no constraint
+    assert _bels(other, 2) == [None, None]
