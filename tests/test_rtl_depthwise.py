@@ -32,6 +32,7 @@ CASES = [
     (3, 3, 2, 1, (2, False), (4, True), True),      # channel multiplier 2
     (4, 25, 3, 2, (8, False), (6, True), True),     # multiplier 3, 5x5 taps
     (64, 9, 1, 1, (8, False), (8, True), True),     # 576 weight words: block RAM, registered
+    (72, 1, 1, 1, (8, True), (8, True), True),      # 72 weight and bias words: both registered
 ]
 
 

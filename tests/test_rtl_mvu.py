@@ -72,6 +72,7 @@ CONFIGS = [
     (18, 6, 18, 2, 2, True, 4, False, False, True),    # 3 copies: LUT
     (20, 495, 1, 9, 8, True, 8, True, False, True),    # 1,100 words x 72 bits: 3 block RAM rows
     (4, 200, 1, 2, 8, True, 8, False, False, True),    # 400 words x 16 bits: 1 block RAM row
+    (130, 4, 1, 4, 8, True, 8, True, False, True),     # 130 weight and bias words: both registered
 ]
 
 

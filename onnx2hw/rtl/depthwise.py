@@ -198,10 +198,12 @@ class DepthwiseUnit(wiring.Component):
             prods.append(r)
         stages += PRODUCT_LATENCY if self.style == "dsp" else 1
         ctls = delay(m, en, ctl, stages, name="ctl")
-        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
+        ctl_acc = ctls[-1]
 
         if self.has_bias:
-            bdata = rom(m, pack_words(self.bias.reshape(nf, lo), ab), lo * ab, ctl_pre.grp, en, "bias")
+            lat = rom_latency(nf, ebr_register=True)   # (read that far ahead of the accumulator)
+            bdata = rom(m, pack_words(self.bias.reshape(nf, lo), ab), lo * ab, ctls[-1 - lat].grp, en, "bias",
+                        ebr_register=True)
             biases = [bdata[q * ab:(q + 1) * ab].as_signed() for q in range(lo)]
         else:
             biases = [0] * lo
@@ -250,6 +252,8 @@ class DepthwiseUnit(wiring.Component):
         bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
         late_lut, late_ff = rom_register_cost(words, lo * wb)   # block rows' registers, the late input
         late_ff += pe * ib if late_ff else 0
+        bias_lut, bias_ff = rom_register_cost(nf, lo * ab) if self.has_bias else (0, 0)
+        late_lut, late_ff = late_lut + bias_lut, late_ff + bias_ff
         lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + late_lut + prod + 74
         ff = (pe * ib + lo * ab + lo * (2 * pw + wb if self.style == "dsp" else per_ff) + late_ff
               + 4 * self.pipeline_stages()

@@ -332,8 +332,7 @@ class MatrixVectorUnit(wiring.Component):
                 for p, row in enumerate(prods)]
         stages += tree_registers(simd, 2)
         ctls = delay(m, en, ctl, stages, name="ctl")
-        ctl_acc, ctl_pre = ctls[-1], ctls[-2]
-        self._accumulate(m, en, q, ctl_acc, ctl_pre, sums)
+        self._accumulate(m, en, q, ctls, sums)
         assert stages + 1 == self.pipeline_stages()
         return m
 
@@ -377,8 +376,9 @@ class MatrixVectorUnit(wiring.Component):
             prods.append(row)
         return prods
 
-    def _accumulate(self, m, en, q, ctl_acc, ctl_pre, sums):
-        """Accumulators (the output register) fed by the row sums, with the bias."""
+    def _accumulate(self, m, en, q, ctls, sums):
+        """Accumulators (the output register) fed by the row sums, with the bias; ``ctls``: the
+        control word at each stage (the last is the accumulator's)."""
         pe, simd, ab = self.pe, self.simd, self.acc_bits
         nf = self.out_features // pe
 
@@ -386,17 +386,19 @@ class MatrixVectorUnit(wiring.Component):
             return [flat[j * width:(j + 1) * width].as_signed() if sgn else flat[j * width:(j + 1) * width]
                     for j in range(count)]
 
-        # Bias, read one stage ahead of the accumulator (with "sign" products: plus the number of
-        # -1 weights of the row, stored modulo 2**acc_bits).
+        # Bias, read its ROM's latency ahead of the accumulator (with "sign" products: plus the
+        # number of -1 weights of the row, stored modulo 2**acc_bits).
         hw_bias = self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
         if self.has_bias or np.any(hw_bias):
             bwords = pack_words(hw_bias.reshape(nf, pe), ab)
-            bdata = rom(m, bwords, pe * ab, ctl_pre.nf, en, "bias")
+            lat = rom_latency(nf, ebr_register=True)
+            bdata = rom(m, bwords, pe * ab, ctls[-1 - lat].nf, en, "bias", ebr_register=True)
             biases = lanes(bdata, ab, pe, True)
         else:
             biases = [0] * pe
 
         accs = [Signal(signed(ab), name=f"acc{p}") for p in range(pe)]
+        ctl_acc = ctls[-1]
         with m.If(en):
             m.d.sync += q.valid.eq(ctl_acc.v & ctl_acc.last)
             with m.If(ctl_acc.v):
@@ -468,7 +470,9 @@ class MatrixVectorUnit(wiring.Component):
             io += simd * ib                                     # banked buffer: the late write's bypass
         late_lut, rom_ff = rom_register_cost(nf * sf, wbits)   # block rows' registers, the late input
         rom_ff += simd * ib if rom_ff else 0
-        rom_lut += late_lut
+        bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
+        rom_lut += late_lut + bias_lut
+        rom_ff += bias_ff
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
         copies = -(-pe // X_ROWS_PER_COPY) if self.style in ("dsp", "lut") else 1
         ff = (copies * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
