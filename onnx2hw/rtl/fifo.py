@@ -27,9 +27,10 @@ class StreamFIFO(wiring.Component):
         storage is a synchronous-read ``Memory`` that Yosys maps to block RAM (DP16KD) when deep
         and wide enough, else to distributed RAM.
 
-    Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 3 in block RAM (depth >= 5:
-    ``SyncFIFOBuffered`` of ``depth - 2`` then a 2-entry ``SyncFIFO``, so that the RAM's slow
-    read data only meets a register) from input to output transfer on an empty FIFO.
+    Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 4 in block RAM on ECP5
+    (depth >= 5: ``SyncFIFOBuffered`` of ``depth - 3``, a landing register, then a 2-entry
+    ``SyncFIFO``, so that the RAM's slow read data only meets a register; 3 on iCE40, without the
+    landing register) from input to output transfer on an empty FIFO.
     Initiation interval: 1, except depth 1 which alternates full and empty (one transfer every
     2 cycles). Backpressure: ``i.ready`` is low only while full;
     ``o.valid`` and ``o.payload`` come from registers / memory that change only on a read, so
@@ -59,11 +60,21 @@ class StreamFIFO(wiring.Component):
             return self._banked(m, width, banks)
         family = getattr(platform, "family", "ecp5")
         if self.depth >= 5 and _uses_bram(self.depth - 1, width, family):
-            # block RAM: its read data (5.8 ns clock-to-out, no output register inferred) goes
-            # into a two-entry FIFO, so that no path runs from the RAM through logic
-            m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2)
+            # block RAM: its read data (5.8 ns clock-to-out, no output register inferred) lands
+            # in a register (one entry: loaded whenever it is empty or passes its word on), then
+            # a two-entry FIFO, so that no path runs from the RAM through logic (the RAM's data
+            # through a LUT into the FIFO's distributed RAM limited ResNet-8 to 87.9 MHz)
+            # (ECP5; on iCE40 the 2-entry FIFO takes the RAM's data)
+            land = family == "ecp5"
+            m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2 - land)
             m.submodules.out = r = fifo.SyncFIFO(width=width, depth=2)
-            m.d.comb += [r.w_data.eq(q.r_data), r.w_en.eq(q.r_rdy), q.r_en.eq(r.w_rdy)]
+            if land:
+                data, valid = Signal(width, name="land", reset_less=True), Signal(name="land_v")
+                m.d.comb += [q.r_en.eq(~valid | r.w_rdy), r.w_data.eq(data), r.w_en.eq(valid)]
+                with m.If(q.r_en):
+                    m.d.sync += [data.eq(q.r_data), valid.eq(q.r_rdy)]
+            else:
+                m.d.comb += [r.w_data.eq(q.r_data), r.w_en.eq(q.r_rdy), q.r_en.eq(r.w_rdy)]
         else:
             cls = fifo.SyncFIFO if self.depth <= 2 else fifo.SyncFIFOBuffered
             m.submodules.fifo = q = r = cls(width=width, depth=self.depth)
@@ -117,13 +128,15 @@ class StreamFIFO(wiring.Component):
         abits = max(1, (inner - 1).bit_length())
         banks = StreamFIFO.banks(w, depth, family)
         if banks == 1 and depth >= 5 and _uses_bram(inner, w, family):
-            # block RAM of depth - 3 words and its output register, then a 2-entry FIFO
-            inner = depth - 3
+            # block RAM of depth - 3 words and its output register, (ECP5) a landing register,
+            # then a 2-entry FIFO
+            land = int(family == "ecp5")
+            inner = depth - 3 - land
             abits = max(1, (inner - 1).bit_length())
             ctrl = 6 * abits + 8 if family == "ecp5" else 8 * abits
             out = StreamFIFO.estimate(elem_shape, lanes, 2, family)
-            return Cost(1, 3, lut=w + ctrl + out.lut + 24, ff=2 * w + 4 * abits + 3 + out.ff, dsp=0,
-                        ebr=_bram_count(inner, w, family))
+            return Cost(1, 3 + land, lut=w + ctrl + out.lut + 24 + 2 * land,
+                        ff=(2 + land) * w + 4 * abits + 3 + land + out.ff, dsp=0, ebr=_bram_count(inner, w, family))
         ff = w + 3 * abits + 3
         if family == "ecp5":  # TRELLIS_DPR16X4 (16x4), 6 LUT4-equivalents each, plus a mux
             rows = -(-inner // 16)
