@@ -135,9 +135,10 @@ class RamCost:
 def ram_cost(depth: int, word: int, family: str = "ecp5", *, transparent: bool = False) -> RamCost:
     """How Yosys (0.5x, ``memory_libmap``) maps a ``depth`` x ``word`` RAM; fitted to ``stat``.
 
-    ECP5: up to about 27 ``TRELLIS_DPR16X4`` cells the RAM stays in distributed RAM (cost 4
-    each against 128 for a ``DP16KD``), beyond that it goes to block RAM. Tiny transparent
-    RAMs (at most 4 words of at most 16 bits) become flip-flops.
+    ECP5: Yosys picks the cheaper by its costs: 4 per ``TRELLIS_DPR16X4`` cell plus about one
+    per bit per extra 16-word bank (the read multiplexer), against 128 per ``DP16KD`` (fitted
+    on 16..128 words of 16..144 bits). Tiny transparent RAMs (at most 4 words of at most 16
+    bits) become flip-flops.
     """
     if family == "ice40":
         best = min(-(-depth // d) * -(-word // w) for d, w in ((256, 16), (512, 8), (1024, 4), (2048, 2)))
@@ -147,11 +148,11 @@ def ram_cost(depth: int, word: int, family: str = "ecp5", *, transparent: bool =
         return RamCost(ebr=0, lutram=0, lut=2 * bits, ff=bits)
     banks = -(-depth // 16)
     cells = banks * -(-word // 4)
-    if cells <= 27:
-        mux = word * (banks - 1 + max(0, banks - 8)) + (banks if banks > 1 else 0)
-        return RamCost(ebr=0, lutram=cells, lut=mux + (word if transparent else 0), ff=word)
     ebr = min(-(-depth // d) * -(-word // w)
               for d, w in ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)))
+    if 4 * cells + word * (banks - 1) < 128 * ebr:
+        mux = word * (banks - 1 + max(0, banks - 8)) + (banks if banks > 1 else 0)
+        return RamCost(ebr=0, lutram=cells, lut=mux + (word if transparent else 0), ff=word)
     return RamCost(ebr=ebr, lutram=0, lut=20 + 2 * ebr + (word if transparent else 0),
                    ff=2 * word + 6)
 

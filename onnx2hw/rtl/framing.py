@@ -327,7 +327,9 @@ class LanesToBytes(wiring.Component):
     """Transfers of ``lanes`` elements -> bytes, each element sign- or zero-extended to
     ``ceil(width / 8)`` little-endian bytes, lane 0 first.
 
-    One byte per cycle; a transfer is taken when its last byte leaves (``i.ready`` then).
+    One byte per cycle; a transfer is taken when its last byte is loaded (``i.ready`` then).
+    ``o`` is a register (latency 1): the byte select after the accelerator's output FIFO
+    never runs on into the framer's CRC (10.6 ns in the AD autoencoder, 94 MHz).
     """
 
     def __init__(self, *, elem_shape, lanes: int):
@@ -348,12 +350,12 @@ class LanesToBytes(wiring.Component):
             lanes.append(s)
         flat = Cat(*lanes)
         n = Signal(range(nbytes))
-        m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(flat.word_select(n, 8)),
-                     self.i.ready.eq(self.o.ready & (n == nbytes - 1))]
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += n.eq(n + 1)
-            with m.If(n == nbytes - 1):
-                m.d.sync += n.eq(0)
+        load = ~self.o.valid | self.o.ready
+        m.d.comb += self.i.ready.eq(load & (n == nbytes - 1))
+        with m.If(load):
+            m.d.sync += [self.o.valid.eq(self.i.valid), self.o.payload.eq(flat.word_select(n, 8))]
+            with m.If(self.i.valid):
+                m.d.sync += n.eq(Mux(n == nbytes - 1, 0, n + 1))
         return m
 
 

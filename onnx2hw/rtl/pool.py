@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 from amaranth.hdl import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
 from ._linebuf import Counter, Geometry, clog2, ram_cost, shape_of
 from .cost import FAMILIES, Cost
+from .fifo import StreamFIFO
 from .window import SlidingWindow
 
 __all__ = ["MaxPoolUnit", "AvgPoolUnit", "GlobalAvgPoolUnit", "sum_shape", "bench_config"]
@@ -206,9 +207,13 @@ class GlobalAvgPoolUnit(wiring.Component):
     Timing
     ------
     Initiation interval ``H*W*C/simd`` cycles (one input transfer per cycle); latency from
-    the last input transfer of a channel group to its output: 1 cycle. Per-channel partial
-    sums live in a ``C/simd``-deep RAM (read one transfer ahead). Backpressure: ``o`` is a
-    register held until taken; during the last pixel the input stalls behind it.
+    the last input transfer of a channel group to its output: 2 cycles. Per-channel partial
+    sums live in a ``C/simd``-deep RAM (a register when ``C/simd`` is 1), read into a register
+    as the transfer is taken and written back, with the sum, the cycle after: no path runs
+    from the RAM through the adder (the read-modify-write in one cycle limited a MobileNet
+    to 70 MHz). Groups come back at least 2 cycles apart, so a read never needs a write still
+    in flight. Sums of the image's last pixel go to a 2-entry output FIFO; the input stalls
+    on the last pixel only while that FIFO (with the sum in flight) is full.
     """
 
     def __init__(self, height, width, channels, *, elem_shape=unsigned(8), simd=1):
@@ -239,18 +244,20 @@ class GlobalAvgPoolUnit(wiring.Component):
         ow = sum_shape(elem_shape, g.height * g.width).width
         cf = g.fold
         word = ow * g.simd
-        ram = ram_cost(cf, word, family, transparent=True)
         ctrl = clog2(cf) + clog2(g.height * g.width) + 1
-        lut = 1.4 * word + 6 * ram.lutram     # adders in carry chains; first-pixel select, bypass
-        ff = word + ctrl + 2
-        if ram.ebr:
-            lut += 10 + 2 * ctrl
+        out = StreamFIFO.estimate(unsigned(word), 1, 2, family)
+        lut = 1.4 * word + out.lut + 4    # adders in carry chains, first-pixel select, credit
+        ff = ctrl + 2 + out.ff
+        ebr = 0
+        if cf == 1:                       # the sum register
             ff += word
-        elif not ram.lutram:                   # partial sums held in flip-flops
-            lut += 1.7 * cf * word
-            ff += cf * word
-        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 1, lut=int(round(lut)),
-                    ff=int(ff), dsp=0, ebr=ram.ebr)
+        else:                             # RAM, its read register (in a DP16KD), the input's
+            ram = ram_cost(cf, word, family)
+            lut += 6 * ram.lutram + (10 if ram.ebr else ram.lut)
+            ff += shape_of(elem_shape).width * g.simd + clog2(cf) + 2 + (0 if ram.ebr else word)
+            ebr = ram.ebr
+        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 2, lut=int(round(lut)),
+                    ff=int(ff), dsp=0, ebr=ebr)
 
     def elaborate(self, platform):
         g = self.geom
@@ -258,39 +265,49 @@ class GlobalAvgPoolUnit(wiring.Component):
         CF, P = g.fold, g.height * g.width
         lanes = g.simd
         lay = data.ArrayLayout(self.out_elem_shape, lanes)
-        mem = memory.Memory(shape=lay, depth=CF, init=[])
-        m.submodules.mem = mem
-        wp = mem.write_port()
-        rp = mem.read_port(transparent_for=(wp,))
         cf = Signal(range(max(CF, 2)))
         pix = Signal(range(max(P, 2)))
-        out = Signal(lay)
-        out_valid = Signal()
         first = pix == 0
         last = pix == P - 1
         fire = Signal()
-        m.d.comb += [
-            self.i.ready.eq(~last | ~out_valid | self.o.ready),
-            fire.eq(self.i.valid & self.i.ready),
-            self.o.valid.eq(out_valid),
-            self.o.payload.eq(out),
-        ]
-        nxt_cf = Mux(cf == CF - 1, 0, cf + 1)
-        m.d.comb += [rp.addr.eq(Mux(fire, nxt_cf, cf)), wp.addr.eq(cf)]
         x = self.i.payload
-        s = [Mux(first, x[j], rp.data[j] + x[j]) for j in range(lanes)]
-        m.d.comb += [wp.data[j].eq(s[j]) for j in range(lanes)]
-        with m.If(self.o.valid & self.o.ready):
-            m.d.sync += out_valid.eq(0)
+        m.d.comb += fire.eq(self.i.valid & self.i.ready)
         with m.If(fire):
-            m.d.sync += cf.eq(nxt_cf)
+            m.d.sync += cf.eq(Mux(cf == CF - 1, 0, cf + 1))
             with m.If(cf == CF - 1):
                 m.d.sync += pix.eq(Mux(last, 0, pix + 1))
-            with m.If(last):
-                m.d.sync += [out[j].eq(s[j]) for j in range(lanes)]
-                m.d.sync += out_valid.eq(1)
-            with m.Else():
-                m.d.comb += wp.en.eq(1)
+        push = Signal()                 # a finished sum (the image's last pixel) is in ``total``
+        if CF == 1:                     # one group: the sum in a register, updated as taken
+            total = Signal(lay)
+            m.d.sync += push.eq(fire & last)
+            with m.If(fire):
+                m.d.sync += [total[j].eq(Mux(first, x[j], total[j] + x[j])) for j in range(lanes)]
+        else:
+            # Stage 1 (as the transfer is taken): the group's partial sum, read from the RAM
+            # (asynchronous port + register: the block RAM's own read register), and the input.
+            # Stage 2: their sum, written back unless it is the last pixel's.
+            # A group's write lands a cycle before its next read (CF >= 2), so no bypass.
+            mem = memory.Memory(shape=lay, depth=CF, init=[], attrs={"no_rw_check": 1})
+            m.submodules.mem = mem
+            wp = mem.write_port()
+            rp = mem.read_port(domain="comb")
+            part, x1 = Signal(lay), Signal.like(x)
+            a1, f1, l1, v1 = Signal.like(cf), Signal(), Signal(), Signal()
+            m.d.comb += rp.addr.eq(cf)
+            m.d.sync += v1.eq(fire)
+            with m.If(fire):
+                m.d.sync += [part.eq(rp.data), x1.eq(x), a1.eq(cf), f1.eq(first), l1.eq(last)]
+            total = Signal(lay)
+            m.d.comb += [total[j].eq(Mux(f1, x1[j], part[j] + x1[j])) for j in range(lanes)]
+            m.d.comb += [wp.addr.eq(a1), wp.data.eq(total), wp.en.eq(v1 & ~l1), push.eq(v1 & l1)]
+        m.submodules.out = q = fifo.SyncFIFO(width=lay.size, depth=2)
+        taken = self.o.valid & self.o.ready
+        m.d.comb += [
+            q.w_data.eq(total.as_value()), q.w_en.eq(push),
+            self.o.valid.eq(q.r_rdy), self.o.payload.as_value().eq(q.r_data), q.r_en.eq(self.o.ready),
+            # a last-pixel transfer pushes a cycle later: room then for it
+            self.i.ready.eq(~last | (q.level + push < 2 + taken)),
+        ]
         return m
 
 

@@ -74,16 +74,18 @@ class SlidingWindow(wiring.Component):
     per output row) plus a small bubble per image when the first output row needs more than
     ``SH`` new rows (see ``estimate``).
     Latency: a window starts once the last input pixel it needs (clipped to the image) is
-    complete; the first window is emitted 6 cycles after that pixel's last input transfer, i.e.
+    complete; the first window is emitted 6 cycles after that pixel's last input transfer (7
+    with the line buffer in block RAM), i.e.
     ``((min(max(0, KH-1-top), H-1) * W + min(max(0, KW-1-left), W-1) + 1) * C/simd + 6``
-    cycles after the first input transfer when the input streams one transfer per cycle.
+    (+ 1) cycles after the first input transfer when the input streams one transfer per cycle.
 
     Structure: the loop counters keep their ``== last`` tests in registers; whether the current
     window's pixels are written is a registered test (the next window's is computed beside it;
     cleared for the cycle after a move to another output row); the reader is a four-stage
     pipeline under the global enable ``en`` (the skid register is empty, below):
     read address and padding flag, the block RAM's read register, a data register (nothing
-    after the RAM's slow clock-to-out) and the output register (padding substituted).
+    after the RAM's slow clock-to-out; with block RAM a landing register beside the RAM comes
+    first) and the output register (padding substituted).
 
     Backpressure: ``o.valid`` and ``o.payload`` are registers held while ``o.ready`` is low;
     a skid register beside them takes the element in flight, and the pipeline's enable is that
@@ -159,7 +161,8 @@ class SlidingWindow(wiring.Component):
         bubble = max(0, first_rows - (rows - min(g.kh, g.height))) * g.width * cf
         # one bubble per output row (the registered data-ready test restarts)
         cycles = max(in_t, out_t + g.out_h) + (bubble if out_t >= in_t else 0) + 2
-        latency = _first_transfers(g) + 6
+        word = w * g.simd
+        latency = _first_transfers(g) + 6 + _lands(rows * g.width * cf, word, family)
         lut, ff, ebr = _window_resources(g, rows, w, family)
         return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff, dsp=0, ebr=ebr)
 
@@ -307,6 +310,11 @@ class SlidingWindow(wiring.Component):
         # only after that element has been read.
         r1 = Signal(word)
         m.d.comb += rp.addr.eq(a0)
+        # A line buffer in block RAM: its read data (5.8 ns clock-to-out) lands in a register of
+        # its own (l1), placed beside the RAM, before the data register (20 columns routed from
+        # the RAM to d2 limited ResNet-8 to 90 MHz).
+        land = _lands(D, word, getattr(platform, "family", "ecp5"))
+        l1, pl, vl = (Signal(word), Signal(), Signal()) if land else (r1, p1, v1)
         # Output: a skid register (s_d, s_v) beside the output register, so that the reader
         # pipeline's enable is the register ~s_v and o.ready reaches only the output and skid
         # flags (not every pipeline register: 11 ns routed from a KWS DS-CNN MVU's ready).
@@ -321,9 +329,12 @@ class SlidingWindow(wiring.Component):
                 a0.eq((row_addr + coff + r_cf.value)[:abits]), p0.eq(padded), v0.eq(issue),
                 rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
                 r1.eq(rp.data), p1.eq(p0), v1.eq(v0), rel1.eq(rel0),
-                d2.eq(r1), p2.eq(p1), v2.eq(v1),
+                d2.eq(l1), p2.eq(pl), v2.eq(vl),
                 s_d.eq(out_d),
             ]
+        if land:
+            with m.If(en):
+                m.d.sync += [l1.eq(r1), pl.eq(p1), vl.eq(v1)]
         with m.If(take):
             m.d.sync += [self.o.valid.eq(s_v | (en & v2)), self.o.payload.eq(Mux(s_v, s_d, out_d)),
                          s_v.eq(0)]
@@ -396,6 +407,11 @@ class SlidingWindow(wiring.Component):
         return m
 
 
+def _lands(depth: int, word: int, family: str) -> bool:
+    """Whether the line buffer's read data lands in a register beside the RAM: in block RAM."""
+    return ram_cost(depth, word, family).ebr > 0
+
+
 def _first_transfers(g: Geometry) -> int:
     """Input transfers up to the last pixel the first window needs (clipped to the image)."""
     rows = min(max(0, g.kh - 1 - g.pads[0]), g.height - 1)
@@ -421,7 +437,8 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     lut = 60.0 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
     # registered last flags, column bounds, row-release pipeline and the data register after
     # the RAM (the RAM's read register is inside a DP16KD, in flip-flops with distributed RAM)
-    pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word if ram.ebr == 0 else 0)
+    # (block RAM: the landing register beside it instead)
+    pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word + 2 if ram.ebr else word)
     lut += word            # the skid register's output mux
     pipe += word + 1       # the skid register
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
