@@ -14,6 +14,7 @@ from dataclasses import replace
 from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
+from ._linebuf import EBR_SHAPES, ebr_tiling  # noqa: F401  (re-exported)
 from ._replicate import BANK_BITS, banked_memory
 from .fifo import StreamFIFO
 
@@ -113,15 +114,18 @@ def register_operands(m, en, xs, ws):
 #: ROMs of at most this many words are LUT logic (Yosys), deeper ones block RAM
 LUT_ROM_WORDS = 64
 
-#: (data bits, words) of the shapes an ECP5 block RAM (DP16KD, PDPW16KD) takes
-EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
+#: ... unless they hold at most this many bits (Yosys ``synth_ecp5``, measured: 65x32 and 512x4
+#: in logic, 144x16 and 512x8 in one DP16KD)
+ROM_LOGIC_BITS = 2080
 
-
-def ebr_tiling(depth: int, width: int) -> tuple[int, int]:
-    """``(blocks, words per block)`` of the tiling of a ``depth`` x ``width`` memory into the
-    fewest ECP5 block RAMs (the deeper shape on a tie), as Yosys chooses it."""
-    blocks, neg_words = min((-(-width // dw) * -(-depth // dd), -dd) for dw, dd in EBR_SHAPES)
-    return blocks, -neg_words
+def rom_cost(depth: int, width: int) -> tuple[int, int]:
+    """``(EBR blocks, LUT4s)`` of a ``depth`` x ``width`` :func:`rom` as Yosys maps it on ECP5
+    (in logic about 1.4 LUT4 per bit per 16 words)."""
+    if depth <= 1:
+        return 0, 0
+    if depth <= LUT_ROM_WORDS or depth * width <= ROM_LOGIC_BITS:
+        return 0, int(1.4 * width * -(-depth // 16))
+    return ebr_tiling(depth, width)[0], 0
 
 
 def rom_latency(depth: int, ebr_register: bool = False) -> int:

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Mux, Shape, Signal
 
-__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2", "ram_cost", "RamCost", "Counter"]
+__all__ = ["pair", "quad", "shape_of", "Geometry", "clog2", "ram_cost", "RamCost", "Counter",
+           "EBR_SHAPES", "ebr_tiling", "bram_blocks"]
 
 
 def clog2(n: int) -> int:
@@ -117,6 +118,24 @@ class Geometry:
         return self.out_h * self.out_w
 
 
+#: (data bits, words) of the shapes an ECP5 block RAM (DP16KD, PDPW16KD) takes
+EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
+
+
+def ebr_tiling(depth: int, width: int) -> tuple[int, int]:
+    """``(blocks, words per block)`` of the tiling of a ``depth`` x ``width`` memory into the
+    fewest ECP5 block RAMs (the deeper shape on a tie), as Yosys chooses it."""
+    blocks, neg_words = min((-(-width // dw) * -(-depth // dd), -dd) for dw, dd in EBR_SHAPES)
+    return blocks, -neg_words
+
+
+def bram_blocks(depth: int, word: int, family: str = "ecp5") -> int:
+    """Block RAMs (ECP5 DP16KD, iCE40 SB_RAM40_4K) of a ``depth`` x ``word`` memory in block RAM."""
+    if family == "ice40":
+        return min(-(-depth // d) * -(-word // w) for d, w in ((256, 16), (512, 8), (1024, 4), (2048, 2)))
+    return ebr_tiling(depth, word)[0]
+
+
 @dataclass(frozen=True)
 class RamCost:
     """Estimated mapping of one simple dual-port RAM with a synchronous read port."""
@@ -141,15 +160,13 @@ def ram_cost(depth: int, word: int, family: str = "ecp5", *, transparent: bool =
     bits) become flip-flops.
     """
     if family == "ice40":
-        best = min(-(-depth // d) * -(-word // w) for d, w in ((256, 16), (512, 8), (1024, 4), (2048, 2)))
-        return RamCost(ebr=best, lutram=0, lut=2 * word, ff=word)
+        return RamCost(ebr=bram_blocks(depth, word, family), lutram=0, lut=2 * word, ff=word)
     bits = depth * word
     if transparent and depth <= 4 and bits <= 64:
         return RamCost(ebr=0, lutram=0, lut=2 * bits, ff=bits)
     banks = -(-depth // 16)
     cells = banks * -(-word // 4)
-    ebr = min(-(-depth // d) * -(-word // w)
-              for d, w in ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36)))
+    ebr = bram_blocks(depth, word)
     if 4 * cells + word * (banks - 1) < 128 * ebr:
         mux = word * (banks - 1 + max(0, banks - 8)) + (banks if banks > 1 else 0)
         return RamCost(ebr=0, lutram=cells, lut=mux + (word if transparent else 0), ff=word)

@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import (OutputQueue, delay, ebr_tiling, pack_words, queue_depth, queued, register_operands, rom,
+from ._arith_pipe import (OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom, rom_cost,
                           rom_latency, rom_register_cost)
 from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import lut_product, lut_product_cost, lut_product_registers, n_dsp
@@ -248,8 +248,8 @@ class DepthwiseUnit(wiring.Component):
         # the constant ROMs (partly absorbed), shift-and-add products, control
         per, per_ff = lut_product_cost(wb, ib) if self.style == "lut" else (0, 0)
         prod = lo * per
-        rom_ebr, rom_lut = _rom_cost(words, lo * wb)
-        bias_ebr, bias_lut = _rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
+        rom_ebr, rom_lut = rom_cost(words, lo * wb)
+        bias_ebr, bias_lut = rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
         late_lut, late_ff = rom_register_cost(words, lo * wb)   # block rows' registers, the late input
         late_ff += pe * ib if late_ff else 0
         bias_lut, bias_ff = rom_register_cost(nf, lo * ab) if self.has_bias else (0, 0)
@@ -264,16 +264,6 @@ class DepthwiseUnit(wiring.Component):
         return queued(Cost(cycles=nf * k, latency=k - 1 + self.pipeline_stages(), lut=int(round(lut)),
                            ff=int(ff), dsp=dsp, ebr=rom_ebr + bias_ebr),
                       signed(ab), lo, self.pipeline_stages(), beats=k, family=family)
-
-
-def _rom_cost(depth, width):
-    """(EBR blocks, LUT4 equivalents) of a constant ROM as Yosys maps it on ECP5 (logic up to
-    64 words or 2 kbit, block RAM beyond: checked on 72x64 -> 2 EBR, 144x4 -> logic)."""
-    if depth <= 1:
-        return 0, 0
-    if depth <= 64 or depth * width <= 2048:
-        return 0, int(1.4 * width * -(-depth // 16))
-    return ebr_tiling(depth, width)[0], 0
 
 
 def bench_config():

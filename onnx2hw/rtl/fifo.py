@@ -6,6 +6,7 @@ from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
+from ._linebuf import bram_blocks
 from ._replicate import BANK_BITS, banks_of
 from .cost import Cost
 
@@ -136,7 +137,8 @@ class StreamFIFO(wiring.Component):
             ctrl = 6 * abits + 8 if family == "ecp5" else 8 * abits
             out = StreamFIFO.estimate(elem_shape, lanes, 2, family)
             return Cost(1, 3 + land, lut=w + ctrl + out.lut + 24 + 2 * land,
-                        ff=(2 + land) * w + 4 * abits + 3 + land + out.ff, dsp=0, ebr=_bram_count(inner, w, family))
+                        ff=(2 + land) * w + 4 * abits + 3 + land + out.ff, dsp=0,
+                        ebr=bram_blocks(inner, w, family))
         ff = w + 3 * abits + 3
         if family == "ecp5":  # TRELLIS_DPR16X4 (16x4), 6 LUT4-equivalents each, plus a mux
             rows = -(-inner // 16)
@@ -195,18 +197,6 @@ def _uses_bram(entries: int, width: int, family: str) -> bool:
     if family == "ice40":
         return entries * width > 32
     return entries * width > 1024 or entries > 64
-
-
-def _bram_count(entries: int, width: int, family: str) -> int:
-    if family == "ice40":   # SB_RAM40_4K: 256x16, 512x8, 1024x4, 2048x2
-        for d, wd in ((256, 16), (512, 8), (1024, 4), (2048, 2)):
-            if entries <= d:
-                return -(-width // wd)
-        return -(-entries // 2048) * -(-width // 2)
-    for d, wd in ((512, 36), (1024, 18), (2048, 9), (4096, 4), (8192, 2), (16384, 1)):
-        if entries <= d:
-            return -(-width // wd)
-    return -(-entries // 16384) * width
 
 
 def bench_config():

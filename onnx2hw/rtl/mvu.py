@@ -7,9 +7,10 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import arith
-from ._arith_pipe import (OutputQueue, delay, ebr_tiling, pack_words, queue_depth, queued, register_operands, rom,
+from ._arith_pipe import (OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom, rom_cost,
                           rom_latency, rom_register_cost)
 from ._dsp import PRODUCT_LATENCY, registered_product
+from ._linebuf import RamCost, ram_cost
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
@@ -463,8 +464,9 @@ class MatrixVectorUnit(wiring.Component):
         tree = pe * _tree_bits(simd, pw, ab)
         acc = pe * ab * 2                                      # adder + first/bias mux
         wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
-        rom_ebr, rom_lut = _mem_cost(nf * sf, wbits)
-        buf_ebr, buf_lut = _mem_cost(sf, simd * ib, ram=True) if nfg > 1 else (0, 0)
+        rom_ebr, rom_lut = rom_cost(nf * sf, wbits)
+        buf = ram_cost(sf, simd * ib) if nfg > 1 else RamCost(0, 0, 0, 0)
+        buf_ebr, buf_lut = buf.ebr, buf.lut_equiv
         io = simd * ib if nfg > 1 else 0                        # buffer mux
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             io += simd * ib                                     # banked buffer: the late write's bypass
@@ -501,19 +503,6 @@ def _tree_bits(items, width, cap):
         total += (items // 2) * min(cap, width + level)
         items = items - items // 2
     return total
-
-
-def _mem_cost(depth, width, ram=False):
-    """(EBR blocks, LUT4 equivalents) of a depth×width memory as Yosys maps it on ECP5."""
-    if depth <= 1:
-        return 0, 0
-    if depth <= 64 and not ram:
-        # ROM as logic: a 16-word slice per LUT4 plus wide-mux overhead
-        return 0, int(1.4 * width * -(-depth // 16))
-    if ram and depth * width <= 4096:
-        # TRELLIS_DPR16X4 (16x4 bits, counted as 6 LUTs) plus output mux for deep buffers
-        return 0, 6 * -(-width // 4) * -(-depth // 16) + (width if depth > 16 else 0)
-    return ebr_tiling(depth, width)[0], 0
 
 
 def bench_config():
