@@ -401,3 +401,47 @@ def test_block_ram_tiling_and_rows():
     assert ebr_tiling(2048, 8) == (1, 2048)
     assert rom_latency(64, ebr_register=True) == 1 and rom_latency(65, ebr_register=True) == 2
     assert rom_latency(65) == 1
+
+
+def test_block_rom_with_address_replicas_reads_every_word():
+    """A 1100 x 100 ROM with ``ebr_register`` and ``addr_next``: three block rows of 512 words,
+    each split into slices of two 36-bit blocks with their own address replica; reading a
+    stepping, holding and jumping address gives ``words[addr]`` two cycles later."""
+    from amaranth.hdl import Module, Mux, Signal
+    from amaranth.sim import Simulator
+
+    from onnx2hw.rtl._arith_pipe import rom
+
+    rng = np.random.default_rng(3)
+    words = [int(w) for w in rng.integers(0, 1 << 62, size=1100, dtype=np.int64)]
+    words = [(w << 38) | (w & ((1 << 38) - 1)) for w in words]          # 100 bits
+    m = Module()
+    step, jump, to = Signal(), Signal(), Signal(range(1100))
+    addr = Signal(range(1100))
+    addr_next = Mux(jump, to, Mux(step, Mux(addr == 1099, 0, addr + 1), addr))
+    m.d.sync += addr.eq(addr_next)
+    q = rom(m, words, 100, addr, 1, "w", addr_next=addr_next, ebr_register=True)
+    assert sum(1 for n in m._named_submodules if str(n).startswith("w")) == 3 * 2
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    got, want = [], []
+
+    async def bench(ctx):
+        seen = []
+        plan = [("step", None)] * 600 + [("hold", None)] * 5 + [("jump", 1099), ("step", None),
+                                                                  ("jump", 511), ("step", None)] * 3
+        plan += [("jump", int(a)) for a in rng.integers(0, 1100, size=60)]
+        for op, a in plan:
+            ctx.set(step, op == "step")
+            ctx.set(jump, op == "jump")
+            if a is not None:
+                ctx.set(to, a)
+            seen.append(ctx.get(addr))
+            if len(seen) > 2:
+                want.append(words[seen[-3]])
+                got.append(ctx.get(q))
+            await ctx.tick()
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(got) > 600 and got == want

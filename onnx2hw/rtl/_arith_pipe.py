@@ -15,7 +15,7 @@ from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
 from ._linebuf import EBR_SHAPES, ebr_tiling  # noqa: F401  (re-exported)
-from ._replicate import BANK_BITS, banked_memory
+from ._replicate import BANK_BITS, banked_memory, replicas
 from .fifo import StreamFIFO
 
 
@@ -153,7 +153,9 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     ``ebr_register`` a block RAM ROM is split by depth into one memory per block row
     (:func:`ebr_tiling`), each read into its own fabric register, and the rows' registers are
     multiplexed after them: a block RAM's read data is late (5.6 ns clock-to-out), and its route
-    through Yosys's depth multiplexer across the chip limited ResNet-8 to 88.8 MHz.
+    through Yosys's depth multiplexer across the chip limited ResNet-8 to 88.8 MHz; with
+    ``addr_next`` too (``addr`` loaded from it every cycle) each block row is also split by
+    width, every :data:`EBR_PER_ADDR` blocks reading their own replica of ``addr``.
     """
     words = [int(w) for w in words]
     if len(words) == 1:
@@ -161,7 +163,7 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     if addr_next is not None and len(words) <= LUT_ROM_WORDS and width > BANK_BITS:
         return banked_memory(m, width, len(words), addr_next=addr_next, init=words, name=name)
     if rom_latency(len(words), ebr_register) == 2:
-        return _registered_block_rom(m, words, width, addr, en, name)
+        return _registered_block_rom(m, words, width, addr, en, name, addr_next)
     mem = memory.Memory(shape=unsigned(width), depth=len(words), init=words)
     m.submodules[name] = mem
     rd = mem.read_port()
@@ -169,20 +171,34 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     return rd.data
 
 
-def _registered_block_rom(m, words, width, addr, en, name):
-    """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select."""
+#: block RAMs one replica of a :func:`rom`'s address drives (``ebr_register`` with ``addr_next``)
+EBR_PER_ADDR = 2
+
+
+def _registered_block_rom(m, words, width, addr, en, name, addr_next=None):
+    """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select.
+    With ``addr_next`` each row is split by width into slices of :data:`EBR_PER_ADDR` blocks,
+    each addressed by its own replica of ``addr`` (one address register across a 26-block ROM
+    was routed 10.2 ns in the AD autoencoder)."""
     rows = ebr_tiling(len(words), width)[1]
     lo = (rows - 1).bit_length()
+    step = width if addr_next is None else dict((d, w) for w, d in EBR_SHAPES)[rows] * EBR_PER_ADDR
     regs = []
     for c in range(0, len(words), rows):
         part = words[c:c + rows]
-        mem = memory.Memory(shape=unsigned(width), depth=len(part), init=part)
-        m.submodules[f"{name}{c // rows}"] = mem
-        rd = mem.read_port()
-        m.d.comb += [rd.addr.eq(addr[:max(1, (len(part) - 1).bit_length())]), rd.en.eq(en)]
+        abits = max(1, (len(part) - 1).bit_length())
         r = Signal(width, name=f"{name}{c // rows}_q", reset_less=True)
-        with m.If(en):
-            m.d.sync += r.eq(rd.data)
+        for b in range(0, width, step):
+            hi = min(b + step, width)
+            k = f"{c // rows}" if step >= width else f"{c // rows}_{b // step}"
+            mem = memory.Memory(shape=unsigned(hi - b), depth=len(part),
+                                init=[(w >> b) & ((1 << (hi - b)) - 1) for w in part])
+            m.submodules[f"{name}{k}"] = mem
+            rd = mem.read_port()
+            a = addr if step >= width else replicas(m, addr_next, 1, f"{name}{k}_a", init=addr.init)[0]
+            m.d.comb += [rd.addr.eq(a[:abits]), rd.en.eq(en)]
+            with m.If(en):
+                m.d.sync += r[b:hi].eq(rd.data)
         regs.append(r)
     if len(regs) == 1:
         return regs[0]

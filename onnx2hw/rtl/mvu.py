@@ -21,8 +21,10 @@ __all__ = ["MatrixVectorUnit", "bench_config"]
 
 #: buffers of at most this many words are banked distributed RAM (two 16-word cells deep)
 LUT_RAM_WORDS = 32
-#: output rows whose products read one copy of the input operand registers (DSP and LUT products)
-X_ROWS_PER_COPY = 8
+#: output rows whose products read one copy of the input operand registers, by product style
+#: (a LUT product is a few hundred LUTs: 8 of them spread too far for one copy, 7.7 ns routed in
+#: the KWS DS-CNN's first MVU)
+X_ROWS_PER_COPY = {"dsp": 8, "lut": 1}
 
 
 
@@ -339,13 +341,14 @@ class MatrixVectorUnit(wiring.Component):
 
     def _input_copies(self, m, x_src, xs):
         """The input lanes each output row reads (``[row][lane]``): the operand registers ``xs``
-        for the first :data:`X_ROWS_PER_COPY` rows, a kept-apart replica
+        for the first :data:`X_ROWS_PER_COPY` rows (of the style), a kept-apart replica
         (:func:`~onnx2hw.rtl._replicate.replicas`, loaded from the same ``x_src``) for each further
         group. One register driving the products of every row crossed the KWS DS-CNN's first
         MVU (5.8 ns routed into a LUT product's carry chain)."""
-        copies = -(-self.pe // X_ROWS_PER_COPY)
+        per = X_ROWS_PER_COPY[self.style]
+        copies = -(-self.pe // per)
         reps = [replicas(m, v, copies - 1, f"x_r{j}") for j, v in enumerate(x_src)]
-        return [[xs[j] if p < X_ROWS_PER_COPY else reps[j][p // X_ROWS_PER_COPY - 1]
+        return [[xs[j] if p < per else reps[j][p // per - 1]
                  for j in range(len(xs))] for p in range(self.pe)]
 
     def _products(self, m, en, x_rows, ws, platform):
@@ -476,7 +479,7 @@ class MatrixVectorUnit(wiring.Component):
         rom_lut += late_lut + bias_lut
         rom_ff += bias_ff
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        copies = -(-pe // X_ROWS_PER_COPY) if self.style in ("dsp", "lut") else 1
+        copies = -(-pe // X_ROWS_PER_COPY[self.style]) if self.style in X_ROWS_PER_COPY else 1
         ff = (copies * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
               + (mults * wb if self.style == "dsp" else 0)
               + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
