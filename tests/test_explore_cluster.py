@@ -170,3 +170,68 @@ def test_verify_regression_is_split_and_merged(engine, tmp_path, capsys):
     assert m["ii_measured"]["min"] > 0 and m["estimated_ii"] > 0
     assert "4/4 inferences bit-exact in 2 chunks" in captured.out
     assert "2/2 chunks done" in captured.err
+
+
+# ------------------------------------------------------------------------------------- Ctrl-C
+
+def _wait_for_stop(kind, spec, *, stop=None, **_):
+    """A task that runs until the sweep's stop event is set (up to a minute), then says so."""
+    import time
+
+    from onnx2hw.explore.tasks import _stopped
+
+    Path(spec["started"]).write_text("started")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60:
+        if _stopped(stop):
+            Path(spec["stopped"]).write_text("stopped")
+            return {"status": "stopped", "error": "stopped by the sweep (interrupted)", "worker": "w",
+                    "seconds": time.monotonic() - t0}
+        time.sleep(0.2)
+    return {"status": "ok", "error": None, "worker": "w", "seconds": 60.0}
+
+
+def _quick_or_wait(kind, spec, **kw):
+    """``fine`` once the file ``spec["after"]`` exists (another task has started), else wait."""
+    import time
+
+    if kind != "fine":
+        return _wait_for_stop(kind, spec, **kw)
+    for _ in range(300):
+        if Path(spec["after"]).exists():
+            break
+        time.sleep(0.1)
+    return _fine(kind, spec, **kw)
+
+
+def test_ctrl_c_stops_running_tasks_and_starts_no_more(engine, tmp_path):
+    """Ctrl-C in the main thread (here: raised by the result callback, where the sweep is when
+    it arrives): run() re-raises it at once, the running task sees the stop event and ends, and
+    the tasks still queued never start; the result already delivered stays delivered."""
+    import time
+
+    def marks(k):
+        return {"started": str(tmp_path / f"{k}.started"), "stopped": str(tmp_path / f"{k}.stopped")}
+
+    kept = []
+
+    def interrupt(task, result):
+        kept.append((task.ref, result["status"]))
+        raise KeyboardInterrupt
+
+    tasks = [Task("fine", {"after": marks("a")["started"]}, ref="quick"), Task("wait", marks("a"), ref="a"), Task("wait", marks("b"), ref="b"),
+             Task("wait", marks("c"), ref="c")]
+    with Engine(engine.cluster.scheduler_address) as e:   # its own stop event on the module's cluster
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            e.run(tasks, interrupt, fn=_quick_or_wait)
+        assert time.monotonic() - t0 < 30
+    assert kept == [("quick", "ok")]
+    for _ in range(50):                  # the running task saw the stop event and ended
+        if (tmp_path / "a.stopped").exists():
+            break
+        time.sleep(0.2)
+    assert (tmp_path / "a.stopped").exists()
+    time.sleep(2)
+    assert not (tmp_path / "b.started").exists() and not (tmp_path / "c.started").exists()
+    engine.client.wait_for_workers(2, timeout=60)
