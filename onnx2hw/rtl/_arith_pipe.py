@@ -134,13 +134,25 @@ def rom_latency(depth: int, ebr_register: bool = False) -> int:
     return 2 if ebr_register and depth > LUT_ROM_WORDS else 1
 
 
-def rom_register_cost(depth: int, width: int) -> tuple[int, int]:
+#: block RAMs one replica of a :func:`rom`'s address drives (``ebr_register`` with ``addr_next``)
+EBR_PER_ADDR = 2
+
+
+def rom_register_cost(depth: int, width: int, addr_next: bool = False) -> tuple[int, int]:
     """``(LUT4, FF)`` that ``ebr_register`` adds to a ``depth`` x ``width`` :func:`rom`: a
-    register per block row and the multiplexer after them."""
+    register per block row and the multiplexer after them (with ``addr_next``: the address
+    replicas too)."""
     if rom_latency(depth, ebr_register=True) == 1:
         return 0, 0
-    rows = -(-depth // ebr_tiling(depth, width)[1])
-    return (rows - 1) * width, rows * width
+    words = ebr_tiling(depth, width)[1]
+    rows = -(-depth // words)
+    slices = -(-width // _address_slice(words)) if addr_next else 0
+    return (rows - 1) * width, rows * width + rows * slices * (slices > 1) * (words - 1).bit_length()
+
+
+def _address_slice(words: int) -> int:
+    """Bits of a block row of ``words``-deep blocks that one address replica reads."""
+    return dict((d, w) for w, d in EBR_SHAPES)[words] * EBR_PER_ADDR
 
 
 def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
@@ -171,10 +183,6 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     return rd.data
 
 
-#: block RAMs one replica of a :func:`rom`'s address drives (``ebr_register`` with ``addr_next``)
-EBR_PER_ADDR = 2
-
-
 def _registered_block_rom(m, words, width, addr, en, name, addr_next=None):
     """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select.
     With ``addr_next`` each row is split by width into slices of :data:`EBR_PER_ADDR` blocks,
@@ -182,7 +190,7 @@ def _registered_block_rom(m, words, width, addr, en, name, addr_next=None):
     was routed 10.2 ns in the AD autoencoder)."""
     rows = ebr_tiling(len(words), width)[1]
     lo = (rows - 1).bit_length()
-    step = width if addr_next is None else dict((d, w) for w, d in EBR_SHAPES)[rows] * EBR_PER_ADDR
+    step = width if addr_next is None else _address_slice(rows)
     regs = []
     for c in range(0, len(words), rows):
         part = words[c:c + rows]

@@ -250,7 +250,7 @@ class DepthwiseUnit(wiring.Component):
         prod = lo * per
         rom_ebr, rom_lut = rom_cost(words, lo * wb)
         bias_ebr, bias_lut = rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
-        late_lut, late_ff = rom_register_cost(words, lo * wb)   # block rows' registers, the late input
+        late_lut, late_ff = rom_register_cost(words, lo * wb, addr_next=True)   # block rows' registers, the late input
         late_ff += pe * ib if late_ff else 0
         bias_lut, bias_ff = rom_register_cost(nf, lo * ab) if self.has_bias else (0, 0)
         late_lut, late_ff = late_lut + bias_lut, late_ff + bias_ff

@@ -473,7 +473,7 @@ class MatrixVectorUnit(wiring.Component):
         io = simd * ib if nfg > 1 else 0                        # buffer mux
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             io += simd * ib                                     # banked buffer: the late write's bypass
-        late_lut, rom_ff = rom_register_cost(nf * sf, wbits)   # block rows' registers, the late input
+        late_lut, rom_ff = rom_register_cost(nf * sf, wbits, addr_next=True)   # block rows' registers, the late input
         rom_ff += simd * ib if rom_ff else 0
         bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
         rom_lut += late_lut + bias_lut
