@@ -66,6 +66,8 @@ class OutputQueue:
         with m.Elif(self.reserve & ~pop):
             m.d.comb += nxt.eq(free - 1)
         m.d.sync += [free.eq(nxt), self.ok.eq(nxt != 0)]
+        #: ``ok`` of the next cycle (for a caller's registers that fold ``ok`` in)
+        self.ok_next = nxt != 0
 
     @staticmethod
     def estimate(o_shape, lanes: int, depth: int, family: str = "ecp5"):

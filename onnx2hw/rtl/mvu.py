@@ -226,7 +226,6 @@ class MatrixVectorUnit(wiring.Component):
         addr = Signal(range(nf * sf), name="waddr")
         take = Signal()
         src_valid, src_data = self.i.valid, Value.cast(self.i.payload)
-        need_in = Signal()
         issue = Signal()
         if self.groups > 1:
             gf_i = Signal(range(nfg), name="gf_i")     # output fold within the group
@@ -234,11 +233,18 @@ class MatrixVectorUnit(wiring.Component):
                 m.d.sync += gf_i.eq(Mux(gf_i == nfg - 1, 0, gf_i + 1))
         else:
             gf_i = nf_i
+        # ``need_in`` (gf_i == 0) and ``i.ready`` (ok & need_in) are registers of their own,
+        # loaded with their next values: the producer's ready is a wire from one flip-flop (a
+        # fold counter through three LUTs to a sliding window's output enables, 29 columns away,
+        # limited the KWS DS-CNN to 77 MHz)
+        need_in = Signal(init=1, name="need_in")
+        ready = Signal(init=1, name="in_ready")
+        need_next = Mux(issue & (sf_i == sf - 1), gf_i == nfg - 1, need_in)
+        m.d.sync += [need_in.eq(need_next), ready.eq(q.ok_next & need_next)]
         m.d.comb += [
-            need_in.eq(gf_i == 0),
             issue.eq(q.ok & (~need_in | src_valid)),
             take.eq(issue & need_in),
-            self.i.ready.eq(q.ok & need_in),
+            self.i.ready.eq(ready),
             q.reserve.eq(issue & (sf_i == sf - 1)),
         ]
         # next values of the address counters (their replicas address banked memories)
