@@ -130,10 +130,12 @@ def rom_cost(depth: int, width: int) -> tuple[int, int]:
     return ebr_tiling(depth, width)[0], 0
 
 
-def rom_latency(depth: int, ebr_register: bool = False) -> int:
-    """Cycles from address to data of a ``depth``-word :func:`rom`: 2 with ``ebr_register`` in
-    block RAM, else 1."""
-    return 2 if ebr_register and depth > LUT_ROM_WORDS else 1
+def rom_latency(depth: int, ebr_register: bool = False, replicated: bool = False) -> int:
+    """Cycles from address to data of a ``depth``-word :func:`rom`: with ``ebr_register`` in
+    block RAM 2, or 3 when ``replicated`` (``ebr_register`` with ``addr_next``), else 1."""
+    if not ebr_register or depth <= LUT_ROM_WORDS:
+        return 1
+    return 3 if replicated else 2
 
 
 #: block RAMs one replica of a :func:`rom`'s address drives (``ebr_register`` with ``addr_next``)
@@ -149,7 +151,7 @@ def rom_register_cost(depth: int, width: int, addr_next: bool = False) -> tuple[
     words = ebr_tiling(depth, width)[1]
     rows = -(-depth // words)
     slices = -(-width // _address_slice(words)) if addr_next else 0
-    return (rows - 1) * width, rows * width + rows * slices * (slices > 1) * (words - 1).bit_length()
+    return (rows - 1) * width, rows * width + rows * slices * (words - 1).bit_length()
 
 
 def _address_slice(words: int) -> int:
@@ -168,16 +170,17 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     (:func:`ebr_tiling`), each read into its own fabric register, and the rows' registers are
     multiplexed after them: a block RAM's read data is late (5.6 ns clock-to-out), and its route
     through Yosys's depth multiplexer across the chip limited ResNet-8 to 88.8 MHz; with
-    ``addr_next`` too (``addr`` loaded from it every cycle) each block row is also split by
-    width, every :data:`EBR_PER_ADDR` blocks reading their own replica of ``addr``.
+    ``addr_next`` too (``addr`` is a register, ``en`` constant 1) each block row is also split by
+    width, every :data:`EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once
+    more (latency 3).
     """
     words = [int(w) for w in words]
     if len(words) == 1:
         return Const(words[0], unsigned(max(width, 1)))
     if addr_next is not None and len(words) <= LUT_ROM_WORDS and width > BANK_BITS:
         return banked_memory(m, width, len(words), addr_next=addr_next, init=words, name=name)
-    if rom_latency(len(words), ebr_register) == 2:
-        return _registered_block_rom(m, words, width, addr, en, name, addr_next)
+    if rom_latency(len(words), ebr_register) > 1:
+        return _registered_block_rom(m, words, width, addr, en, name, replicated=addr_next is not None)
     mem = memory.Memory(shape=unsigned(width), depth=len(words), init=words)
     m.submodules[name] = mem
     rd = mem.read_port()
@@ -185,14 +188,15 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     return rd.data
 
 
-def _registered_block_rom(m, words, width, addr, en, name, addr_next=None):
+def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
     """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select.
-    With ``addr_next`` each row is split by width into slices of :data:`EBR_PER_ADDR` blocks,
-    each addressed by its own replica of ``addr`` (one address register across a 26-block ROM
-    was routed 10.2 ns in the AD autoencoder)."""
+    ``replicated``: each row is split by width into slices of :data:`EBR_PER_ADDR` blocks, each
+    addressed by its own copy of ``addr`` one cycle late, so that the address fans out from a
+    register to registers only (one address register across a 26-block ROM was routed 10.2 ns
+    in the AD autoencoder; its next value computed once and routed to replicas, 11.7 ns)."""
     rows = ebr_tiling(len(words), width)[1]
     lo = (rows - 1).bit_length()
-    step = width if addr_next is None else _address_slice(rows)
+    step = _address_slice(rows) if replicated else width
     regs = []
     for c in range(0, len(words), rows):
         part = words[c:c + rows]
@@ -205,14 +209,14 @@ def _registered_block_rom(m, words, width, addr, en, name, addr_next=None):
                                 init=[(w >> b) & ((1 << (hi - b)) - 1) for w in part])
             m.submodules[f"{name}{k}"] = mem
             rd = mem.read_port()
-            a = addr if step >= width else replicas(m, addr_next, 1, f"{name}{k}_a", init=addr.init)[0]
+            a = replicas(m, addr, 1, f"{name}{k}_a", init=addr.init)[0] if replicated else addr
             m.d.comb += [rd.addr.eq(a[:abits]), rd.en.eq(en)]
             with m.If(en):
                 m.d.sync += r[b:hi].eq(rd.data)
         regs.append(r)
     if len(regs) == 1:
         return regs[0]
-    sel = delay(m, en, addr[lo:], 2, name=f"{name}_sel")[-1]
+    sel = delay(m, en, addr[lo:], 3 if replicated else 2, name=f"{name}_sel")[-1]
     out = regs[-1]
     for k in range(len(regs) - 2, -1, -1):
         out = Mux(sel == k, regs[k], out)

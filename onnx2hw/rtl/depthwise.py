@@ -122,7 +122,7 @@ class DepthwiseUnit(wiring.Component):
         return self._stages(self.style, self.in_bits, self.weight_bits) + self._rom_latency() - 1
 
     def _rom_latency(self):
-        return rom_latency(self.channels // self.pe * self.taps, ebr_register=True)
+        return rom_latency(self.channels // self.pe * self.taps, ebr_register=True, replicated=True)
 
     @property
     def in_transfers(self) -> int:
@@ -251,7 +251,7 @@ class DepthwiseUnit(wiring.Component):
         rom_ebr, rom_lut = rom_cost(words, lo * wb)
         bias_ebr, bias_lut = rom_cost(nf, lo * ab) if self.has_bias else (0, 0)
         late_lut, late_ff = rom_register_cost(words, lo * wb, addr_next=True)   # block rows' registers, the late input
-        late_ff += pe * ib if late_ff else 0
+        late_ff += pe * ib * (self._rom_latency() - 1)   # the input, delayed beside the ROM
         bias_lut, bias_ff = rom_register_cost(nf, lo * ab) if self.has_bias else (0, 0)
         late_lut, late_ff = late_lut + bias_lut, late_ff + bias_ff
         lut = 2 * lo * ab + 0.45 * (rom_lut + bias_lut) + late_lut + prod + 74

@@ -205,7 +205,8 @@ class MatrixVectorUnit(wiring.Component):
                 + tree_registers(self.simd, 2) + 1)
 
     def _rom_latency(self):
-        return rom_latency(self.out_features // self.pe * (self.in_features // self.simd), ebr_register=True)
+        return rom_latency(self.out_features // self.pe * (self.in_features // self.simd), ebr_register=True,
+                           replicated=True)
 
     # -- hardware -------------------------------------------------------------------------
 
@@ -480,7 +481,7 @@ class MatrixVectorUnit(wiring.Component):
         if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
             io += simd * ib                                     # banked buffer: the late write's bypass
         late_lut, rom_ff = rom_register_cost(nf * sf, wbits, addr_next=True)   # block rows' registers, the late input
-        rom_ff += simd * ib if rom_ff else 0
+        rom_ff += simd * ib * (self._rom_latency() - 1)   # the input, delayed beside the ROM
         bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
         rom_lut += late_lut + bias_lut
         rom_ff += bias_ff
