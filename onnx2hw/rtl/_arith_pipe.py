@@ -120,6 +120,7 @@ LUT_ROM_WORDS = 64
 #: in logic, 144x16 and 512x8 in one DP16KD)
 ROM_LOGIC_BITS = 2080
 
+
 def rom_cost(depth: int, width: int) -> tuple[int, int]:
     """``(EBR blocks, LUT4s)`` of a ``depth`` x ``width`` :func:`rom` as Yosys maps it on ECP5
     (in logic about 1.4 LUT4 per bit per 16 words)."""
