@@ -186,12 +186,17 @@ def test_lane_packing_round_trip_matches_protocol(bits, is_signed, lanes):
     l2b = LanesToBytes(elem_shape=shape, lanes=lanes)
     got = []
 
-    async def src(ctx):
+    gaps = np.random.default_rng(5)
+
+    async def src(ctx):   # random idle cycles between transfers; the sink's ready is random too
         for t in x.reshape(-1, lanes):
             ctx.set(l2b.i.payload, [int(v) for v in t])
             ctx.set(l2b.i.valid, 1)
             await ctx.tick().until(l2b.i.ready)
             ctx.set(l2b.i.valid, 0)
+            idle = int(gaps.integers(0, 3))
+            if idle:
+                await ctx.tick().repeat(idle)
         await ctx.tick().repeat(100)
 
     sink, mon = _collector(l2b.o, got, np.random.default_rng(4))

@@ -119,6 +119,23 @@ def test_window_corner_geometries(case, pause):
     assert np.array_equal(out["o"], want)
 
 
+@pytest.mark.parametrize("pause", ["3of4", "random"])
+def test_window_in_block_ram_with_landing_register(pause):
+    """A line buffer big enough for block RAM (120 words of 64 bits) reads through the landing
+    register beside the RAM: one more cycle of latency, the same windows under backpressure."""
+    from onnx2hw.rtl.window import _lands
+
+    h, w, c, simd = 12, 12, 16, 8
+    assert _lands(5 * w * c // simd, 8 * simd, "ecp5")
+    dut = SlidingWindow(h, w, c, 3, pads=1, simd=simd, elem_shape=signed(8), pad_value=-3)
+    assert dut.estimate(h, w, c, 3, pads=1, simd=simd, elem_shape=signed(8)).latency == (w + 2) * 2 + 7
+    x = np.random.default_rng(5).integers(-128, 128, size=(2, h, w, c))
+    want = im2col_stream(x, (3, 3), (1, 1), (1, 1, 1, 1), -3, simd, False)
+    out, _ = run_stream(dut, {"i": x.reshape(-1, simd)}, {"o": want.shape[0]},
+                        src_pause=pause, sink_pause=pause, seed=4)
+    assert np.array_equal(out["o"], want)
+
+
 @pytest.mark.parametrize("name", ["3x3_s1_p1", "pool_2x2_dw", "odd_s2_asym", "pointwise"])
 def test_window_throughput_matches_estimate(name):
     """No backpressure: measured cycles per image agree with the cost model (within 15 %)."""
@@ -133,7 +150,8 @@ def test_window_throughput_matches_estimate(name):
 
 @pytest.mark.parametrize("h,w,c,k,pads,stride", [
     (6, 6, 2, 3, 1, 1), (6, 6, 2, 3, 0, 1), (5, 7, 3, 3, (1, 0, 0, 1), 2), (4, 4, 1, 2, 0, 2),
-    (1, 9, 2, (1, 3), (0, 1, 0, 1), 1)])
+    (1, 9, 2, (1, 3), (0, 1, 0, 1), 1),
+    (3, 40, 1, 3, 1, 1)])   # 200 words: block RAM, read through the landing register
 def test_window_latency_matches_estimate(h, w, c, k, pads, stride):
     """Feed exactly the inputs the first window needs: it must come out, after `latency` cycles."""
     dut = SlidingWindow(h, w, c, k, pads=pads, stride=stride)

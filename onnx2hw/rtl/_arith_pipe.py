@@ -14,7 +14,7 @@ from dataclasses import replace
 from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
-from ._linebuf import EBR_SHAPES, ebr_tiling  # noqa: F401  (re-exported)
+from ._linebuf import EBR_SHAPES, ebr_tiling
 from ._replicate import BANK_BITS, banked_memory, replicas
 from .fifo import StreamFIFO
 
