@@ -101,6 +101,23 @@ def test_deframer_commits_good_frames_and_drops_bad_ones():
                    (P.E_TIMEOUT, ses, 43), (P.E_COUNT, ses, 44), (P.E_TYPE, P.NO_SESSION, P.NO_SEQ)]
 
 
+def test_deframer_buffer_of_several_block_rows_wraps_in_order():
+    """An 8 KiB buffer is two block-RAM rows of 4096 bytes (each read into its own register,
+    then multiplexed): 9,000 payload bytes cross both row boundaries and wrap, under random
+    output stalls."""
+    in_bytes = 1500
+    rng = np.random.default_rng(5)
+    payloads = [rng.integers(0, 256, in_bytes).astype(np.uint8).tobytes() for _ in range(6)]
+    stream = [b for s, p in enumerate(payloads) for b in P.encode_frame(P.T_DATA, 9, s, 1, p)]
+    dut = Deframer(in_bytes=in_bytes, buffer_bytes=8192, timeout=100)
+    payload, tags = [], []
+    s1, m1 = _collector(dut.o, payload, np.random.default_rng(6))
+    s2, m2 = _collector(dut.tag, tags)
+    _sim(dut, s1, m1, s2, m2, _byte_source(dut.i, stream, gap=1), until=2 * len(stream) + 400)
+    assert [t["seq"] for t in tags] == list(range(6))
+    assert bytes(payload) == b"".join(payloads)
+
+
 def test_deframer_overflow_rolls_back_and_later_frames_pass():
     in_bytes = 4
     frames = [P.encode_frame(P.T_DATA, 1, s, 2, bytes(range(8 * s, 8 * s + 8))) for s in range(4)]

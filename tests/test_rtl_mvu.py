@@ -73,6 +73,7 @@ CONFIGS = [
     (20, 495, 1, 9, 8, True, 8, True, False, True),    # 1,100 words x 72 bits: 3 block RAM rows
     (4, 200, 1, 2, 8, True, 8, False, False, True),    # 400 words x 16 bits: 1 block RAM row
     (130, 4, 1, 4, 8, True, 8, True, False, True),     # 130 weight and bias words: both registered
+    (8, 48, 2, 12, 8, True, 8, True, False, True),     # 4 x 96-bit input buffer: 2 LUT-RAM banks
 ]
 
 

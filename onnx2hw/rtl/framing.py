@@ -12,6 +12,7 @@ from amaranth.lib import crc, data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
+from ._linebuf import ebr_tiling
 from .selftest import CMD_LAYOUT, RES_LAYOUT
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
@@ -24,6 +25,44 @@ ERR_LAYOUT = data.StructLayout({"code": 8, "seq": 8, "session": 16})
 
 def _crc32():
     return crc.catalog.CRC32_ETHERNET(8).create()
+
+
+class _WritePort:
+    """The deframer buffer's write side (``addr``, ``data``, ``en``), driven by its FSM."""
+
+    def __init__(self, abits: int):
+        self.addr, self.data, self.en = Signal(abits, name="wr_addr"), Signal(8, name="wr_data"), Signal(name="wr_en")
+
+
+def _row_buffer(m, depth: int, wr: _WritePort, addr, en):
+    """A ``depth`` x 8 buffer in block RAM split by depth into one memory per block row
+    (:func:`~._linebuf.ebr_tiling`), each read (``addr`` when ``en``) into a register of its
+    own beside it; the rows' registers are multiplexed after them. Returns the data, 2 cycles
+    after ``addr`` (held while ``en`` is low). A block RAM's read data is late (5.8 ns clock to
+    out); through Yosys's depth multiplexer across the chip it limited a 96x96x3 input buffer
+    (VWW) to 84 MHz."""
+    words = min(depth, ebr_tiling(depth, 8)[1])
+    lo = (words - 1).bit_length()
+    regs = []
+    for k in range(depth // words):
+        mem = memory.Memory(shape=8, depth=words, init=[])
+        m.submodules[f"mem{k}"] = mem
+        wp, rp = mem.write_port(), mem.read_port()
+        row = wr.addr[lo:] == k if depth > words else 1
+        m.d.comb += [wp.addr.eq(wr.addr[:lo]), wp.data.eq(wr.data), wp.en.eq(wr.en & row),
+                     rp.addr.eq(addr[:lo]), rp.en.eq(en)]
+        r = Signal(8, name=f"row{k}_q", reset_less=True)
+        with m.If(en):
+            m.d.sync += r.eq(rp.data)
+        regs.append(r)
+    sel = Signal(max(1, len(addr) - lo), name="row_sel")
+    sel_late = Signal.like(sel, name="row_sel_late")
+    with m.If(en):
+        m.d.sync += [sel.eq(addr[lo:]), sel_late.eq(sel)]
+    out = regs[-1]
+    for k in range(len(regs) - 2, -1, -1):
+        out = Mux(sel_late == k, regs[k], out)
+    return out
 
 
 def _check_pos(name, v):
@@ -61,7 +100,8 @@ class Deframer(wiring.Component):
     i : In(stream.Signature(8))
         Received bytes. ``i.ready`` is low only for the one cycle that checks a frame's CRC.
     o : Out(stream.Signature(8))
-        Committed payload bytes, in order (one per cycle when ``o.ready``; 1-cycle read latency).
+        Committed payload bytes, in order (one per cycle when ``o.ready``; 2-cycle read latency:
+        block RAM rows, each read into a register beside it, then their multiplexer).
     tag : Out(stream.Signature(TAG_LAYOUT))
         One entry per committed frame.
     err : Out(stream.Signature(ERR_LAYOUT))
@@ -112,9 +152,7 @@ class Deframer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         abits = (self.buffer_bytes - 1).bit_length()
-        m.submodules.mem = mem = memory.Memory(shape=8, depth=self.buffer_bytes, init=[])
-        wr = mem.write_port()
-        rd = mem.read_port()
+        wr = _WritePort(abits)
         m.submodules.crc = chk = _crc32()
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=TAG_LAYOUT.size, depth=self.tag_depth)
         wp, cp, rp = Signal(abits), Signal(abits), Signal(abits)
@@ -125,11 +163,12 @@ class Deframer(wiring.Component):
         tbits = max(1, (self.timeout - 1).bit_length())
         idle = Signal(tbits + 1)
 
-        # --- committed bytes out (1-cycle read latency, register held while stalled)
+        # --- committed bytes out (2-cycle read latency, registers held while stalled)
         load = ~self.o.valid | self.o.ready
-        m.d.comb += [rd.addr.eq(rp), rd.en.eq(load), self.o.payload.eq(rd.data)]
+        read_valid = Signal()
+        m.d.comb += self.o.payload.eq(_row_buffer(m, self.buffer_bytes, wr, rp, load))
         with m.If(load):
-            m.d.sync += self.o.valid.eq(rp != cp)
+            m.d.sync += [read_valid.eq(rp != cp), self.o.valid.eq(read_valid)]
             with m.If(rp != cp):
                 m.d.sync += rp.eq(rp + 1)
 
@@ -173,7 +212,7 @@ class Deframer(wiring.Component):
             cmd_buf = Signal(8 * P.SELFTEST_CMD_BYTES)
             with m.If(self.cmd.valid & self.cmd.ready):
                 m.d.sync += self.cmd.valid.eq(0)
-            m.d.comb += self.pending.eq((rp != cp) | self.o.valid)
+            m.d.comb += self.pending.eq((rp != cp) | read_valid | self.o.valid)
         with m.FSM() as fsm:
             with m.State("MAGIC0"):
                 with m.If(got & (byte == P.MAGIC[0])):
