@@ -34,9 +34,9 @@ class WidthConverter(wiring.Component):
     * ``out_lanes = k * in_lanes`` (gather): a shift register of ``k - 1`` pieces and an
       output register; accepts one input per cycle, emits every ``k`` cycles; latency 1;
       ``i.ready`` is a register (the last piece waits for a free output register);
-    * ``in_lanes = k * out_lanes`` (split): the input word is loaded into a register that
-      shifts by one piece per output transfer; emits one output per cycle and accepts the next
-      input during the last piece; latency 1;
+    * ``in_lanes = k * out_lanes`` (split): the input word is loaded into a register whose
+      pieces a counter selects, one per output transfer; emits one output per cycle and
+      accepts the next input during the last piece; latency 1;
     * otherwise: gather to ``lcm`` lanes, then split (latency 2).
 
     Throughput is ``min(in_lanes, out_lanes)`` elements per cycle. Outputs are registers that
@@ -105,16 +105,25 @@ class WidthConverter(wiring.Component):
 
     @staticmethod
     def _split(m, i, o, k, piece):
+        """The word is loaded whole and its pieces are selected by ``count`` (a multiplexer on
+        the way out) rather than shifted, so that only a load enables the word's registers; the
+        word is split into banks, each loaded under its own copies of ``o.valid`` and of
+        ``o.valid & last`` (registers): ``i.valid`` and ``o.ready`` reach one enable per bank
+        rather than every bit of the word."""
         word = Signal(k * piece)
         count = Signal(range(k))
         last = count == k - 1
-        m.d.comb += [o.payload.eq(word[:piece]), i.ready.eq(~o.valid | (last & o.ready))]
-        with m.If(i.valid & i.ready):
-            m.d.sync += [word.eq(i.payload), o.valid.eq(1), count.eq(0)]
-        with m.Elif(o.valid & o.ready):
-            m.d.sync += [word.eq(word[piece:]), count.eq(count + 1)]
-            with m.If(last):
-                m.d.sync += o.valid.eq(0)
+        m.d.comb += [o.payload.eq(word.word_select(count, piece)), i.ready.eq(~o.valid | (last & o.ready))]
+        fire_in, fire_out = i.valid & i.ready, o.valid & o.ready
+        count_next = Mux(fire_in, 0, Mux(fire_out, count + 1, count))
+        valid_next = Mux(fire_in, 1, Mux(fire_out & last, 0, o.valid))
+        m.d.sync += [count.eq(count_next), o.valid.eq(valid_next)]
+        banks = banks_of(k * piece)
+        valids = replicas(m, valid_next, len(banks), "valid")
+        lasts = replicas(m, valid_next & (count_next == k - 1), len(banks), "last")
+        for b, (lo, hi) in enumerate(banks):
+            with m.If(i.valid & (~valids[b] | (lasts[b] & o.ready))):
+                m.d.sync += word[lo:hi].eq(i.payload.as_value()[lo:hi])
 
     @staticmethod
     def estimate(elem_shape, in_lanes: int, out_lanes: int, family: str = "ecp5") -> Cost:
@@ -136,14 +145,14 @@ class WidthConverter(wiring.Component):
             banks = len(banks_of(lcm * w))
             cost = Cost(cycles, 1, lut=2 * cbits + 9 + int(1.5 * banks),
                         ff=(k - 1) * piece + lcm * w + cbits + 2 + 2 * banks, dsp=0, ebr=0)
-        if lcm != n_out:    # split: loadable shift register (ECP5: 2 LUTs per shifting bit)
+        if lcm != n_out:    # split: word register, k:1 piece multiplexer (ECP5: 4/3 LUT4 per input)
             k, piece = lcm // n_out, n_out * w
             cbits = max(1, (k - 1).bit_length())
             bits = lcm * w
-            per_bit = 2 if family == "ecp5" else 1
+            per_bit = 4 / 3 if family == "ecp5" else 1
             cost = Cost(cycles, cost.latency + 1,
-                        cost.lut + per_bit * (bits - piece) + piece + cbits + 8,
-                        cost.ff + bits + cbits + 1, 0, 0)
+                        cost.lut + int(per_bit * (bits - piece)) + cbits + 6,
+                        cost.ff + bits + cbits + 1 + 2 * len(banks_of(bits)), 0, 0)
         return cost
 
 
