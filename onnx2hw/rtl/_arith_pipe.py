@@ -210,7 +210,7 @@ def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
                                 init=[(w >> b) & ((1 << (hi - b)) - 1) for w in part])
             m.submodules[f"{name}{k}"] = mem
             rd = mem.read_port()
-            a = replicas(m, addr, 1, f"{name}{k}_a", init=addr.init)[0] if replicated else addr
+            a = replicas(m, addr, 1, f"{name}{k}_a", init=addr.init, copy=True)[0] if replicated else addr
             m.d.comb += [rd.addr.eq(a[:abits]), rd.en.eq(en)]
             with m.If(en):
                 m.d.sync += r[b:hi].eq(rd.data)

@@ -207,13 +207,16 @@ class GlobalAvgPoolUnit(wiring.Component):
     Timing
     ------
     Initiation interval ``H*W*C/simd`` cycles (one input transfer per cycle); latency from
-    the last input transfer of a channel group to its output: 2 cycles. Per-channel partial
-    sums live in a ``C/simd``-deep RAM (a register when ``C/simd`` is 1), read into a register
-    as the transfer is taken and written back, with the sum, the cycle after: no path runs
-    from the RAM through the adder (the read-modify-write in one cycle limited a MobileNet
-    to 70 MHz). Groups come back at least 2 cycles apart, so a read never needs a write still
-    in flight. Sums of the image's last pixel go to a 2-entry output FIFO; the input stalls
-    on the last pixel only while that FIFO (with the sum in flight) is full.
+    the last input transfer of a channel group to its output: 2 cycles (3 with the partial sums
+    in block RAM). Per-channel partial sums live in a ``C/simd``-deep RAM (a register when
+    ``C/simd`` is 1), read into a register as the transfer is taken and written back, with the
+    sum, the cycle after: no path runs from the RAM through the adder (the read-modify-write
+    in one cycle limited a MobileNet to 70 MHz). In block RAM the read register is the RAM's
+    own (5.8 ns clock-to-out), so the data lands in a fabric register first and the write is
+    a cycle later again (that path, 12.9 ns, limited the MobileNet to 77 MHz). Groups come
+    back at least 2 cycles apart (more than 16 in block RAM), so a read never needs a write
+    still in flight. Sums of the image's last pixel go to an output FIFO of one entry more than the sums in
+    flight; the input stalls on the last pixel only while that FIFO (with them) is full.
     """
 
     def __init__(self, height, width, channels, *, elem_shape=unsigned(8), simd=1):
@@ -233,6 +236,11 @@ class GlobalAvgPoolUnit(wiring.Component):
     def out_transfers(self) -> int:
         return self.geom.fold
 
+    def _lands(self, family: str) -> bool:
+        """Whether the partial sums' read lands in a fabric register (they are in block RAM)."""
+        g = self.geom
+        return g.fold > 1 and ram_cost(g.fold, self.out_elem_shape.width * g.simd, family).ebr > 0
+
     @staticmethod
     def estimate(height, width, channels, *, elem_shape=unsigned(8), simd=1,
                  family="ecp5") -> Cost:
@@ -245,7 +253,8 @@ class GlobalAvgPoolUnit(wiring.Component):
         cf = g.fold
         word = ow * g.simd
         ctrl = clog2(cf) + clog2(g.height * g.width) + 1
-        out = StreamFIFO.estimate(unsigned(word), 1, 2, family)
+        land = int(cf > 1 and ram_cost(cf, word, family).ebr > 0)
+        out = StreamFIFO.estimate(unsigned(word), 1, 2, family)   # (a SyncFIFO of 2 or 3 entries alike)
         lut = 1.4 * word + out.lut + 4    # adders in carry chains, first-pixel select, credit
         ff = ctrl + 2 + out.ff
         ebr = 0
@@ -255,8 +264,9 @@ class GlobalAvgPoolUnit(wiring.Component):
             ram = ram_cost(cf, word, family)
             lut += 6 * ram.lutram + (10 if ram.ebr else ram.lut)
             ff += shape_of(elem_shape).width * g.simd + clog2(cf) + 2 + (0 if ram.ebr else word)
-            ebr = ram.ebr
-        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 2, lut=int(round(lut)),
+            ebr = ram.ebr                 # block RAM: the landing stage (sum and input again)
+            ff += land * (word + shape_of(elem_shape).width * g.simd + clog2(cf) + 3)
+        return Cost(cycles=g.in_transfers, latency=g.in_transfers + 2 + land, lut=int(round(lut)),
                     ff=int(ff), dsp=0, ebr=ebr)
 
     def elaborate(self, platform):
@@ -277,6 +287,7 @@ class GlobalAvgPoolUnit(wiring.Component):
             with m.If(cf == CF - 1):
                 m.d.sync += pix.eq(Mux(last, 0, pix + 1))
         push = Signal()                 # a finished sum (the image's last pixel) is in ``total``
+        in_flight = push                # last-pixel sums not yet in the output FIFO
         if CF == 1:                     # one group: the sum in a register, updated as taken
             total = Signal(lay)
             m.d.sync += push.eq(fire & last)
@@ -297,16 +308,26 @@ class GlobalAvgPoolUnit(wiring.Component):
             m.d.sync += v1.eq(fire)
             with m.If(fire):
                 m.d.sync += [part.eq(rp.data), x1.eq(x), a1.eq(cf), f1.eq(first), l1.eq(last)]
+            if self._lands(getattr(platform, "family", "ecp5")):
+                # in block RAM (CF > 16): the read data (5.8 ns clock-to-out) lands in a fabric
+                # register first, and the sum is written a cycle later; a group's next read is
+                # still at least 3 cycles after its read, after the write
+                part2, x2 = Signal(lay), Signal.like(x)
+                a2, f2, l2, v2 = Signal.like(cf), Signal(), Signal(), Signal()
+                m.d.sync += [part2.eq(part), x2.eq(x1), a2.eq(a1), f2.eq(f1), l2.eq(l1), v2.eq(v1)]
+                in_flight = (v1 & l1) + (v2 & l2)
+                part, x1, a1, f1, l1, v1 = part2, x2, a2, f2, l2, v2
             total = Signal(lay)
             m.d.comb += [total[j].eq(Mux(f1, x1[j], part[j] + x1[j])) for j in range(lanes)]
             m.d.comb += [wp.addr.eq(a1), wp.data.eq(total), wp.en.eq(v1 & ~l1), push.eq(v1 & l1)]
-        m.submodules.out = q = fifo.SyncFIFO(width=lay.size, depth=2)
+        room = 2 + (CF > 1 and self._lands(getattr(platform, "family", "ecp5")))
+        m.submodules.out = q = fifo.SyncFIFO(width=lay.size, depth=room)
         taken = self.o.valid & self.o.ready
         m.d.comb += [
             q.w_data.eq(total.as_value()), q.w_en.eq(push),
             self.o.valid.eq(q.r_rdy), self.o.payload.as_value().eq(q.r_data), q.r_en.eq(self.o.ready),
-            # a last-pixel transfer pushes a cycle later: room then for it
-            self.i.ready.eq(~last | (q.level + push < 2 + taken)),
+            # a last-pixel transfer pushes a cycle (two when landing) later: room then for it
+            self.i.ready.eq(~last | (q.level + in_flight < room + taken)),
         ]
         return m
 
