@@ -90,9 +90,12 @@ class SlidingWindow(wiring.Component):
 
     Backpressure: ``o.valid`` and ``o.payload`` are registers held while ``o.ready`` is low;
     a skid register beside them takes the element in flight, and the pipeline's enable is that
-    register's empty flag (``o.ready`` fans out to the output register only);
-    ``i.ready`` (a function of registers only) is low only while the writer waits for a free
-    line-buffer row. No data is lost or duplicated under any stall pattern.
+    register's empty flag (``o.ready`` fans out to the output register only); the data stages
+    after the RAM, the skid and output registers are split into 64-bit banks, each with its own
+    copies of the flags that enable and select them. ``i.ready`` (a function of registers only)
+    is low only while the writer waits for a free line-buffer row; the line buffer is written a
+    cycle after the input transfer, from registers. No data is lost or duplicated under any
+    stall pattern.
     """
 
     def __init__(self, height, width, channels, kernel, *, stride=1, pads=0, dilation=1,
