@@ -401,10 +401,15 @@ class MatrixVectorUnit(wiring.Component):
         # number of -1 weights of the row, stored modulo 2**acc_bits).
         hw_bias = self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
         if self.has_bias or np.any(hw_bias):
-            bwords = pack_words(hw_bias.reshape(nf, pe), ab)
             lat = rom_latency(nf, ebr_register=True)
-            bdata = rom(m, bwords, pe * ab, ctls[-1 - lat].nf, en, "bias", ebr_register=True)
-            biases = lanes(bdata, ab, pe, True)
+            rows = hw_bias.reshape(nf, pe)
+            if rom_cost(nf, pe * ab)[0] == 0:   # in logic: a ROM per lane, beside its accumulator
+                # (one register of all lanes' biases was routed 10.6 ns to a far lane, KWS)
+                biases = [rom(m, pack_words(rows[:, p:p + 1], ab), ab, ctls[-1 - lat].nf, en, f"bias{p}",
+                              ebr_register=True).as_signed() for p in range(pe)]
+            else:
+                bdata = rom(m, pack_words(rows, ab), pe * ab, ctls[-1 - lat].nf, en, "bias", ebr_register=True)
+                biases = lanes(bdata, ab, pe, True)
         else:
             biases = [0] * pe
 

@@ -354,12 +354,16 @@ class SlidingWindow(wiring.Component):
         banks = banks_of(word)
         svs, ovs, p2s = (replicas(m, nxt, len(banks), name)
                          for nxt, name in ((s_v_next, "s_v"), (o_v_next, "o_v"), (p2_next, "p2")))
+        # (the landing register's enable is a copy of its own, so that nothing but the RAM's
+        # data and the next stage pulls it in placement: 4.6 ns routed from a RAM, ResNet-8)
+        lands = replicas(m, s_v_next, len(banks), "l1_hold") if land else []
         payload = self.o.payload.as_value()
         for b, (lo, hi) in enumerate(banks):
             out_d = Mux(p2s[b], C(pad_raw, word)[lo:hi], d2[lo:hi])
             with m.If(~svs[b]):
                 m.d.sync += [d2[lo:hi].eq(l1[lo:hi]), s_d[lo:hi].eq(out_d)]
-                if land:
+            if land:
+                with m.If(~lands[b]):
                     m.d.sync += l1[lo:hi].eq(r1[lo:hi])
             with m.If(~ovs[b] | self.o.ready):
                 m.d.sync += payload[lo:hi].eq(Mux(svs[b], s_d[lo:hi], out_d))
@@ -463,7 +467,7 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     # (block RAM: the landing register beside it instead)
     pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word + 2 if ram.ebr else word)
     lut += word            # the skid register's output mux
-    pipe += word + 1 + 3 * len(banks_of(word))    # the skid register; s_v, p2, o.valid per bank
+    pipe += word + 1 + (3 + bool(ram.ebr)) * len(banks_of(word))   # the skid register; flags per bank
     pipe += word + abits + 1                       # the registered write
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
