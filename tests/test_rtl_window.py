@@ -123,7 +123,7 @@ def test_window_corner_geometries(case, pause):
 def test_window_in_block_ram_with_landing_register(pause):
     """A line buffer big enough for block RAM (120 words of 64 bits) reads through the landing
     register beside the RAM: one more cycle of latency, the same windows under backpressure."""
-    from onnx2hw.rtl.window import _lands
+    from onnx2hw.rtl._linebuf import lands as _lands
 
     h, w, c, simd = 12, 12, 16, 8
     assert _lands(5 * w * c // simd, 8 * simd, "ecp5")

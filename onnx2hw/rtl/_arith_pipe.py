@@ -14,7 +14,7 @@ from dataclasses import replace
 from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
-from ._linebuf import EBR_SHAPES, ebr_tiling
+from ._linebuf import EBR_SHAPES, ebr_tiling, row_mux
 from ._replicate import BANK_BITS, banked_memory, replicas
 from .fifo import StreamFIFO
 
@@ -218,10 +218,7 @@ def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
     if len(regs) == 1:
         return regs[0]
     sel = delay(m, en, addr[lo:], 3 if replicated else 2, name=f"{name}_sel")[-1]
-    out = regs[-1]
-    for k in range(len(regs) - 2, -1, -1):
-        out = Mux(sel == k, regs[k], out)
-    return out
+    return row_mux(regs, sel)
 
 
 def pack_words(rows, width):

@@ -12,7 +12,7 @@ from amaranth.lib import crc, data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
-from ._linebuf import ebr_tiling
+from ._linebuf import ebr_tiling, row_mux
 from .selftest import CMD_LAYOUT, RES_LAYOUT
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
@@ -59,10 +59,7 @@ def _row_buffer(m, depth: int, wr: _WritePort, addr, en):
     sel_late = Signal.like(sel, name="row_sel_late")
     with m.If(en):
         m.d.sync += [sel.eq(addr[lo:]), sel_late.eq(sel)]
-    out = regs[-1]
-    for k in range(len(regs) - 2, -1, -1):
-        out = Mux(sel_late == k, regs[k], out)
-    return out
+    return row_mux(regs, sel_late)
 
 
 def _check_pos(name, v):

@@ -16,7 +16,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import acc_bits
-from ._linebuf import Counter, Geometry, clog2, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, clog2, lands, ram_cost, shape_of
 from .cost import FAMILIES, Cost
 from .fifo import StreamFIFO
 from .window import SlidingWindow
@@ -215,8 +215,9 @@ class GlobalAvgPoolUnit(wiring.Component):
     own (5.8 ns clock-to-out), so the data lands in a fabric register first and the write is
     a cycle later again (that path, 12.9 ns, limited the MobileNet to 77 MHz). Groups come
     back at least 2 cycles apart (more than 16 in block RAM), so a read never needs a write
-    still in flight. Sums of the image's last pixel go to an output FIFO of one entry more than the sums in
-    flight; the input stalls on the last pixel only while that FIFO (with them) is full.
+    still in flight. Sums of the image's last pixel go to an output FIFO of one entry more
+    than the sums in flight; the input stalls on the last pixel only while that FIFO (with
+    them) is full.
     """
 
     def __init__(self, height, width, channels, *, elem_shape=unsigned(8), simd=1):
@@ -239,7 +240,7 @@ class GlobalAvgPoolUnit(wiring.Component):
     def _lands(self, family: str) -> bool:
         """Whether the partial sums' read lands in a fabric register (they are in block RAM)."""
         g = self.geom
-        return g.fold > 1 and ram_cost(g.fold, self.out_elem_shape.width * g.simd, family).ebr > 0
+        return g.fold > 1 and lands(g.fold, self.out_elem_shape.width * g.simd, family)
 
     @staticmethod
     def estimate(height, width, channels, *, elem_shape=unsigned(8), simd=1,
@@ -253,7 +254,7 @@ class GlobalAvgPoolUnit(wiring.Component):
         cf = g.fold
         word = ow * g.simd
         ctrl = clog2(cf) + clog2(g.height * g.width) + 1
-        land = int(cf > 1 and ram_cost(cf, word, family).ebr > 0)
+        land = int(cf > 1 and lands(cf, word, family))
         out = StreamFIFO.estimate(unsigned(word), 1, 2, family)   # (a SyncFIFO of 2 or 3 entries alike)
         lut = 1.4 * word + out.lut + 4    # adders in carry chains, first-pixel select, credit
         ff = ctrl + 2 + out.ff
@@ -320,7 +321,7 @@ class GlobalAvgPoolUnit(wiring.Component):
             total = Signal(lay)
             m.d.comb += [total[j].eq(Mux(f1, x1[j], part[j] + x1[j])) for j in range(lanes)]
             m.d.comb += [wp.addr.eq(a1), wp.data.eq(total), wp.en.eq(v1 & ~l1), push.eq(v1 & l1)]
-        room = 2 + (CF > 1 and self._lands(getattr(platform, "family", "ecp5")))
+        room = 2 + self._lands(getattr(platform, "family", "ecp5"))
         m.submodules.out = q = fifo.SyncFIFO(width=lay.size, depth=room)
         taken = self.o.valid & self.o.ready
         m.d.comb += [

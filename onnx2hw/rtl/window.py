@@ -6,7 +6,7 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._linebuf import Counter, Geometry, clog2, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, clog2, lands, ram_cost, shape_of
 from ._replicate import banks_of, replicas
 from .cost import FAMILIES, Cost
 
@@ -166,7 +166,7 @@ class SlidingWindow(wiring.Component):
         # one bubble per output row (the registered data-ready test restarts)
         cycles = max(in_t, out_t + g.out_h) + (bubble if out_t >= in_t else 0) + 2
         word = w * g.simd
-        latency = _first_transfers(g) + 6 + _lands(rows * g.width * cf, word, family)
+        latency = _first_transfers(g) + 6 + lands(rows * g.width * cf, word, family)
         lut, ff, ebr = _window_resources(g, rows, w, family)
         return Cost(cycles=cycles, latency=latency, lut=lut, ff=ff, dsp=0, ebr=ebr)
 
@@ -324,7 +324,7 @@ class SlidingWindow(wiring.Component):
         # A line buffer in block RAM: its read data (5.8 ns clock-to-out) lands in a register of
         # its own (l1), placed beside the RAM, before the data register (20 columns routed from
         # the RAM to d2 limited ResNet-8 to 90 MHz).
-        land = _lands(D, word, getattr(platform, "family", "ecp5"))
+        land = lands(D, word, getattr(platform, "family", "ecp5"))
         l1, pl, vl = (Signal(word), Signal(), Signal()) if land else (r1, p1, v1)
         # Output: a skid register (s_d, s_v) beside the output register, so that the reader
         # pipeline's enable is the register ~s_v and o.ready reaches only the output and skid
@@ -356,14 +356,14 @@ class SlidingWindow(wiring.Component):
                          for nxt, name in ((s_v_next, "s_v"), (o_v_next, "o_v"), (p2_next, "p2")))
         # (the landing register's enable is a copy of its own, so that nothing but the RAM's
         # data and the next stage pulls it in placement: 4.6 ns routed from a RAM, ResNet-8)
-        lands = replicas(m, s_v_next, len(banks), "l1_hold") if land else []
+        holds = replicas(m, s_v_next, len(banks), "l1_hold") if land else []
         payload = self.o.payload.as_value()
         for b, (lo, hi) in enumerate(banks):
             out_d = Mux(p2s[b], C(pad_raw, word)[lo:hi], d2[lo:hi])
             with m.If(~svs[b]):
                 m.d.sync += [d2[lo:hi].eq(l1[lo:hi]), s_d[lo:hi].eq(out_d)]
             if land:
-                with m.If(~lands[b]):
+                with m.If(~holds[b]):
                     m.d.sync += l1[lo:hi].eq(r1[lo:hi])
             with m.If(~ovs[b] | self.o.ready):
                 m.d.sync += payload[lo:hi].eq(Mux(svs[b], s_d[lo:hi], out_d))
@@ -432,11 +432,6 @@ class SlidingWindow(wiring.Component):
 
         m.d.sync += ahead.eq(ahead + w_img_done - img_done)
         return m
-
-
-def _lands(depth: int, word: int, family: str) -> bool:
-    """Whether the line buffer's read data lands in a register beside the RAM: in block RAM."""
-    return ram_cost(depth, word, family).ebr > 0
 
 
 def _first_transfers(g: Geometry) -> int:
