@@ -211,7 +211,7 @@ def test_synth_elaborates_once_and_does_not_read_its_json_back(tmp_path, monkeyp
     monkeypatch.setattr(build_mod, "run_build", _FakeTools(60.0))
     assert main(["synth", MLP_INT8, "-o", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "error: timing not met: achieved Fmax 60.0 MHz < target 75.0 MHz (try --clock-mhz 60)" in err
+    assert "error: timing not met: achieved Fmax 60.0 MHz < target 75.0 MHz (try --clock-mhz 60, or another --pnr-seed)" in err
     assert not open_build(out).timing_met
 
 

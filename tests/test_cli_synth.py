@@ -34,7 +34,7 @@ def tiny_model(tmp_path_factory):
 
 @pytest.mark.synth
 @pytest.mark.slow
-@pytest.mark.parametrize("board, bitfile, clock", [("ulx3s-85f", "bit", []), ("ulx3s-12f", "bit", []),
+@pytest.mark.parametrize("board, bitfile, clock", [("ulx3s-85f", "bit", []), ("ulx3s-12f", "bit", ["--pnr-seed", "7"]),
                                                   ("icebreaker", "bin", [])])
 def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile, clock):
     out = tmp_path / "build"
@@ -52,6 +52,7 @@ def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, 
         assert (out / f).is_file(), f
     r = json.loads((out / "report.json").read_text())
     assert r["board"] == board and r["clock"]["met"] and r["clock"]["fmax_mhz"] >= r["clock"]["target_mhz"]
+    assert r.get("nextpnr_seed") == (7 if "--pnr-seed" in clock else None)
     for name, res in r["resources"].items():
         assert res["used"] is not None and 0 <= res["used"] <= res["available"], (name, res)
     assert r["resources"]["lut"]["used"] > 0 and r["throughput"]["ii_cycles"] > 0
@@ -80,6 +81,7 @@ def test_synth_too_large_for_icebreaker_fails_before_yosys(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--board", "ulx3s", "--baud", "4e6"], "above the 3e+06 baud"),
     (["--board", "orangecrab", "--clock-mhz", "1000"], "MHz"),
+    (["--pnr-seed", "-1"], "--pnr-seed must be a whole number from 0 to 2147483647, not -1"),
 ])
 def test_synth_bad_link_or_clock(capsys, argv, message):
     assert main(["synth", str(EXAMPLES / "digits_mlp_int8.onnx"), *argv]) == 2

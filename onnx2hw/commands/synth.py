@@ -35,6 +35,9 @@ def configure(parser):
     parser.add_argument("--selftest-inputs", metavar="X.npz",
                         help="float inputs for the self-test, keyed by the model's input name (batch first; "
                              "the first N are used)")
+    parser.add_argument("--pnr-seed", type=int, metavar="S",
+                        help="nextpnr's placer seed (0..2**31-1; default nextpnr's own): another seed places "
+                             "the same design differently, which can close timing that one placement missed")
     add_folding_options(parser)
 
 
@@ -47,6 +50,8 @@ def run(args) -> int:
         require_simulator("verilator", "--verify")
     if args.selftest is not None and args.selftest < 1:
         raise UsageError(f"--selftest must be at least 1 input, not {args.selftest!r}")
+    if args.pnr_seed is not None and not 0 <= args.pnr_seed < 2 ** 31:
+        raise UsageError(f"--pnr-seed must be a whole number from 0 to {2 ** 31 - 1}, not {args.pnr_seed!r}")
     if args.selftest_inputs and args.selftest is None:
         raise UsageError("--selftest-inputs needs --selftest")
     out = Path(args.output or Path("build") / design_name(args.model))
@@ -76,14 +81,14 @@ def run(args) -> int:
               f"{est.ebr} EBR of {board.title}'s {board.budget.lut:,} / {board.budget.dsp} / {board.budget.ebr}")
     with con.status("") as status:
         result = design.build(out, progress=lambda title: status.update(f"{title} ..."), times=times,
-                              selftest=selftest, simulated=simulated)
+                              selftest=selftest, simulated=simulated, seed=args.pnr_seed)
     _print_summary(result, simulated)
     if selftest is not None:
         print(f"self-test: {selftest.samples} inputs on chip; measure the board with "
               f"`onnx2hw run {out} --port PORT --selftest`")
     if not result.timing_met:
         print(f"error: timing not met: achieved Fmax {result.fmax_mhz} MHz < target {result.clock_mhz:.1f} MHz "
-              f"(try --clock-mhz {int(result.fmax_mhz or 0)})", file=sys.stderr)
+              f"(try --clock-mhz {int(result.fmax_mhz or 0)}, or another --pnr-seed)", file=sys.stderr)
         return 1
     return 0
 

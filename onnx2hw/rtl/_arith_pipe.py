@@ -133,10 +133,10 @@ def rom_cost(depth: int, width: int) -> tuple[int, int]:
 
 def rom_latency(depth: int, ebr_register: bool = False, replicated: bool = False) -> int:
     """Cycles from address to data of a ``depth``-word :func:`rom`: with ``ebr_register`` in
-    block RAM 2, or 3 when ``replicated`` (``ebr_register`` with ``addr_next``), else 1."""
+    block RAM 3, or 4 when ``replicated`` (``ebr_register`` with ``addr_next``), else 1."""
     if not ebr_register or depth <= LUT_ROM_WORDS:
         return 1
-    return 3 if replicated else 2
+    return 4 if replicated else 3
 
 
 #: block RAMs one replica of a :func:`rom`'s address drives (``ebr_register`` with ``addr_next``)
@@ -145,14 +145,14 @@ EBR_PER_ADDR = 2
 
 def rom_register_cost(depth: int, width: int, addr_next: bool = False) -> tuple[int, int]:
     """``(LUT4, FF)`` that ``ebr_register`` adds to a ``depth`` x ``width`` :func:`rom`: a
-    register per block row and the multiplexer after them (with ``addr_next``: the address
-    replicas too)."""
+    register per block row, the multiplexer after them and the landing register after it (with
+    ``addr_next``: the address replicas too)."""
     if rom_latency(depth, ebr_register=True) == 1:
         return 0, 0
     words = ebr_tiling(depth, width)[1]
     rows = -(-depth // words)
     slices = -(-width // _address_slice(words)) if addr_next else 0
-    return (rows - 1) * width, rows * width + rows * slices * (words - 1).bit_length()
+    return (rows - 1) * width, (rows + 1) * width + rows * slices * (words - 1).bit_length()
 
 
 def _address_slice(words: int) -> int:
@@ -169,11 +169,13 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     bank reading its own replica of ``addr`` (``_replicate.banked_memory``). With
     ``ebr_register`` a block RAM ROM is split by depth into one memory per block row
     (:func:`ebr_tiling`), each read into its own fabric register, and the rows' registers are
-    multiplexed after them: a block RAM's read data is late (5.6 ns clock-to-out), and its route
-    through Yosys's depth multiplexer across the chip limited ResNet-8 to 88.8 MHz; with
-    ``addr_next`` too (``addr`` is a register, ``en`` constant 1) each block row is also split by
-    width, every :data:`EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once
-    more (latency 3).
+    multiplexed into a landing register (latency 3): a block RAM's read data is late (5.6 ns
+    clock-to-out), and its route through Yosys's depth multiplexer across the chip limited
+    ResNet-8 to 88.8 MHz; with one register only, the placer put it beside its consumer, 52
+    columns from its block RAM (ResNet-8, 82.5 MHz). With ``addr_next`` too (``addr`` is a
+    register, ``en`` constant 1) each block row is also split by width, every
+    :data:`EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once more
+    (latency 4).
     """
     words = [int(w) for w in words]
     if len(words) == 1:
@@ -216,9 +218,13 @@ def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
                 m.d.sync += r[b:hi].eq(rd.data)
         regs.append(r)
     if len(regs) == 1:
-        return regs[0]
-    sel = delay(m, en, addr[lo:], 3 if replicated else 2, name=f"{name}_sel")[-1]
-    return row_mux(regs, sel)
+        out = regs[0]
+    else:
+        out = row_mux(regs, delay(m, en, addr[lo:], 3 if replicated else 2, name=f"{name}_sel")[-1])
+    land = Signal(width, name=f"{name}_land", reset_less=True)
+    with m.If(en):
+        m.d.sync += land.eq(out)
+    return land
 
 
 def pack_words(rows, width):

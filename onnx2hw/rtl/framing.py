@@ -95,7 +95,10 @@ class Deframer(wiring.Component):
     Ports
     -----
     i : In(stream.Signature(8))
-        Received bytes. ``i.ready`` is low only for the one cycle that checks a frame's CRC.
+        Received bytes, taken into a register with their comparisons (the state machine decides
+        on registers only: byte compares after its state were six LUT levels, 97.5 MHz in the
+        KWS DS-CNN). ``i.ready`` is low only while a byte waits in that register during the
+        one cycle that checks a frame's CRC.
     o : Out(stream.Signature(8))
         Committed payload bytes, in order (one per cycle when ``o.ready``; 2-cycle read latency:
         block RAM rows, each read into a register beside it, then their multiplexer).
@@ -158,6 +161,7 @@ class Deframer(wiring.Component):
         session, seq, count = Signal(16), Signal(8), Signal(8)
         inf_left = Signal(8)
         byte_left = Signal(range(self.in_bytes))
+        inf_last, byte_last = Signal(), Signal()     # inf_left == 0, byte_left == 0, as registers
         crc_left = Signal(2)
         tbits = max(1, (self.timeout - 1).bit_length())
         idle = Signal(tbits + 1)
@@ -183,7 +187,17 @@ class Deframer(wiring.Component):
         with m.If(self.err.valid & self.err.ready):
             m.d.sync += self.err.valid.eq(0)
 
-        byte = self.i.payload
+        # --- the received byte and its comparisons, registered; ``got``: the state machine takes it
+        byte = Signal(8, name="rx_byte")
+        rx_valid, got, checking = Signal(name="rx_valid"), Signal(), Signal()
+        is_magic0, is_magic1, is_data, is_one, count_bad = (Signal(name=n) for n in (
+            "is_magic0", "is_magic1", "is_data", "is_one", "count_bad"))
+        rx = self.i.payload
+        m.d.comb += [got.eq(rx_valid & ~checking), self.i.ready.eq(~rx_valid | got)]
+        with m.If(self.i.ready):
+            m.d.sync += [rx_valid.eq(self.i.valid), byte.eq(rx), is_magic0.eq(rx == P.MAGIC[0]),
+                         is_magic1.eq(rx == P.MAGIC[1]), is_data.eq(rx == P.T_DATA), is_one.eq(rx == 1),
+                         count_bad.eq((rx == 0) | (rx > self.max_count))]
 
         def fail(code, ses, s, on_byte=True):
             """Drop the frame, report it, and hunt for the next magic (from this byte on, if
@@ -194,46 +208,48 @@ class Deframer(wiring.Component):
                 m.d.sync += [self.err.valid.eq(1), err_code.eq(code), err_seq.eq(s), err_session.eq(ses)]
             m.d.sync += [wp.eq(cp), wp_inc.eq(cp + 1)]
             if on_byte:
-                with m.If(byte == P.MAGIC[0]):
+                with m.If(is_magic0):
                     m.next = "MAGIC1"
                 with m.Else():
                     m.next = "MAGIC0"
             else:
                 m.next = "MAGIC0"
 
-        got = Signal()
-        m.d.comb += got.eq(self.i.valid & self.i.ready)
         m.d.comb += [chk.data.eq(byte), wr.data.eq(byte), wr.addr.eq(wp)]
         timed_out = idle[tbits]
         if self.selftest:
             is_cmd = Signal()
             cmd_left = Signal(range(P.SELFTEST_CMD_BYTES))
+            cmd_last = Signal()
+            is_selftest = Signal()
+            with m.If(self.i.ready):
+                m.d.sync += is_selftest.eq(rx == P.T_SELFTEST)
             cmd_buf = Signal(8 * P.SELFTEST_CMD_BYTES)
             with m.If(self.cmd.valid & self.cmd.ready):
                 m.d.sync += self.cmd.valid.eq(0)
             m.d.comb += self.pending.eq((rp != cp) | read_valid | self.o.valid)
         with m.FSM() as fsm:
             with m.State("MAGIC0"):
-                with m.If(got & (byte == P.MAGIC[0])):
+                with m.If(got & is_magic0):
                     m.next = "MAGIC1"
             with m.State("MAGIC1"):
                 with m.If(got):
-                    with m.If(byte == P.MAGIC[1]):
+                    with m.If(is_magic1):
                         m.d.comb += chk.start.eq(1)
                         m.next = "TYPE"
-                    with m.Elif(byte != P.MAGIC[0]):
+                    with m.Elif(~is_magic0):
                         m.next = "MAGIC0"
                 with m.Elif(timed_out):
                     m.next = "MAGIC0"
             with m.State("TYPE"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
-                    with m.If(byte == P.T_DATA):
+                    with m.If(is_data):
                         if self.selftest:
                             m.d.sync += is_cmd.eq(0)
                         m.next = "SESSION0"
                     if self.selftest:
-                        with m.Elif(byte == P.T_SELFTEST):
+                        with m.Elif(is_selftest):
                             m.d.sync += is_cmd.eq(1)
                             m.next = "SESSION0"
                     with m.Else():
@@ -255,11 +271,12 @@ class Deframer(wiring.Component):
             with m.State("COUNT"):
                 with m.If(got):
                     m.d.comb += chk.valid.eq(1)
-                    m.d.sync += [count.eq(byte), inf_left.eq(byte - 1), byte_left.eq(self.in_bytes - 1)]
-                    bad_count = (byte == 0) | (byte > self.max_count)
+                    m.d.sync += [count.eq(byte), inf_left.eq(byte - 1), inf_last.eq(is_one),
+                                 byte_left.eq(self.in_bytes - 1), byte_last.eq(self.in_bytes == 1)]
+                    bad_count = count_bad
                     if self.selftest:     # a SELFTEST frame has count 1 and a payload of its own
-                        m.d.sync += cmd_left.eq(P.SELFTEST_CMD_BYTES - 1)
-                        bad_count = Mux(is_cmd, byte != 1, bad_count)
+                        m.d.sync += [cmd_left.eq(P.SELFTEST_CMD_BYTES - 1), cmd_last.eq(P.SELFTEST_CMD_BYTES == 1)]
+                        bad_count = Mux(is_cmd, ~is_one, count_bad)
                     with m.If(bad_count):
                         fail(P.E_COUNT, session, seq)
                     if self.selftest:
@@ -276,10 +293,12 @@ class Deframer(wiring.Component):
                         fail(P.E_OVERFLOW, session, seq)
                     with m.Else():
                         m.d.comb += wr.en.eq(1)
-                        m.d.sync += [wp.eq(wp_inc), wp_inc.eq(wp_inc + 1), byte_left.eq(byte_left - 1)]
-                        with m.If(byte_left == 0):
-                            m.d.sync += [byte_left.eq(self.in_bytes - 1), inf_left.eq(inf_left - 1)]
-                            with m.If(inf_left == 0):
+                        m.d.sync += [wp.eq(wp_inc), wp_inc.eq(wp_inc + 1), byte_left.eq(byte_left - 1),
+                                     byte_last.eq(byte_left == 1)]
+                        with m.If(byte_last):
+                            m.d.sync += [byte_left.eq(self.in_bytes - 1), byte_last.eq(self.in_bytes == 1),
+                                         inf_left.eq(inf_left - 1), inf_last.eq(inf_left == 1)]
+                            with m.If(inf_last):
                                 m.d.sync += crc_left.eq(3)
                                 m.next = "CRC"
                 with m.Elif(timed_out):
@@ -296,8 +315,9 @@ class Deframer(wiring.Component):
                 with m.State("CMD"):
                     with m.If(got):
                         m.d.comb += chk.valid.eq(1)
-                        m.d.sync += [cmd_buf.eq(Cat(cmd_buf[8:], byte)), cmd_left.eq(cmd_left - 1)]
-                        with m.If(cmd_left == 0):
+                        m.d.sync += [cmd_buf.eq(Cat(cmd_buf[8:], byte)), cmd_left.eq(cmd_left - 1),
+                                     cmd_last.eq(cmd_left == 1)]
+                        with m.If(cmd_last):
                             m.d.sync += crc_left.eq(3)
                             m.next = "CRC"
                     with m.Elif(timed_out):
@@ -318,7 +338,7 @@ class Deframer(wiring.Component):
                     m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(session, seq, count))]
                     m.d.sync += [cp.eq(wp), self.session.eq(session)]
                     m.next = "MAGIC0"
-        m.d.comb += [self.i.ready.eq(~fsm.ongoing("CHECK")),
+        m.d.comb += [checking.eq(fsm.ongoing("CHECK")),
                      self.in_frame.eq(~fsm.ongoing("MAGIC0") & ~fsm.ongoing("MAGIC1"))]
         with m.If(fsm.ongoing("MAGIC0") | got):
             m.d.sync += idle.eq(0)
