@@ -36,10 +36,11 @@ def test_fifo_throughput_and_latency(depth, latency, ii):
     assert (est.cycles, est.latency) == (ii, latency)
 
 
-@pytest.mark.parametrize("lanes,depth", [(9, 3), (16, 5), (20, 10), (80, 10)])
+@pytest.mark.parametrize("lanes,depth", [(9, 3), (16, 5), (20, 10), (80, 10), (9, 2), (32, 2)])
 def test_banked_fifo_order_throughput_and_fill(lanes, depth):
     """Wide distributed-RAM FIFOs are banks of at most BANK_BITS with their own control, in
-    lockstep: order under stalls, one transfer per cycle, latency 2, exactly depth entries."""
+    lockstep: order under stalls, one transfer per cycle, latency 2 (1 at depth 2, as the
+    unbanked SyncFIFO), exactly depth entries."""
     assert StreamFIFO.banks(8 * lanes, depth) == -(-8 * lanes // BANK_BITS) > 1
     x = _rand(signed(8), lanes, 300, seed=lanes)
     out, _ = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)},
@@ -47,7 +48,9 @@ def test_banked_fifo_order_throughput_and_fill(lanes, depth):
     np.testing.assert_array_equal(out["o"], x)
     out, cycles = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)})
     np.testing.assert_array_equal(out["o"], x)
-    assert cycles == len(x) - 1 + 2 + 1
+    latency = 1 if depth == 2 else 2
+    assert cycles == len(x) - 1 + latency + 1
+    assert StreamFIFO.estimate(signed(8), lanes, depth).latency == latency
     assert _accepted_while_stalled(StreamFIFO(signed(8), lanes, depth), depth + 10) == depth
 
 
@@ -116,7 +119,7 @@ def test_fifo_cocotb(depth):
 
 CAL = [(signed(8), 1, 1), (signed(8), 4, 2), (signed(8), 4, 8), (signed(8), 8, 16),
        (signed(8), 4, 64), (signed(8), 16, 512), (signed(2), 8, 200), (signed(8), 20, 10),
-       (signed(8), 80, 10)]
+       (signed(8), 80, 10), (signed(8), 32, 2)]
 
 
 @pytest.mark.synth

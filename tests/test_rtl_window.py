@@ -120,13 +120,16 @@ def test_window_corner_geometries(case, pause):
 
 
 @pytest.mark.parametrize("pause", ["3of4", "random"])
-def test_window_in_block_ram_with_landing_register(pause):
-    """A line buffer big enough for block RAM (120 words of 64 bits) reads through the landing
-    register beside the RAM: one more cycle of latency, the same windows under backpressure."""
-    from onnx2hw.rtl._linebuf import lands as _lands
+@pytest.mark.parametrize("c,simd,slices", [(16, 8, 1), (32, 16, 2)])
+def test_window_in_block_ram_with_landing_register(pause, c, simd, slices):
+    """A line buffer big enough for block RAM (120 words of 64 bits; of 128 bits: two slices of
+    two blocks, each with its own address and enable copies) reads through the landing register
+    beside the RAM: one more cycle of latency, the same windows under backpressure."""
+    from onnx2hw.rtl._linebuf import ebr_slices, lands as _lands
 
-    h, w, c, simd = 12, 12, 16, 8
+    h, w = 12, 12
     assert _lands(5 * w * c // simd, 8 * simd, "ecp5")
+    assert len(ebr_slices(5 * w * c // simd, 8 * simd)) == slices
     dut = SlidingWindow(h, w, c, 3, pads=1, simd=simd, elem_shape=signed(8), pad_value=-3)
     assert dut.estimate(h, w, c, 3, pads=1, simd=simd, elem_shape=signed(8)).latency == (w + 2) * 2 + 7
     x = np.random.default_rng(5).integers(-128, 128, size=(2, h, w, c))
@@ -242,6 +245,7 @@ def test_window_verilator(name, bits, sgn, simd, pause):
 SYNTH_CASES = [   # (H, W, C, kernel, kwargs) — line buffer in LUTRAM and in block RAM, 1-D
     (5, 7, 3, 3, dict(stride=2, pads=(1, 0, 0, 1), elem_shape=signed(4))),
     (12, 12, 32, 3, dict(pads=1, simd=8)),
+    (12, 12, 32, 3, dict(pads=1, simd=16)),
     (1, 32, 4, (1, 5), dict(pads=(0, 2, 0, 2), elem_shape=unsigned(4), depthwise=True)),
 ]
 

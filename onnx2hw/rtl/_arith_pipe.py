@@ -14,7 +14,7 @@ from dataclasses import replace
 from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
-from ._linebuf import EBR_SHAPES, ebr_tiling, row_mux
+from ._linebuf import ebr_slices, ebr_tiling, row_mux
 from ._replicate import BANK_BITS, banked_memory, replicas
 from .fifo import StreamFIFO
 
@@ -139,10 +139,6 @@ def rom_latency(depth: int, ebr_register: bool = False, replicated: bool = False
     return 4 if replicated else 3
 
 
-#: block RAMs one replica of a :func:`rom`'s address drives (``ebr_register`` with ``addr_next``)
-EBR_PER_ADDR = 2
-
-
 def rom_register_cost(depth: int, width: int, addr_next: bool = False) -> tuple[int, int]:
     """``(LUT4, FF)`` that ``ebr_register`` adds to a ``depth`` x ``width`` :func:`rom`: a
     register per block row, the multiplexer after them and the landing register after it (with
@@ -151,13 +147,8 @@ def rom_register_cost(depth: int, width: int, addr_next: bool = False) -> tuple[
         return 0, 0
     words = ebr_tiling(depth, width)[1]
     rows = -(-depth // words)
-    slices = -(-width // _address_slice(words)) if addr_next else 0
+    slices = len(ebr_slices(depth, width)) if addr_next else 0
     return (rows - 1) * width, (rows + 1) * width + rows * slices * (words - 1).bit_length()
-
-
-def _address_slice(words: int) -> int:
-    """Bits of a block row of ``words``-deep blocks that one address replica reads."""
-    return dict((d, w) for w, d in EBR_SHAPES)[words] * EBR_PER_ADDR
 
 
 def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
@@ -174,7 +165,7 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     ResNet-8 to 88.8 MHz; with one register only, the placer put it beside its consumer, 52
     columns from its block RAM (ResNet-8, 82.5 MHz). With ``addr_next`` too (``addr`` is a
     register, ``en`` constant 1) each block row is also split by width, every
-    :data:`EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once more
+    :data:`~._linebuf.EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once more
     (latency 4).
     """
     words = [int(w) for w in words]
@@ -193,21 +184,20 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
 
 def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
     """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select.
-    ``replicated``: each row is split by width into slices of :data:`EBR_PER_ADDR` blocks, each
+    ``replicated``: each row is split by width (:func:`~._linebuf.ebr_slices`), each slice
     addressed by its own copy of ``addr`` one cycle late, so that the address fans out from a
     register to registers only (one address register across a 26-block ROM was routed 10.2 ns
     in the AD autoencoder; its next value computed once and routed to replicas, 11.7 ns)."""
     rows = ebr_tiling(len(words), width)[1]
     lo = (rows - 1).bit_length()
-    step = _address_slice(rows) if replicated else width
+    slices = ebr_slices(len(words), width) if replicated else [(0, width)]
     regs = []
     for c in range(0, len(words), rows):
         part = words[c:c + rows]
         abits = max(1, (len(part) - 1).bit_length())
         r = Signal(width, name=f"{name}{c // rows}_q", reset_less=True)
-        for b in range(0, width, step):
-            hi = min(b + step, width)
-            k = f"{c // rows}" if step >= width else f"{c // rows}_{b // step}"
+        for j, (b, hi) in enumerate(slices):
+            k = f"{c // rows}" if len(slices) == 1 else f"{c // rows}_{j}"
             mem = memory.Memory(shape=unsigned(hi - b), depth=len(part),
                                 init=[(w >> b) & ((1 << (hi - b)) - 1) for w in part])
             m.submodules[f"{name}{k}"] = mem

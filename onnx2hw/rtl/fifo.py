@@ -24,7 +24,8 @@ class StreamFIFO(wiring.Component):
         Lanes per transfer (>= 1).
     depth : int
         Entries (>= 0). ``0``: wires, no storage. ``1``, ``2``: ``amaranth.lib.fifo.SyncFIFO``
-        (flip-flops / distributed RAM). ``>= 3``: ``amaranth.lib.fifo.SyncFIFOBuffered``, whose
+        (flip-flops / distributed RAM; wider than :data:`BANK_BITS` on ECP5: the same behaviour
+        in banks with their own control, :meth:`banks`). ``>= 3``: ``amaranth.lib.fifo.SyncFIFOBuffered``, whose
         storage is a synchronous-read ``Memory`` that Yosys maps to block RAM (DP16KD) when deep
         and wide enough, else to distributed RAM.
 
@@ -87,10 +88,11 @@ class StreamFIFO(wiring.Component):
 
     @staticmethod
     def banks(width: int, depth: int, family: str = "ecp5") -> int:
-        """Independent banks of a wide distributed-RAM FIFO (depth >= 3, at most
-        :data:`BANK_BITS` bits each): a read or write address shared by hundreds of RAM cells
-        is a net across the chip (17 ns routed in a 41k-LUT design); one per bank stays local."""
-        if depth < 3 or family != "ecp5" or _uses_bram(depth - 1, min(width, BANK_BITS), family):
+        """Independent banks of a wide distributed-RAM FIFO (depth >= 2, at most
+        :data:`BANK_BITS` bits each): a read or write address or write enable shared by hundreds
+        of RAM cells is a net across the chip (17 ns routed in a 41k-LUT design; a 2-entry FIFO's
+        write enable 6.6 ns in the KWS DS-CNN); one per bank stays local."""
+        if depth < 2 or family != "ecp5" or _uses_bram(depth - 1, min(width, BANK_BITS), family):
             return 1
         return len(banks_of(width))
 
@@ -98,7 +100,7 @@ class StreamFIFO(wiring.Component):
         flat_i, flat_o = self.i.payload.as_value(), self.o.payload.as_value()
         qs = []
         for b, (lo, hi) in enumerate(banks_of(width)):
-            m.submodules[f"bank{b}"] = q = _OffsetFIFO(hi - lo, self.depth, b)
+            m.submodules[f"bank{b}"] = q = _OffsetFIFO(hi - lo, self.depth, b, buffered=self.depth > 2)
             m.d.comb += [q.w_data.eq(flat_i[lo:hi]), flat_o[lo:hi].eq(q.r_data)]
             qs.append(q)
         # The banks move in lockstep (same enables from the same state, offsets aside), each with
@@ -121,9 +123,10 @@ class StreamFIFO(wiring.Component):
             return Cost(1, 0, 0, 0, 0, 0)
         if depth == 1:        # one register, half rate
             return Cost(2, 1, lut=3, ff=w + 1, dsp=0, ebr=0)
-        if depth == 2:        # SyncFIFO: distributed RAM on ECP5, flip-flops on iCE40
+        if depth == 2:        # SyncFIFO: distributed RAM on ECP5 (banked when wide), flip-flops on iCE40
             if family == "ecp5":
-                return Cost(1, 1, lut=9 + 6 * -(-w // 4), ff=4, dsp=0, ebr=0)
+                banks = StreamFIFO.banks(w, depth, family)
+                return Cost(1, 1, lut=9 * banks + 6 * -(-w // 4), ff=4 * banks, dsp=0, ebr=0)
             return Cost(1, 1, lut=w + 12, ff=2 * w + 4, dsp=0, ebr=0)
         inner = depth - 1     # SyncFIFOBuffered: memory of depth-1 plus an output register
         abits = max(1, (inner - 1).bit_length())
@@ -149,20 +152,22 @@ class StreamFIFO(wiring.Component):
 
 
 class _OffsetFIFO(Elaboratable):
-    """A buffered synchronous FIFO (``SyncFIFOBuffered``'s behaviour: ``depth - 1`` entries of
-    distributed RAM read asynchronously into an output register) whose pointers and level
-    counter start at ``offset``: the banks of a wide FIFO then have no identical registers, so
-    Yosys cannot merge their control back into one high-fanout copy. ``w_rdy``/``r_rdy`` are
-    functions of registers; write when ``w_en & w_rdy``, read when ``r_en & r_rdy``."""
+    """A synchronous FIFO whose pointers and level counter start at ``offset``: the banks of a
+    wide FIFO then have no identical registers, so Yosys cannot merge their control back into
+    one high-fanout copy. ``buffered``: ``SyncFIFOBuffered``'s behaviour (``depth - 1`` entries of
+    distributed RAM read asynchronously into an output register, latency 2), else
+    ``SyncFIFO``'s (``depth`` entries, the output read straight from the RAM, latency 1).
+    ``w_rdy``/``r_rdy`` are functions of registers; write when ``w_en & w_rdy``, read when
+    ``r_en & r_rdy``."""
 
-    def __init__(self, width: int, depth: int, offset: int):
-        self.width, self.depth, self.offset = width, depth, offset
+    def __init__(self, width: int, depth: int, offset: int, buffered: bool = True):
+        self.width, self.depth, self.offset, self.buffered = width, depth, offset, buffered
         self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
         self.r_data, self.r_en, self.r_rdy = Signal(width), Signal(), Signal()
 
     def elaborate(self, platform):
         m = Module()
-        inner, off = self.depth - 1, self.offset
+        inner, off = self.depth - int(self.buffered), self.offset
         mem = memory.Memory(shape=unsigned(self.width), depth=inner, init=[])
         m.submodules.storage = mem
         wp = mem.write_port()
@@ -171,21 +176,26 @@ class _OffsetFIFO(Elaboratable):
         r_ptr = Signal(range(inner), init=off % inner)
         level = Signal(range(off + inner + 1), init=off)     # entries in the RAM, plus off
         do_w = Signal()
-        do_load = Signal()          # RAM -> output register
+        do_load = Signal()          # a word leaves the RAM (into the output register, or read)
         m.d.comb += [
             self.w_rdy.eq(level != off + inner),
             do_w.eq(self.w_en & self.w_rdy),
-            do_load.eq((level != off) & (~self.r_rdy | self.r_en)),
             wp.addr.eq(w_ptr), wp.data.eq(self.w_data), wp.en.eq(do_w),
             rp.addr.eq(r_ptr),
         ]
         with m.If(do_w):
             m.d.sync += w_ptr.eq(Mux(w_ptr == inner - 1, 0, w_ptr + 1))
         with m.If(do_load):
-            m.d.sync += [r_ptr.eq(Mux(r_ptr == inner - 1, 0, r_ptr + 1)), self.r_data.eq(rp.data),
-                         self.r_rdy.eq(1)]
-        with m.Elif(self.r_en):
-            m.d.sync += self.r_rdy.eq(0)
+            m.d.sync += r_ptr.eq(Mux(r_ptr == inner - 1, 0, r_ptr + 1))
+        if self.buffered:
+            m.d.comb += do_load.eq((level != off) & (~self.r_rdy | self.r_en))
+            with m.If(do_load):
+                m.d.sync += [self.r_data.eq(rp.data), self.r_rdy.eq(1)]
+            with m.Elif(self.r_en):
+                m.d.sync += self.r_rdy.eq(0)
+        else:
+            m.d.comb += [self.r_rdy.eq(level != off), self.r_data.eq(rp.data),
+                         do_load.eq(self.r_en & self.r_rdy)]
         with m.If(do_w & ~do_load):
             m.d.sync += level.eq(level + 1)
         with m.Elif(do_load & ~do_w):

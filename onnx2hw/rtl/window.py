@@ -6,7 +6,7 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._linebuf import Counter, Geometry, clog2, lands, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, clog2, ebr_slices, lands, ram_cost, shape_of
 from ._replicate import banks_of, replicas
 from .cost import FAMILIES, Cost
 
@@ -187,10 +187,16 @@ class SlidingWindow(wiring.Component):
         # rewritten only once released). The read port is asynchronous plus a register (r1)
         # that Yosys merges into the block RAM; with ``no_rw_check`` it then adds no
         # read-during-write bypass (a multiplexer after the RAM's slow clock-to-out).
-        mem = memory.Memory(shape=unsigned(word), depth=D, init=[], attrs={"no_rw_check": 1})
-        m.submodules.mem = mem
-        wp = mem.write_port()
-        rp = mem.read_port(domain="comb")
+        # In block RAM the buffer is split by width (``ebr_slices``), each slice with its own
+        # copies of the write address and enable, read address and read enable (one write
+        # address register across a 12-block buffer was routed 12.8 ns, ResNet-8).
+        land = lands(D, word, getattr(platform, "family", "ecp5"))
+        slices = ebr_slices(D, word) if land else [(0, word)]
+        ports = []
+        for k, (lo, hi) in enumerate(slices):
+            mem = memory.Memory(shape=unsigned(hi - lo), depth=D, init=[], attrs={"no_rw_check": 1})
+            m.submodules["mem" if len(slices) == 1 else f"mem{k}"] = mem
+            ports.append((mem.write_port(), mem.read_port(domain="comb")))
 
         def wrap_add(x, c):
             """``(x + c) mod D`` for ``x`` in ``[0, D)`` and a constant: the compare and both
@@ -213,16 +219,15 @@ class SlidingWindow(wiring.Component):
         # The write is carried out a cycle late, from registers: the input handshake drives a
         # flip-flop, not the write enable of every distributed-RAM cell (4.9 ns routed in a KWS
         # DS-CNN). The reader reads an address only cycles after its write counted it written.
-        w_en = Signal(name="w_en")
-        w_a = Signal.like(w_addr.value, name="w_a")
+        w_ens = replicas(m, w_fire, len(slices), "w_en")
+        w_as = replicas(m, w_addr.value, len(slices), "w_a", copy=True)
         w_d = Signal(word, name="w_d", reset_less=True)
-        m.d.sync += [w_en.eq(w_fire), w_a.eq(w_addr.value), w_d.eq(self.i.payload.as_value())]
+        m.d.sync += w_d.eq(self.i.payload.as_value())
+        for (wp, _), (lo, hi), a, e in zip(ports, slices, w_as, w_ens):
+            m.d.comb += [wp.addr.eq(a), wp.data.eq(w_d[lo:hi]), wp.en.eq(e)]
         m.d.comb += [
             self.i.ready.eq(~row_start | (credit != 0)),
             w_fire.eq(self.i.valid & self.i.ready),
-            wp.addr.eq(w_a),
-            wp.data.eq(w_d),
-            wp.en.eq(w_en),
             w_img_done.eq(w_fire & w_cf.last & w_col.last & w_row.last),
         ]
         with m.If(w_fire):
@@ -320,11 +325,9 @@ class SlidingWindow(wiring.Component):
         # output row travel with its last element (rel0, rel1): the writer may overwrite them
         # only after that element has been read.
         r1 = Signal(word)
-        m.d.comb += rp.addr.eq(a0)
         # A line buffer in block RAM: its read data (5.8 ns clock-to-out) lands in a register of
         # its own (l1), placed beside the RAM, before the data register (20 columns routed from
         # the RAM to d2 limited ResNet-8 to 90 MHz).
-        land = lands(D, word, getattr(platform, "family", "ecp5"))
         l1, pl, vl = (Signal(word), Signal(), Signal()) if land else (r1, p1, v1)
         # Output: a skid register (s_d, s_v) beside the output register, so that the reader
         # pipeline's enable is the register ~s_v and o.ready reaches only the output and skid
@@ -342,11 +345,20 @@ class SlidingWindow(wiring.Component):
         o_v_next = Mux(take, s_v | (en & v2), self.o.valid)
         p2_next = Mux(en, pl, p2)
         m.d.sync += [s_v.eq(s_v_next), self.o.valid.eq(o_v_next), p2.eq(p2_next)]
+        a0_next = Mux(en, (row_addr + coff + r_cf.value)[:abits], a0)
+        m.d.sync += a0.eq(a0_next)
+        # the read address and r1's enable: a copy per slice (the one register itself when one)
+        a0s = replicas(m, a0_next, len(slices), "a0") if len(slices) > 1 else [a0]
+        r_ens = [~h for h in replicas(m, s_v_next, len(slices), "r1_hold")] if len(slices) > 1 else [en]
+        for (_, rp), (lo, hi), a, e in zip(ports, slices, a0s, r_ens):
+            m.d.comb += rp.addr.eq(a)
+            with m.If(e):
+                m.d.sync += r1[lo:hi].eq(rp.data)
         with m.If(en):
             m.d.sync += [
-                a0.eq((row_addr + coff + r_cf.value)[:abits]), p0.eq(padded), v0.eq(issue),
+                p0.eq(padded), v0.eq(issue),
                 rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
-                r1.eq(rp.data), p1.eq(p0), v1.eq(v0), rel1.eq(rel0), v2.eq(vl),
+                p1.eq(p0), v1.eq(v0), rel1.eq(rel0), v2.eq(vl),
             ]
         if land:
             with m.If(en):
@@ -463,7 +475,10 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word + 2 if ram.ebr else word)
     lut += word            # the skid register's output mux
     pipe += word + 1 + (3 + bool(ram.ebr)) * len(banks_of(word))   # the skid register; flags per bank
-    pipe += word + abits + 1                       # the registered write
+    # the registered write; block RAM in slices: per slice copies of the write address and
+    # enable, the read address and r1's enable
+    n = len(ebr_slices(depth, word)) if ram.ebr else 1
+    pipe += word + (abits + 1) * (2 * n - 1)
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
 
