@@ -24,7 +24,7 @@ def test_fifo_order_under_random_stalls(shape, lanes, depth):
     np.testing.assert_array_equal(out["o"], x)
 
 
-@pytest.mark.parametrize("depth,latency,ii", [(0, 0, 1), (1, 1, 2), (2, 1, 1), (3, 2, 1), (512, 4, 1),
+@pytest.mark.parametrize("depth,latency,ii", [(0, 0, 1), (1, 1, 2), (2, 1, 1), (3, 2, 1), (512, 5, 1),
                                               (16, 2, 1)])
 def test_fifo_throughput_and_latency(depth, latency, ii):
     n = 400

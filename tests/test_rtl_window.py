@@ -139,6 +139,25 @@ def test_window_in_block_ram_with_landing_register(pause, c, simd, slices):
     assert np.array_equal(out["o"], want)
 
 
+@pytest.mark.parametrize("pause", ["3of4", "random"])
+def test_window_in_distributed_ram_banks(pause):
+    """A 256-bit line buffer in distributed RAM (a 25x5x32 depthwise layer, 32 lanes) is four
+    64-bit banks, each with its own address and enable copies: the same windows under
+    backpressure."""
+    from onnx2hw.rtl._linebuf import lands as _lands
+    from onnx2hw.rtl.window import _buffer_slices
+
+    h, w, c, simd = 25, 5, 32, 32
+    assert not _lands(4 * w * c // simd, 8 * simd, "ecp5")
+    assert len(_buffer_slices(4 * w * c // simd, 8 * simd, "ecp5")[0]) == 4
+    dut = SlidingWindow(h, w, c, 3, pads=1, simd=simd, elem_shape=signed(8), depthwise=True, pad_value=5)
+    x = np.random.default_rng(6).integers(-128, 128, size=(2, h, w, c))
+    want = im2col_stream(x, (3, 3), (1, 1), (1, 1, 1, 1), 5, simd, True)
+    out, _ = run_stream(dut, {"i": x.reshape(-1, simd)}, {"o": want.shape[0]},
+                        src_pause=pause, sink_pause=pause, seed=8)
+    assert np.array_equal(out["o"], want)
+
+
 @pytest.mark.parametrize("name", ["3x3_s1_p1", "pool_2x2_dw", "odd_s2_asym", "pointwise"])
 def test_window_throughput_matches_estimate(name):
     """No backpressure: measured cycles per image agree with the cost model (within 15 %)."""

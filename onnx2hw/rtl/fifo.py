@@ -12,6 +12,9 @@ from .cost import Cost
 
 __all__ = ["StreamFIFO"]
 
+#: landing registers after a block-RAM FIFO's read data on ECP5
+FIFO_LANDING = 2
+
 
 class StreamFIFO(wiring.Component):
     """First-in first-out buffer on a ``data.ArrayLayout(elem_shape, lanes)`` stream.
@@ -29,10 +32,10 @@ class StreamFIFO(wiring.Component):
         storage is a synchronous-read ``Memory`` that Yosys maps to block RAM (DP16KD) when deep
         and wide enough, else to distributed RAM.
 
-    Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 4 in block RAM on ECP5
-    (depth >= 5: ``SyncFIFOBuffered`` of ``depth - 3``, a landing register, then a 2-entry
+    Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 5 in block RAM on ECP5
+    (depth >= 5: ``SyncFIFOBuffered`` of ``depth - 4``, two landing registers, then a 2-entry
     ``SyncFIFO``, so that the RAM's slow read data only meets a register; 3 on iCE40, without the
-    landing register) from input to output transfer on an empty FIFO.
+    landing registers) from input to output transfer on an empty FIFO.
     Initiation interval: 1, except depth 1 which alternates full and empty (one transfer every
     2 cycles). Backpressure: ``i.ready`` is low only while full;
     ``o.valid`` and ``o.payload`` come from registers / memory that change only on a read, so
@@ -63,18 +66,28 @@ class StreamFIFO(wiring.Component):
         family = getattr(platform, "family", "ecp5")
         if self.depth >= 5 and _uses_bram(self.depth - 1, width, family):
             # block RAM: its read data (5.8 ns clock-to-out, no output register inferred) lands
-            # in a register (one entry: loaded whenever it is empty or passes its word on), then
-            # a two-entry FIFO, so that no path runs from the RAM through logic (the RAM's data
-            # through a LUT into the FIFO's distributed RAM limited ResNet-8 to 87.9 MHz)
-            # (ECP5; on iCE40 the 2-entry FIFO takes the RAM's data)
-            land = family == "ecp5"
+            # in two registers (a pipeline of one-entry stages, each loaded whenever it is empty
+            # or passes its word on), then a two-entry FIFO, so that no path runs from the RAM
+            # through logic (the RAM's data through a LUT into the FIFO's distributed RAM limited
+            # ResNet-8 to 87.9 MHz) and the placer can keep the first beside the RAM (one landing
+            # register was placed 31 rows away, 96.8 MHz) (ECP5; on iCE40 the 2-entry FIFO
+            # takes the RAM's data)
+            land = FIFO_LANDING if family == "ecp5" else 0
             m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2 - land)
             m.submodules.out = r = fifo.SyncFIFO(width=width, depth=2)
             if land:
-                data, valid = Signal(width, name="land", reset_less=True), Signal(name="land_v")
-                m.d.comb += [q.r_en.eq(~valid | r.w_rdy), r.w_data.eq(data), r.w_en.eq(valid)]
-                with m.If(q.r_en):
-                    m.d.sync += [data.eq(q.r_data), valid.eq(q.r_rdy)]
+                datas = [Signal(width, name=f"land{k}", reset_less=True) for k in range(land)]
+                valids = [Signal(name=f"land{k}_v") for k in range(land)]
+                loads = [Signal(name=f"land{k}_load") for k in range(land)]
+                nxt = r.w_rdy
+                for k in reversed(range(land)):
+                    m.d.comb += loads[k].eq(~valids[k] | nxt)
+                    nxt = loads[k]
+                m.d.comb += [q.r_en.eq(loads[0]), r.w_data.eq(datas[-1]), r.w_en.eq(valids[-1])]
+                for k in range(land):
+                    with m.If(loads[k]):
+                        m.d.sync += [datas[k].eq(q.r_data if k == 0 else datas[k - 1]),
+                                     valids[k].eq(q.r_rdy if k == 0 else valids[k - 1])]
             else:
                 m.d.comb += [r.w_data.eq(q.r_data), r.w_en.eq(q.r_rdy), q.r_en.eq(r.w_rdy)]
         else:
@@ -132,9 +145,9 @@ class StreamFIFO(wiring.Component):
         abits = max(1, (inner - 1).bit_length())
         banks = StreamFIFO.banks(w, depth, family)
         if banks == 1 and depth >= 5 and _uses_bram(inner, w, family):
-            # block RAM of depth - 3 words and its output register, (ECP5) a landing register,
-            # then a 2-entry FIFO
-            land = int(family == "ecp5")
+            # block RAM of depth - 2 - land words and its output register, (ECP5) the landing
+            # registers, then a 2-entry FIFO
+            land = FIFO_LANDING if family == "ecp5" else 0
             inner = depth - 3 - land
             abits = max(1, (inner - 1).bit_length())
             ctrl = 6 * abits + 8 if family == "ecp5" else 8 * abits

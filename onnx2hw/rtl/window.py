@@ -6,7 +6,7 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ._linebuf import Counter, Geometry, clog2, ebr_slices, lands, ram_cost, shape_of
+from ._linebuf import Counter, Geometry, RamCost, clog2, ebr_slices, lands, ram_cost, shape_of
 from ._replicate import banks_of, replicas
 from .cost import FAMILIES, Cost
 
@@ -187,11 +187,11 @@ class SlidingWindow(wiring.Component):
         # rewritten only once released). The read port is asynchronous plus a register (r1)
         # that Yosys merges into the block RAM; with ``no_rw_check`` it then adds no
         # read-during-write bypass (a multiplexer after the RAM's slow clock-to-out).
-        # In block RAM the buffer is split by width (``ebr_slices``), each slice with its own
-        # copies of the write address and enable, read address and read enable (one write
-        # address register across a 12-block buffer was routed 12.8 ns, ResNet-8).
-        land = lands(D, word, getattr(platform, "family", "ecp5"))
-        slices = ebr_slices(D, word) if land else [(0, word)]
+        # On ECP5 the buffer is split by width (:func:`_buffer_slices`), each slice with its own
+        # copies of the write address and enable, read address and read enable.
+        family = getattr(platform, "family", "ecp5")
+        land = lands(D, word, family)
+        slices = _buffer_slices(D, word, family)[0]
         ports = []
         for k, (lo, hi) in enumerate(slices):
             mem = memory.Memory(shape=unsigned(hi - lo), depth=D, init=[], attrs={"no_rw_check": 1})
@@ -453,6 +453,23 @@ def _first_transfers(g: Geometry) -> int:
     return (rows * g.width + cols) * g.fold
 
 
+def _buffer_slices(depth: int, word: int, family: str) -> tuple[list[tuple[int, int]], RamCost]:
+    """The bit ranges a ``depth`` x ``word`` line buffer is split into on ECP5 (in block RAM
+    :func:`~._linebuf.ebr_slices`, else 64-bit :func:`~._replicate.banks_of`; one on iCE40) and
+    their summed :func:`~._linebuf.ram_cost` (Yosys maps each slice on its own). One write address
+    across a 12-block buffer was routed 12.8 ns (ResNet-8), across a 256-bit distributed RAM
+    buffer 9.8 ns (KWS DS-CNN)."""
+    if family != "ecp5":
+        return [(0, word)], ram_cost(depth, word, family)
+    whole = ram_cost(depth, word, family)
+    slices = ebr_slices(depth, word) if whole.ebr else banks_of(word)
+    costs = [ram_cost(depth, hi - lo, family) for lo, hi in slices]
+    total = RamCost(*(sum(getattr(c, f) for c in costs) for f in ("ebr", "lutram", "lut", "ff")))
+    # (the logic beside block RAM slices is the whole buffer's: 327 LUT4 measured for a 120 x 128
+    # window in two slices, where summing ram_cost's per-memory logic overshoots by 33 %)
+    return slices, RamCost(total.ebr, total.lutram, whole.lut if whole.ebr else total.lut, total.ff)
+
+
 def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int, int, int]:
     """(LUT4 equivalents, FF, EBR) of a SlidingWindow, fitted to Yosys ``synth_ecp5`` stat.
 
@@ -461,7 +478,7 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     """
     depth = rows * g.width * g.fold
     word = w * g.simd
-    ram = ram_cost(depth, word, family)
+    slices, ram = _buffer_slices(depth, word, family)
     abits = clog2(depth)
     hb = clog2(g.height + g.pads[0] + g.pads[2] + 2) + 1
     wb = clog2(g.width + g.pads[1] + g.pads[3] + 2) + 1
@@ -472,12 +489,13 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     # registered last flags, column bounds, row-release pipeline and the data register after
     # the RAM (the RAM's read register is inside a DP16KD, in flip-flops with distributed RAM)
     # (block RAM: the landing register beside it instead)
-    pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word + 2 if ram.ebr else word)
+    land = lands(depth, word, family)
+    pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word + 2 if land else word)
     lut += word            # the skid register's output mux
-    pipe += word + 1 + (3 + bool(ram.ebr)) * len(banks_of(word))   # the skid register; flags per bank
-    # the registered write; block RAM in slices: per slice copies of the write address and
-    # enable, the read address and r1's enable
-    n = len(ebr_slices(depth, word)) if ram.ebr else 1
+    pipe += word + 1 + (3 + land) * len(banks_of(word))   # the skid register; flags per bank
+    # the registered write; in slices: per slice copies of the write address and enable, the
+    # read address and r1's enable
+    n = len(slices)
     pipe += word + (abits + 1) * (2 * n - 1)
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
