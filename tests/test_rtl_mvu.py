@@ -400,14 +400,14 @@ def test_block_ram_tiling_and_rows():
     assert ebr_tiling(1100, 72) == (6, 512)
     assert ebr_tiling(900, 64) == (4, 1024)
     assert ebr_tiling(2048, 8) == (1, 2048)
-    assert rom_latency(64, ebr_register=True) == 1 and rom_latency(65, ebr_register=True) == 3
-    assert rom_latency(65) == 1 and rom_latency(65, ebr_register=True, replicated=True) == 4
+    assert rom_latency(64, ebr_register=True) == 1 and rom_latency(65, ebr_register=True) == 4
+    assert rom_latency(65) == 1 and rom_latency(65, ebr_register=True, replicated=True) == 5
 
 
 def test_block_rom_with_address_replicas_reads_every_word():
     """A 1100 x 100 ROM with ``ebr_register`` and ``addr_next``: three block rows of 512 words,
     each split into slices of two 36-bit blocks with their own address copy; reading a
-    stepping, holding and jumping address gives ``words[addr]`` four cycles later."""
+    stepping, holding and jumping address gives ``words[addr]`` five cycles later."""
     from amaranth.hdl import Module, Mux, Signal
     from amaranth.sim import Simulator
 
@@ -438,8 +438,8 @@ def test_block_rom_with_address_replicas_reads_every_word():
             if a is not None:
                 ctx.set(to, a)
             seen.append(ctx.get(addr))
-            if len(seen) > 4:
-                want.append(words[seen[-5]])
+            if len(seen) > 5:
+                want.append(words[seen[-6]])
                 got.append(ctx.get(q))
             await ctx.tick()
 

@@ -120,6 +120,12 @@ LUT_ROM_WORDS = 64
 #: in logic, 144x16 and 512x8 in one DP16KD)
 ROM_LOGIC_BITS = 2080
 
+#: fabric registers each block row of a registered block-RAM ROM is read through before the
+#: row select: with one, the placer put it beside its consumers, 64 columns from its block RAM
+#: (ResNet-8, 6.6 ns routed after the RAM's 5.6 ns clock-to-out, 81.7 MHz); a chain of two
+#: lets it split the distance
+ROM_LANDING = 2
+
 
 def rom_cost(depth: int, width: int) -> tuple[int, int]:
     """``(EBR blocks, LUT4s)`` of a ``depth`` x ``width`` :func:`rom` as Yosys maps it on ECP5
@@ -133,22 +139,23 @@ def rom_cost(depth: int, width: int) -> tuple[int, int]:
 
 def rom_latency(depth: int, ebr_register: bool = False, replicated: bool = False) -> int:
     """Cycles from address to data of a ``depth``-word :func:`rom`: with ``ebr_register`` in
-    block RAM 3, or 4 when ``replicated`` (``ebr_register`` with ``addr_next``), else 1."""
+    block RAM 4 (the read, :data:`ROM_LANDING` row registers, the landing register after the
+    row select), or 5 when ``replicated`` (``ebr_register`` with ``addr_next``), else 1."""
     if not ebr_register or depth <= LUT_ROM_WORDS:
         return 1
-    return 4 if replicated else 3
+    return ROM_LANDING + 2 + (1 if replicated else 0)
 
 
 def rom_register_cost(depth: int, width: int, addr_next: bool = False) -> tuple[int, int]:
-    """``(LUT4, FF)`` that ``ebr_register`` adds to a ``depth`` x ``width`` :func:`rom`: a
-    register per block row, the multiplexer after them and the landing register after it (with
-    ``addr_next``: the address replicas too)."""
+    """``(LUT4, FF)`` that ``ebr_register`` adds to a ``depth`` x ``width`` :func:`rom`: the
+    :data:`ROM_LANDING` registers per block row, the multiplexer after them and the landing
+    register after it (with ``addr_next``: the address replicas too)."""
     if rom_latency(depth, ebr_register=True) == 1:
         return 0, 0
     words = ebr_tiling(depth, width)[1]
     rows = -(-depth // words)
     slices = len(ebr_slices(depth, width)) if addr_next else 0
-    return (rows - 1) * width, (rows + 1) * width + rows * slices * (words - 1).bit_length()
+    return (rows - 1) * width, (ROM_LANDING * rows + 1) * width + rows * slices * (words - 1).bit_length()
 
 
 def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
@@ -159,14 +166,14 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     next value of the register ``addr``, and ``en`` constant 1) a wide LUT ROM is banked, each
     bank reading its own replica of ``addr`` (``_replicate.banked_memory``). With
     ``ebr_register`` a block RAM ROM is split by depth into one memory per block row
-    (:func:`ebr_tiling`), each read into its own fabric register, and the rows' registers are
-    multiplexed into a landing register (latency 3): a block RAM's read data is late (5.6 ns
-    clock-to-out), and its route through Yosys's depth multiplexer across the chip limited
-    ResNet-8 to 88.8 MHz; with one register only, the placer put it beside its consumer, 52
-    columns from its block RAM (ResNet-8, 82.5 MHz). With ``addr_next`` too (``addr`` is a
+    (:func:`ebr_tiling`), each read through its own :data:`ROM_LANDING` fabric registers, and
+    the rows' last registers are multiplexed into a landing register (latency 4): a block RAM's
+    read data is late (5.6 ns clock-to-out), and its route through Yosys's depth multiplexer
+    across the chip limited ResNet-8 to 88.8 MHz; with no register after the multiplexer, the
+    placer put the row register beside its consumer, 52 columns from its block RAM (82.5 MHz). With ``addr_next`` too (``addr`` is a
     register, ``en`` constant 1) each block row is also split by width, every
     :data:`~._linebuf.EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once more
-    (latency 4).
+    (latency 5).
     """
     words = [int(w) for w in words]
     if len(words) == 1:
@@ -206,11 +213,17 @@ def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
             m.d.comb += [rd.addr.eq(a[:abits]), rd.en.eq(en)]
             with m.If(en):
                 m.d.sync += r[b:hi].eq(rd.data)
+        for k in range(1, ROM_LANDING):
+            r2 = Signal(width, name=f"{name}{c // rows}_q{k}", reset_less=True)
+            with m.If(en):
+                m.d.sync += r2.eq(r)
+            r = r2
         regs.append(r)
     if len(regs) == 1:
         out = regs[0]
     else:
-        out = row_mux(regs, delay(m, en, addr[lo:], 3 if replicated else 2, name=f"{name}_sel")[-1])
+        sel = delay(m, en, addr[lo:], ROM_LANDING + 1 + (1 if replicated else 0), name=f"{name}_sel")[-1]
+        out = row_mux(regs, sel)
     land = Signal(width, name=f"{name}_land", reset_less=True)
     with m.If(en):
         m.d.sync += land.eq(out)

@@ -348,15 +348,17 @@ class MatrixVectorUnit(wiring.Component):
 
     def _input_copies(self, m, x_src, xs):
         """The input lanes each output row reads (``[row][lane]``): the operand registers ``xs``
-        for the first :data:`X_ROWS_PER_COPY` rows (of the style), a kept-apart replica
-        (:func:`~onnx2hw.rtl._replicate.replicas`, loaded from the same ``x_src``) for each further
-        group. One register driving the products of every row crossed the KWS DS-CNN's first
-        MVU (5.8 ns routed into a LUT product's carry chain)."""
+        when :data:`X_ROWS_PER_COPY` rows (of the style) cover all, else a kept-apart replica
+        (:func:`~onnx2hw.rtl._replicate.replicas`, loaded from ``x_src``) for each group of
+        them. One register driving the products of every row crossed the KWS DS-CNN's first
+        MVU (5.8 ns routed into a LUT product's carry chain); with ``xs`` for the first group,
+        Yosys merged it into the last group's identical replica (rows 0 and 31, 4.8 ns)."""
         per = X_ROWS_PER_COPY[self.style]
         copies = -(-self.pe // per)
-        reps = [replicas(m, v, copies - 1, f"x_r{j}") for j, v in enumerate(x_src)]
-        return [[xs[j] if p < per else reps[j][p // per - 1]
-                 for j in range(len(xs))] for p in range(self.pe)]
+        if copies == 1:
+            return [xs] * self.pe
+        reps = [replicas(m, v, copies, f"x_r{j}") for j, v in enumerate(x_src)]
+        return [[reps[j][p // per] for j in range(len(xs))] for p in range(self.pe)]
 
     def _products(self, m, en, x_rows, ws, platform):
         """The registered products ``[row][lane]`` of one (unpaired) beat, row ``p`` reading the
