@@ -406,9 +406,15 @@ class MatrixVectorUnit(wiring.Component):
             lat = rom_latency(nf, ebr_register=True)
             rows = hw_bias.reshape(nf, pe)
             if rom_cost(nf, pe * ab)[0] == 0:   # in logic: a ROM per lane, beside its accumulator
-                # (one register of all lanes' biases was routed 10.6 ns to a far lane, KWS)
-                biases = [rom(m, pack_words(rows[:, p:p + 1], ab), ab, ctls[-1 - lat].nf, en, f"bias{p}",
-                              ebr_register=True).as_signed() for p in range(pe)]
+                # (one register of all lanes' biases was routed 10.6 ns to a far lane, KWS), read
+                # into a landing register a cycle early when it has more than one word (its read
+                # register, packed with the ROM's last LUT, was placed 50 columns from its lane, KWS)
+                land = 1 if nf > 1 else 0
+                biases = []
+                for p in range(pe):
+                    b = rom(m, pack_words(rows[:, p:p + 1], ab), ab, ctls[-1 - lat - land].nf, en, f"bias{p}",
+                            ebr_register=True)
+                    biases.append(delay(m, en, b, land, name=f"bias{p}_land")[-1].as_signed())
             else:
                 bdata = rom(m, pack_words(rows, ab), pe * ab, ctls[-1 - lat].nf, en, "bias", ebr_register=True)
                 biases = lanes(bdata, ab, pe, True)
@@ -490,6 +496,10 @@ class MatrixVectorUnit(wiring.Component):
         late_lut, rom_ff = rom_register_cost(nf * sf, wbits, addr_next=True)   # block rows' registers, the late input
         rom_ff += simd * ib * (self._rom_latency() - 1)   # the input, delayed beside the ROM
         bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
+        bias_land = 0                                           # (in logic: the lanes' landing registers,
+        hw_bias = np.abs(self.bias) + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
+        if (self.has_bias or np.any(hw_bias)) and rom_cost(nf, pe * ab)[0] == 0 and nf > 1:
+            bias_land = pe * min(ab, int(hw_bias.max()).bit_length() + 1)   # as wide as the biases)
         rom_lut += late_lut + bias_lut
         rom_ff += bias_ff
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
@@ -502,7 +512,7 @@ class MatrixVectorUnit(wiring.Component):
             ff = ff * 1.25 + lut_ff
         if family == "ice40":
             lut *= 1.1
-        return queued(Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff),
+        return queued(Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff + bias_land),
                            dsp=dsps, ebr=rom_ebr + buf_ebr),
                       signed(ab), pe, stages, beats=sf, family=family)
 
