@@ -170,8 +170,9 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     the rows' last registers are multiplexed into a landing register (latency 4): a block RAM's
     read data is late (5.6 ns clock-to-out), and its route through Yosys's depth multiplexer
     across the chip limited ResNet-8 to 88.8 MHz; with no register after the multiplexer, the
-    placer put the row register beside its consumer, 52 columns from its block RAM (82.5 MHz). With ``addr_next`` too (``addr`` is a
-    register, ``en`` constant 1) each block row is also split by width, every
+    placer put the row register beside its consumer, 52 columns from its block RAM (82.5 MHz).
+    With ``addr_next`` too (``addr`` is a register, ``en`` constant 1) each block row is also
+    split by width, every
     :data:`~._linebuf.EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once more
     (latency 5).
     """
