@@ -91,12 +91,12 @@ def register_stage(m, i, o) -> Value:
     return accept
 
 
-def delay(m, en, value, stages, name="d"):
+def delay(m, en, value, stages, name="d", reset_less=False):
     """``value`` delayed by ``stages`` enabled clock edges (list of every stage, index 0 = value)."""
     out = [value]
     for k in range(stages):
         shape = value.shape() if isinstance(value, data.View) else Value.cast(value).shape()
-        r = Signal(shape, name=f"{name}{k + 1}")
+        r = Signal(shape, name=f"{name}{k + 1}", reset_less=reset_less)
         with m.If(en):
             m.d.sync += r.eq(out[-1])
         out.append(r)
@@ -214,12 +214,7 @@ def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
             m.d.comb += [rd.addr.eq(a[:abits]), rd.en.eq(en)]
             with m.If(en):
                 m.d.sync += r[b:hi].eq(rd.data)
-        for k in range(1, ROM_LANDING):
-            r2 = Signal(width, name=f"{name}{c // rows}_q{k}", reset_less=True)
-            with m.If(en):
-                m.d.sync += r2.eq(r)
-            r = r2
-        regs.append(r)
+        regs.append(delay(m, en, r, ROM_LANDING - 1, name=f"{name}{c // rows}_q", reset_less=True)[-1])
     if len(regs) == 1:
         out = regs[0]
     else:

@@ -204,6 +204,11 @@ class MatrixVectorUnit(wiring.Component):
         return (self._rom_latency() + (1 if style in ("dsp", "lut") else 0) + inner + dsp_in + 1 + paired
                 + tree_registers(self.simd, 2) + 1)
 
+    def _hw_bias(self):
+        """The per-row bias the hardware adds (with "sign" products: plus the row's count of -1
+        weights, see :meth:`_accumulate`)."""
+        return self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
+
     def _rom_latency(self):
         return rom_latency(self.out_features // self.pe * (self.in_features // self.simd), ebr_register=True,
                            replicated=True)
@@ -401,7 +406,7 @@ class MatrixVectorUnit(wiring.Component):
 
         # Bias, read its ROM's latency ahead of the accumulator (with "sign" products: plus the
         # number of -1 weights of the row, stored modulo 2**acc_bits).
-        hw_bias = self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
+        hw_bias = self._hw_bias()
         if self.has_bias or np.any(hw_bias):
             lat = rom_latency(nf, ebr_register=True)
             rows = hw_bias.reshape(nf, pe)
@@ -497,9 +502,9 @@ class MatrixVectorUnit(wiring.Component):
         rom_ff += simd * ib * (self._rom_latency() - 1)   # the input, delayed beside the ROM
         bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
         bias_land = 0                                           # (in logic: the lanes' landing registers,
-        hw_bias = np.abs(self.bias) + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
+        hw_bias = self._hw_bias()
         if (self.has_bias or np.any(hw_bias)) and rom_cost(nf, pe * ab)[0] == 0 and nf > 1:
-            bias_land = pe * min(ab, int(hw_bias.max()).bit_length() + 1)   # as wide as the biases)
+            bias_land = pe * min(ab, int(np.abs(hw_bias).max()).bit_length() + 1)   # as wide as the biases)
         rom_lut += late_lut + bias_lut
         rom_ff += bias_ff
         lut = prod + tree + acc + rom_lut + buf_lut + io + 40
