@@ -14,7 +14,8 @@ export OMP_NUM_THREADS ?= 1
 # Create the virtual environment and install the package with its test extras.
 # Re-runs only when pyproject.toml changes (the stamp is newer otherwise).
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# (a venv without pip is one whose creation was interrupted: made again)
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
