@@ -89,6 +89,23 @@ def test_fifo_fills_to_depth():
         assert _accepted_while_stalled(StreamFIFO(unsigned(3), 1, depth), depth + 10) == depth
 
 
+@pytest.mark.parametrize("lanes,depth", [(8, 66), (40, 18), (8, 300)])
+def test_block_ram_fifo_order_and_fill(lanes, depth):
+    """A block-RAM FIFO (its read data copied every cycle into landing registers, a word leaving
+    the RAM only against a free slot after them): order under random and long stalls, one
+    transfer per cycle, latency 5 and exactly `depth` entries."""
+    assert StreamFIFO.estimate(signed(8), lanes, depth).ebr > 0
+    x = _rand(signed(8), lanes, 700, seed=depth)
+    for src, sink in [("random", "random"), ("none", "3of4"), ("3of4", "none")]:
+        out, _ = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)},
+                            src_pause=src, sink_pause=sink, seed=depth)
+        np.testing.assert_array_equal(out["o"], x)
+    out, cycles = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)})
+    np.testing.assert_array_equal(out["o"], x)
+    assert cycles == len(x) - 1 + 5 + 1
+    assert _accepted_while_stalled(StreamFIFO(signed(8), lanes, depth), depth + 10) == depth
+
+
 @pytest.mark.parametrize("bad,err,match", [
     (dict(elem_shape="x"), TypeError, "elem_shape must be a shape.*'x'"),
     (dict(elem_shape=signed(8), lanes=0), ValueError, "lanes must be >= 1, not 0"),

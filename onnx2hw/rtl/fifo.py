@@ -14,6 +14,8 @@ __all__ = ["StreamFIFO"]
 
 #: landing registers after a block-RAM FIFO's read data on ECP5
 FIFO_LANDING = 2
+#: entries of the distributed-RAM FIFO after them (a slot's round trip, :meth:`StreamFIFO._landed_bram`)
+OUT_DEPTH = FIFO_LANDING + 2
 
 
 class StreamFIFO(wiring.Component):
@@ -33,9 +35,10 @@ class StreamFIFO(wiring.Component):
         and wide enough, else to distributed RAM.
 
     Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 5 in block RAM on ECP5
-    (depth >= 5: ``SyncFIFOBuffered`` of ``depth - 4``, two landing registers, then a 2-entry
-    ``SyncFIFO``, so that the RAM's slow read data only meets a register; 3 on iCE40, without the
-    landing registers) from input to output transfer on an empty FIFO.
+    (depth >= 5: ``SyncFIFOBuffered`` of ``depth - 4``, two landing registers, then a 4-entry
+    ``SyncFIFO``, so that the RAM's slow read data only meets a register, :meth:`_landed_bram`;
+    3 on iCE40, a 2-entry ``SyncFIFO`` after the RAM) from input to output transfer on an empty
+    FIFO.
     Initiation interval: 1, except depth 1 which alternates full and empty (one transfer every
     2 cycles). Backpressure: ``i.ready`` is low only while full;
     ``o.valid`` and ``o.payload`` come from registers / memory that change only on a read, so
@@ -65,30 +68,11 @@ class StreamFIFO(wiring.Component):
             return self._banked(m, width, banks)
         family = getattr(platform, "family", "ecp5")
         if self.depth >= 5 and _uses_bram(self.depth - 1, width, family):
-            # block RAM: its read data (5.8 ns clock-to-out, no output register inferred) lands
-            # in two registers (a pipeline of one-entry stages, each loaded whenever it is empty
-            # or passes its word on), then a two-entry FIFO, so that no path runs from the RAM
-            # through logic (the RAM's data through a LUT into the FIFO's distributed RAM limited
-            # ResNet-8 to 87.9 MHz) and the placer can keep the first beside the RAM (one landing
-            # register was placed 31 rows away, 96.8 MHz) (ECP5; on iCE40 the 2-entry FIFO
-            # takes the RAM's data)
-            land = FIFO_LANDING if family == "ecp5" else 0
-            m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2 - land)
-            m.submodules.out = r = fifo.SyncFIFO(width=width, depth=2)
-            if land:
-                datas = [Signal(width, name=f"land{k}", reset_less=True) for k in range(land)]
-                valids = [Signal(name=f"land{k}_v") for k in range(land)]
-                loads = [Signal(name=f"land{k}_load") for k in range(land)]
-                nxt = r.w_rdy
-                for k in reversed(range(land)):
-                    m.d.comb += loads[k].eq(~valids[k] | nxt)
-                    nxt = loads[k]
-                m.d.comb += [q.r_en.eq(loads[0]), r.w_data.eq(datas[-1]), r.w_en.eq(valids[-1])]
-                for k in range(land):
-                    with m.If(loads[k]):
-                        m.d.sync += [datas[k].eq(q.r_data if k == 0 else datas[k - 1]),
-                                     valids[k].eq(q.r_rdy if k == 0 else valids[k - 1])]
-            else:
+            if family == "ecp5":
+                q, r = self._landed_bram(m, width)
+            else:       # iCE40: the 2-entry FIFO takes the RAM's data
+                m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2)
+                m.submodules.out = r = fifo.SyncFIFO(width=width, depth=2)
                 m.d.comb += [r.w_data.eq(q.r_data), r.w_en.eq(q.r_rdy), q.r_en.eq(r.w_rdy)]
         else:
             cls = fifo.SyncFIFO if self.depth <= 2 else fifo.SyncFIFOBuffered
@@ -98,6 +82,33 @@ class StreamFIFO(wiring.Component):
             self.o.payload.eq(r.r_data), self.o.valid.eq(r.r_rdy), r.r_en.eq(self.o.ready),
         ]
         return m
+
+    def _landed_bram(self, m, width):
+        """ECP5 block-RAM FIFO: the RAM's read data (5.8 ns clock-to-out, no output register
+        inferred) is copied every cycle, with no enable or logic in front, into the first of
+        :data:`FIFO_LANDING` registers and then into a :data:`OUT_DEPTH`-entry distributed-RAM
+        FIFO: anything between the RAM and its first register (a load-enable LUT limited ResNet-8
+        to 89.6 MHz, the RAM's data through a LUT into the FIFO's RAM to 87.9 MHz) is a long
+        path once the placer puts the register away from the block. A word leaves the RAM only
+        against a free slot of the output FIFO (``room``, counting the words in flight), so the
+        landing registers never stall; ``q.r_en`` is a register (``ok``). A slot returns 4
+        cycles after its word leaves (pop, two landings, read), so 4 entries keep one transfer
+        per cycle. Returns ``(q, r)``: the RAM FIFO and the output FIFO."""
+        m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - OUT_DEPTH)
+        m.submodules.out = r = fifo.SyncFIFO(width=width, depth=OUT_DEPTH)
+        room = Signal(range(OUT_DEPTH + 1), init=OUT_DEPTH)
+        ok = Signal(init=1)
+        pop, drain = Signal(), Signal()
+        m.d.comb += [q.r_en.eq(ok), pop.eq(ok & q.r_rdy), drain.eq(r.r_rdy & r.r_en)]
+        nxt = room - pop + drain
+        m.d.sync += [room.eq(nxt), ok.eq(nxt != 0)]
+        data, valid = q.r_data, pop
+        for k in range(FIFO_LANDING):
+            d, v = Signal(width, name=f"land{k}", reset_less=True), Signal(name=f"land{k}_v")
+            m.d.sync += [d.eq(data), v.eq(valid)]
+            data, valid = d, v
+        m.d.comb += [r.w_data.eq(data), r.w_en.eq(valid)]
+        return q, r
 
     @staticmethod
     def banks(width: int, depth: int, family: str = "ecp5") -> int:
@@ -145,15 +156,18 @@ class StreamFIFO(wiring.Component):
         abits = max(1, (inner - 1).bit_length())
         banks = StreamFIFO.banks(w, depth, family)
         if banks == 1 and depth >= 5 and _uses_bram(inner, w, family):
-            # block RAM of depth - 2 - land words and its output register, (ECP5) the landing
-            # registers, then a 2-entry FIFO
-            land = FIFO_LANDING if family == "ecp5" else 0
-            inner = depth - 3 - land
+            # block RAM of depth - 1 - out words and its output register, (ECP5) the landing
+            # registers and the credit counter, then an `out`-entry FIFO (the same distributed
+            # RAM cells at 2 and 4 entries)
+            land, out = (FIFO_LANDING, OUT_DEPTH) if family == "ecp5" else (0, 2)
+            inner = depth - 1 - out
             abits = max(1, (inner - 1).bit_length())
             ctrl = 6 * abits + 8 if family == "ecp5" else 8 * abits
-            out = StreamFIFO.estimate(elem_shape, lanes, 2, family)
-            return Cost(1, 3 + land, lut=w + ctrl + out.lut + 24 + 2 * land,
-                        ff=(2 + land) * w + 4 * abits + 3 + land + out.ff, dsp=0,
+            tail = StreamFIFO.estimate(elem_shape, lanes, 2, family)
+            # (ECP5, measured: 24 LUTs fewer than iCE40's handshake, as no load-enable LUTs
+            # front the landing registers)
+            return Cost(1, 3 + land, lut=w + ctrl + tail.lut + (0 if land else 24),
+                        ff=(2 + land) * w + 4 * abits + 3 + 3 * land + tail.ff, dsp=0,
                         ebr=bram_blocks(inner, w, family))
         ff = w + 3 * abits + 3
         if family == "ecp5":  # TRELLIS_DPR16X4 (16x4), 6 LUT4-equivalents each, plus a mux
