@@ -89,13 +89,16 @@ def test_fifo_fills_to_depth():
         assert _accepted_while_stalled(StreamFIFO(unsigned(3), 1, depth), depth + 10) == depth
 
 
-@pytest.mark.parametrize("lanes,depth", [(8, 66), (40, 18), (8, 300)])
-def test_block_ram_fifo_order_and_fill(lanes, depth):
-    """A block-RAM FIFO (its read data copied every cycle into landing registers, a word leaving
-    the RAM only against a free slot after them): order under random and long stalls, one
+@pytest.mark.parametrize("lanes,depth,rows", [(8, 66, 1), (40, 18, 1), (8, 300, 1), (4, 1100, 3)])
+def test_block_ram_fifo_order_and_fill(lanes, depth, rows):
+    """A block-RAM FIFO (each block row's read data copied every cycle into a landing register,
+    the popped word's row selected into the next, a word leaving the RAM only against a free
+    slot after them): order under random and long stalls (wrapping around every row), one
     transfer per cycle, latency 5 and exactly `depth` entries."""
+    from onnx2hw.rtl.fifo import OUT_DEPTH, _RowFIFO
     assert StreamFIFO.estimate(signed(8), lanes, depth).ebr > 0
-    x = _rand(signed(8), lanes, 700, seed=depth)
+    assert len(_RowFIFO(8 * lanes, depth - OUT_DEPTH).r_rows) == rows
+    x = _rand(signed(8), lanes, max(700, 2 * depth + 100), seed=depth)
     for src, sink in [("random", "random"), ("none", "3of4"), ("3of4", "none")]:
         out, _ = run_stream(StreamFIFO(signed(8), lanes, depth), {"i": x}, {"o": len(x)},
                             src_pause=src, sink_pause=sink, seed=depth)
@@ -136,7 +139,7 @@ def test_fifo_cocotb(depth):
 
 CAL = [(signed(8), 1, 1), (signed(8), 4, 2), (signed(8), 4, 8), (signed(8), 8, 16),
        (signed(8), 4, 64), (signed(8), 16, 512), (signed(2), 8, 200), (signed(8), 20, 10),
-       (signed(8), 80, 10), (signed(8), 32, 2)]
+       (signed(8), 80, 10), (signed(8), 32, 2), (signed(8), 4, 1100)]
 
 
 @pytest.mark.synth

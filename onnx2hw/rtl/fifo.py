@@ -6,7 +6,7 @@ from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
-from ._linebuf import bram_blocks
+from ._linebuf import bram_blocks, ebr_tiling, row_mux
 from ._replicate import BANK_BITS, banks_of
 from .cost import Cost
 
@@ -84,17 +84,19 @@ class StreamFIFO(wiring.Component):
         return m
 
     def _landed_bram(self, m, width):
-        """ECP5 block-RAM FIFO: the RAM's read data (5.8 ns clock-to-out, no output register
-        inferred) is copied every cycle, with no enable or logic in front, into the first of
-        :data:`FIFO_LANDING` registers and then into a :data:`OUT_DEPTH`-entry distributed-RAM
-        FIFO: anything between the RAM and its first register (a load-enable LUT limited ResNet-8
-        to 89.6 MHz, the RAM's data through a LUT into the FIFO's RAM to 87.9 MHz) is a long
-        path once the placer puts the register away from the block. A word leaves the RAM only
-        against a free slot of the output FIFO (``room``, counting the words in flight), so the
-        landing registers never stall; ``q.r_en`` is a register (``ok``). A slot returns 4
-        cycles after its word leaves (pop, two landings, read), so 4 entries keep one transfer
-        per cycle. Returns ``(q, r)``: the RAM FIFO and the output FIFO."""
-        m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - OUT_DEPTH)
+        """ECP5 block-RAM FIFO: each block row's read data (5.8 ns clock-to-out, no output
+        register inferred) is copied every cycle, with no enable or logic in front, into a
+        landing register of its own (:class:`_RowFIFO`); the popped word's row is selected
+        from those into the next landing register, then a :data:`OUT_DEPTH`-entry
+        distributed-RAM FIFO. Anything between a RAM and its first register (a load-enable LUT
+        limited ResNet-8 to 89.6 MHz, Yosys's multiplexer of a deep FIFO's block rows to 90.6,
+        the RAM's data through a LUT into the FIFO's RAM to 87.9) is a long path once the
+        placer puts the register away from the block. A word leaves the RAM only against a
+        free slot of the output FIFO (``room``, counting the words in flight), so the landing
+        registers never stall; ``q.r_en`` is a register (``ok``). A slot returns 4 cycles after
+        its word leaves (pop, two landings, read), so 4 entries keep one transfer per cycle.
+        Returns ``(q, r)``: the RAM FIFO and the output FIFO."""
+        m.submodules.fifo = q = _RowFIFO(width, self.depth - OUT_DEPTH)
         m.submodules.out = r = fifo.SyncFIFO(width=width, depth=OUT_DEPTH)
         room = Signal(range(OUT_DEPTH + 1), init=OUT_DEPTH)
         ok = Signal(init=1)
@@ -102,8 +104,11 @@ class StreamFIFO(wiring.Component):
         m.d.comb += [q.r_en.eq(ok), pop.eq(ok & q.r_rdy), drain.eq(r.r_rdy & r.r_en)]
         nxt = room - pop + drain
         m.d.sync += [room.eq(nxt), ok.eq(nxt != 0)]
-        data, valid = q.r_data, pop
-        for k in range(FIFO_LANDING):
+        rows = [Signal(width, name=f"land0_{k}", reset_less=True) for k in range(len(q.r_rows))]
+        sel, valid = Signal.like(q.r_row, name="land0_row"), Signal(name="land0_v")
+        m.d.sync += [d.eq(rd) for d, rd in zip(rows, q.r_rows)] + [sel.eq(q.r_row), valid.eq(pop)]
+        data = row_mux(rows, sel)
+        for k in range(1, FIFO_LANDING):
             d, v = Signal(width, name=f"land{k}", reset_less=True), Signal(name=f"land{k}_v")
             m.d.sync += [d.eq(data), v.eq(valid)]
             data, valid = d, v
@@ -166,8 +171,10 @@ class StreamFIFO(wiring.Component):
             tail = StreamFIFO.estimate(elem_shape, lanes, 2, family)
             # (ECP5, measured: 24 LUTs fewer than iCE40's handshake, as no load-enable LUTs
             # front the landing registers)
-            return Cost(1, 3 + land, lut=w + ctrl + tail.lut + (0 if land else 24),
-                        ff=(2 + land) * w + 4 * abits + 3 + 3 * land + tail.ff, dsp=0,
+            # (ECP5: a landing register per block row, and their row select)
+            extra = (-(-inner // ebr_tiling(inner, w)[1]) - 1) * w if land else 0
+            return Cost(1, 3 + land, lut=w + ctrl + tail.lut + (0 if land else 24) + 2 * extra,
+                        ff=(2 + land) * w + 4 * abits + 3 + 3 * land + tail.ff + extra, dsp=0,
                         ebr=bram_blocks(inner, w, family))
         ff = w + 3 * abits + 3
         if family == "ecp5":  # TRELLIS_DPR16X4 (16x4), 6 LUT4-equivalents each, plus a mux
@@ -226,6 +233,54 @@ class _OffsetFIFO(Elaboratable):
         with m.If(do_w & ~do_load):
             m.d.sync += level.eq(level + 1)
         with m.Elif(do_load & ~do_w):
+            m.d.sync += level.eq(level - 1)
+        return m
+
+
+class _RowFIFO(Elaboratable):
+    """``SyncFIFOBuffered``'s behaviour (``depth`` entries: ``depth - 1`` in block RAM, one at
+    the RAM's read output) with the RAM split by depth into one memory per block row
+    (:func:`~._linebuf.ebr_tiling`), so that no multiplexer of Yosys's follows the RAMs:
+    ``r_rows`` are the rows' read data (each held while nothing is read), ``r_row`` the row of
+    the word offered while ``r_rdy``. Every row reads the same row offset on a read."""
+
+    def __init__(self, width: int, depth: int):
+        self.width, self.depth = width, depth
+        self.per_row = ebr_tiling(depth - 1, width)[1]
+        self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
+        self.r_en, self.r_rdy = Signal(), Signal()
+        n = -(-(depth - 1) // self.per_row)
+        self.r_rows = [Signal(width, name=f"r_row{k}") for k in range(n)]
+        self.r_row = Signal(range(n))
+
+    def elaborate(self, platform):
+        m = Module()
+        inner, n = self.depth - 1, len(self.r_rows)
+        lo = (self.per_row - 1).bit_length() if n > 1 else max(1, (inner - 1).bit_length())
+        produce, consume = Signal(range(inner)), Signal(range(inner))
+        level = Signal(range(inner + 1))
+        do_w, do_r = Signal(), Signal()
+        m.d.comb += [self.w_rdy.eq(level != inner), do_w.eq(self.w_en & self.w_rdy),
+                     do_r.eq((level != 0) & (~self.r_rdy | self.r_en))]
+        for k, rd in enumerate(self.r_rows):
+            mem = memory.Memory(shape=unsigned(self.width), depth=min(self.per_row, inner - k * self.per_row),
+                                init=[])
+            m.submodules[f"row{k}"] = mem
+            wp, rp = mem.write_port(), mem.read_port()
+            here = (produce[lo:] == k) if n > 1 else 1
+            m.d.comb += [wp.addr.eq(produce[:lo]), wp.data.eq(self.w_data), wp.en.eq(do_w & here),
+                         rp.addr.eq(consume[:lo]), rp.en.eq(do_r), rd.eq(rp.data)]
+        with m.If(do_w):
+            m.d.sync += produce.eq(Mux(produce == inner - 1, 0, produce + 1))
+        with m.If(do_r):
+            m.d.sync += [consume.eq(Mux(consume == inner - 1, 0, consume + 1)), self.r_rdy.eq(1)]
+            if n > 1:
+                m.d.sync += self.r_row.eq(consume[lo:])
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        with m.If(do_w & ~do_r):
+            m.d.sync += level.eq(level + 1)
+        with m.Elif(do_r & ~do_w):
             m.d.sync += level.eq(level - 1)
         return m
 
