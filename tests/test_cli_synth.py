@@ -90,6 +90,8 @@ def test_synth_bad_link_or_clock(capsys, argv, message):
 
 
 def test_big_designs_route_with_router2():
-    """router1 stalls on congested 40k-LUT designs; small ones keep nextpnr's default router."""
+    """router1 stalls on congested 40k-LUT designs, whose placement also weighs timing more; small
+    ones keep nextpnr's defaults."""
     assert nextpnr_options(3_000) == "--timing-allow-fail"
-    assert nextpnr_options(ROUTER2_ABOVE_LUT + 1).split() == ["--timing-allow-fail", "--router", "router2"]
+    assert nextpnr_options(ROUTER2_ABOVE_LUT + 1).split() == ["--timing-allow-fail", "--router", "router2",
+                                                            "--placer-heap-timingweight", "40"]

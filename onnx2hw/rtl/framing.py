@@ -99,7 +99,7 @@ class Deframer(wiring.Component):
         Received bytes, taken into a register with their comparisons (the state machine decides
         on registers only: byte compares after its state were six LUT levels, 97.5 MHz in the
         KWS DS-CNN). ``i.ready`` is low only while a byte waits in that register during the
-        one cycle that checks a frame's CRC.
+        two cycles that check a frame's CRC (its compare registered, then decided on).
     o : Out(stream.Signature(8))
         Committed payload bytes, in order (one per cycle when ``o.ready``; 2-cycle read latency:
         block RAM rows, each read into a register beside it, then their multiplexer).
@@ -190,7 +190,7 @@ class Deframer(wiring.Component):
 
         # --- the received byte and its comparisons, registered; ``got``: the state machine takes it
         byte = Signal(8, name="rx_byte")
-        rx_valid, got, checking = Signal(name="rx_valid"), Signal(), Signal()
+        rx_valid, got, checking, crc_ok = Signal(name="rx_valid"), Signal(), Signal(), Signal()
         is_magic0, is_magic1, is_data, is_one, count_bad = (Signal(name=n) for n in (
             "is_magic0", "is_magic1", "is_data", "is_one", "count_bad"))
         rx = self.i.payload
@@ -309,7 +309,7 @@ class Deframer(wiring.Component):
                     m.d.comb += chk.valid.eq(1)
                     m.d.sync += crc_left.eq(crc_left - 1)
                     with m.If(crc_left == 0):
-                        m.next = "CHECK"
+                        m.next = "SETTLE"
                 with m.Elif(timed_out):
                     fail(P.E_TIMEOUT, session, seq, on_byte=False)
             if self.selftest:
@@ -323,8 +323,13 @@ class Deframer(wiring.Component):
                             m.next = "CRC"
                     with m.Elif(timed_out):
                         fail(P.E_TIMEOUT, session, seq, on_byte=False)
+            # the CRC's compare (three LUT levels from its register) is registered in SETTLE and
+            # decided on in CHECK (it ran on into the error and buffer-pointer logic: 10.4 ns,
+            # five LUTs, in the AD autoencoder)
+            with m.State("SETTLE"):
+                m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(~chk.match_detected):
+                with m.If(~crc_ok):
                     fail(P.E_CRC, session, seq, on_byte=False)
                 if self.selftest:
                     with m.Elif(is_cmd & self.cmd.valid):
@@ -339,7 +344,8 @@ class Deframer(wiring.Component):
                     m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(session, seq, count))]
                     m.d.sync += [cp.eq(wp), self.session.eq(session)]
                     m.next = "MAGIC0"
-        m.d.comb += [checking.eq(fsm.ongoing("CHECK")),
+        m.d.sync += crc_ok.eq(chk.match_detected)
+        m.d.comb += [checking.eq(fsm.ongoing("SETTLE") | fsm.ongoing("CHECK")),
                      self.in_frame.eq(~fsm.ongoing("MAGIC0") & ~fsm.ongoing("MAGIC1"))]
         with m.If(fsm.ongoing("MAGIC0") | got):
             m.d.sync += idle.eq(0)
