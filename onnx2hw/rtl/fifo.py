@@ -28,17 +28,17 @@ class StreamFIFO(wiring.Component):
     lanes : int
         Lanes per transfer (>= 1).
     depth : int
-        Entries (>= 0). ``0``: wires, no storage. ``1``, ``2``: ``amaranth.lib.fifo.SyncFIFO``
-        (flip-flops / distributed RAM; wider than :data:`BANK_BITS` on ECP5: the same behaviour
-        in banks with their own control, :meth:`banks`). ``>= 3``: ``amaranth.lib.fifo.SyncFIFOBuffered``, whose
-        storage is a synchronous-read ``Memory`` that Yosys maps to block RAM (DP16KD) when deep
-        and wide enough, else to distributed RAM.
+        Entries (>= 0). ``0``: wires, no storage. ``1``: one register
+        (``amaranth.lib.fifo.SyncFIFO``). ``2``: ``SyncFIFO``'s behaviour, ``>= 3``:
+        ``SyncFIFOBuffered``'s; on ECP5 in distributed RAM with registered flags
+        (:class:`_OffsetFIFO`; wider than :data:`BANK_BITS`: in banks with their own control,
+        :meth:`banks`), in block RAM when deep and wide enough (:meth:`_landed_bram`); on iCE40
+        Amaranth's classes, whose synchronous-read ``Memory`` Yosys maps to block RAM.
 
     Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 5 in block RAM on ECP5
-    (depth >= 5: ``SyncFIFOBuffered`` of ``depth - 4``, two landing registers, then a 4-entry
-    ``SyncFIFO``, so that the RAM's slow read data only meets a register, :meth:`_landed_bram`;
-    3 on iCE40, a 2-entry ``SyncFIFO`` after the RAM) from input to output transfer on an empty
-    FIFO.
+    (depth >= 5: a block-RAM FIFO of ``depth - 4``, two landing registers, then a 4-entry
+    distributed-RAM FIFO, so that the RAM's slow read data only meets a register; 3 on iCE40, a
+    2-entry ``SyncFIFO`` after the RAM) from input to output transfer on an empty FIFO.
     Initiation interval: 1, except depth 1 which alternates full and empty (one transfer every
     2 cycles). Backpressure: ``i.ready`` is low only while full;
     ``o.valid`` and ``o.payload`` come from registers / memory that change only on a read, so
@@ -74,6 +74,8 @@ class StreamFIFO(wiring.Component):
                 m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.depth - 2)
                 m.submodules.out = r = fifo.SyncFIFO(width=width, depth=2)
                 m.d.comb += [r.w_data.eq(q.r_data), r.w_en.eq(q.r_rdy), q.r_en.eq(r.w_rdy)]
+        elif ecp5 and self.depth >= 2:
+            m.submodules.fifo = q = r = _OffsetFIFO(width, self.depth, 0, buffered=self.depth > 2)
         else:
             cls = fifo.SyncFIFO if self.depth <= 2 else fifo.SyncFIFOBuffered
             m.submodules.fifo = q = r = cls(width=width, depth=self.depth)
@@ -97,7 +99,7 @@ class StreamFIFO(wiring.Component):
         its word leaves (pop, two landings, read), so 4 entries keep one transfer per cycle.
         Returns ``(q, r)``: the RAM FIFO and the output FIFO."""
         m.submodules.fifo = q = _RowFIFO(width, self.depth - OUT_DEPTH)
-        m.submodules.out = r = fifo.SyncFIFO(width=width, depth=OUT_DEPTH)
+        m.submodules.out = r = _OffsetFIFO(width, OUT_DEPTH, 0, buffered=False)
         room = Signal(range(OUT_DEPTH + 1), init=OUT_DEPTH)
         ok = Signal(init=1)
         pop, drain = Signal(), Signal()
@@ -155,7 +157,7 @@ class StreamFIFO(wiring.Component):
         if depth == 2:        # SyncFIFO: distributed RAM on ECP5 (banked when wide), flip-flops on iCE40
             if family == "ecp5":
                 banks = StreamFIFO.banks(w, depth, family)
-                return Cost(1, 1, lut=9 * banks + 6 * -(-w // 4), ff=4 * banks, dsp=0, ebr=0)
+                return Cost(1, 1, lut=9 * banks + 6 * -(-w // 4), ff=6 * banks + 2, dsp=0, ebr=0)
             return Cost(1, 1, lut=w + 12, ff=2 * w + 4, dsp=0, ebr=0)
         inner = depth - 1     # SyncFIFOBuffered: memory of depth-1 plus an output register
         abits = max(1, (inner - 1).bit_length())
@@ -191,12 +193,14 @@ class _OffsetFIFO(Elaboratable):
     one high-fanout copy. ``buffered``: ``SyncFIFOBuffered``'s behaviour (``depth - 1`` entries of
     distributed RAM read asynchronously into an output register, latency 2), else
     ``SyncFIFO``'s (``depth`` entries, the output read straight from the RAM, latency 1).
-    ``w_rdy``/``r_rdy`` are functions of registers; write when ``w_en & w_rdy``, read when
-    ``r_en & r_rdy``."""
+    ``w_rdy``/``r_rdy`` are registers (the level's compares made a cycle ahead: a compare
+    after the level register, ANDed with the neighbour's valid into the level's update, was a
+    path of four LUTs across two blocks, 95.9 MHz in the AD autoencoder); write when
+    ``w_en & w_rdy``, read when ``r_en & r_rdy``. ``offset`` 0 serves an unbanked FIFO."""
 
     def __init__(self, width: int, depth: int, offset: int, buffered: bool = True):
         self.width, self.depth, self.offset, self.buffered = width, depth, offset, buffered
-        self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
+        self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal(init=1)
         self.r_data, self.r_en, self.r_rdy = Signal(width), Signal(), Signal()
 
     def elaborate(self, platform):
@@ -209,10 +213,10 @@ class _OffsetFIFO(Elaboratable):
         w_ptr = Signal(range(inner), init=off % inner)
         r_ptr = Signal(range(inner), init=off % inner)
         level = Signal(range(off + inner + 1), init=off)     # entries in the RAM, plus off
+        filled = Signal()           # level != off
         do_w = Signal()
         do_load = Signal()          # a word leaves the RAM (into the output register, or read)
         m.d.comb += [
-            self.w_rdy.eq(level != off + inner),
             do_w.eq(self.w_en & self.w_rdy),
             wp.addr.eq(w_ptr), wp.data.eq(self.w_data), wp.en.eq(do_w),
             rp.addr.eq(r_ptr),
@@ -222,18 +226,15 @@ class _OffsetFIFO(Elaboratable):
         with m.If(do_load):
             m.d.sync += r_ptr.eq(Mux(r_ptr == inner - 1, 0, r_ptr + 1))
         if self.buffered:
-            m.d.comb += do_load.eq((level != off) & (~self.r_rdy | self.r_en))
+            m.d.comb += do_load.eq(filled & (~self.r_rdy | self.r_en))
             with m.If(do_load):
                 m.d.sync += [self.r_data.eq(rp.data), self.r_rdy.eq(1)]
             with m.Elif(self.r_en):
                 m.d.sync += self.r_rdy.eq(0)
         else:
-            m.d.comb += [self.r_rdy.eq(level != off), self.r_data.eq(rp.data),
-                         do_load.eq(self.r_en & self.r_rdy)]
-        with m.If(do_w & ~do_load):
-            m.d.sync += level.eq(level + 1)
-        with m.Elif(do_load & ~do_w):
-            m.d.sync += level.eq(level - 1)
+            m.d.comb += [self.r_rdy.eq(filled), self.r_data.eq(rp.data), do_load.eq(self.r_en & filled)]
+        nxt = Mux(do_w & ~do_load, level + 1, Mux(do_load & ~do_w, level - 1, level))
+        m.d.sync += [level.eq(nxt), self.w_rdy.eq(nxt != off + inner), filled.eq(nxt != off)]
         return m
 
 
