@@ -22,7 +22,7 @@ from .dataflow.fold import save_folding
 from .files import copy_file, write_text
 from .ir.errors import ModelError
 from .report import make_report, write_report
-from .rtl._replicate import YOSYS_KEEP_REPLICAS
+from .rtl._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 from .rtl.board_top import LINK_COST
 from .rtl.selftest import selftest_cost
 from .synth import SynthError, parse_fmax, parse_utilisation, run_build
@@ -209,7 +209,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             # private wire names otherwise (seen with synth_ecp5); replica registers get `keep`
             # (rtl._replicate) before opt_merge could merge them
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
-            plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\nopt_clean -purge",
+            plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\n{YOSYS_COLLISION_X}\nopt_clean -purge",
                                           nextpnr_opts=pnr_options)
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"

@@ -14,12 +14,21 @@ from __future__ import annotations
 from amaranth.hdl import Mux, Signal, Value, unsigned
 from amaranth.lib import memory
 
-__all__ = ["REPLICA_ATTR", "YOSYS_KEEP_REPLICAS", "BANK_BITS", "replicas", "banks_of", "banked_memory"]
+__all__ = ["REPLICA_ATTR", "YOSYS_KEEP_REPLICAS", "COLLISION_X_ATTR", "YOSYS_COLLISION_X", "BANK_BITS", "replicas", "banks_of", "banked_memory"]
 
 #: wire attribute naming a replica register
 REPLICA_ATTR = "onnx2hw_replica"
 #: Yosys command (after ``proc``): keep the flip-flops that drive replica wires
 YOSYS_KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1 t:$dff %i"
+#: attribute of a memory with one read and one write port whose read data is never used in a
+#: cycle that writes the address read: Yosys otherwise keeps the old word on such a collision
+#: by registering the write and multiplexing it after the RAM's read data (a LUT between a block
+#: RAM's 5.8 ns clock-to-out and its first register, and a register per bit)
+COLLISION_X_ATTR = "onnx2hw_collision_x"
+#: Yosys commands (after ``proc``): gather each memory into one cell and mark the read of the
+#: memories with :data:`COLLISION_X_ATTR` undefined on a collision
+YOSYS_COLLISION_X = (f"memory_collect a:{COLLISION_X_ATTR}; "
+                     f"setparam -set RD_COLLISION_X_MASK 1'1 a:{COLLISION_X_ATTR} t:$mem_v2 %i")
 #: widest slice of a bank (a multiple of the 4-bit distributed-RAM cell)
 BANK_BITS = 64
 

@@ -6,8 +6,8 @@ from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
-from ._linebuf import bram_blocks, ebr_tiling, row_mux
-from ._replicate import BANK_BITS, banks_of
+from ._linebuf import bram_blocks, ebr_slices, ebr_tiling, row_mux
+from ._replicate import BANK_BITS, COLLISION_X_ATTR, banks_of, replicas
 from .cost import Cost
 
 __all__ = ["StreamFIFO"]
@@ -15,7 +15,7 @@ __all__ = ["StreamFIFO"]
 #: landing registers after a block-RAM FIFO's read data on ECP5
 FIFO_LANDING = 2
 #: entries of the distributed-RAM FIFO after them (a slot's round trip, :meth:`StreamFIFO._landed_bram`)
-OUT_DEPTH = FIFO_LANDING + 2
+OUT_DEPTH = FIFO_LANDING + 3
 
 
 class StreamFIFO(wiring.Component):
@@ -86,29 +86,30 @@ class StreamFIFO(wiring.Component):
         return m
 
     def _landed_bram(self, m, width):
-        """ECP5 block-RAM FIFO: each block row's read data (5.8 ns clock-to-out, no output
-        register inferred) is copied every cycle, with no enable or logic in front, into a
-        landing register of its own (:class:`_RowFIFO`); the popped word's row is selected
-        from those into the next landing register, then a :data:`OUT_DEPTH`-entry
-        distributed-RAM FIFO. Anything between a RAM and its first register (a load-enable LUT
-        limited ResNet-8 to 89.6 MHz, Yosys's multiplexer of a deep FIFO's block rows to 90.6,
-        the RAM's data through a LUT into the FIFO's RAM to 87.9) is a long path once the
-        placer puts the register away from the block. A word leaves the RAM only against a
-        free slot of the output FIFO (``room``, counting the words in flight), so the landing
-        registers never stall; ``q.r_en`` is a register (``ok``). A slot returns 4 cycles after
-        its word leaves (pop, two landings, read), so 4 entries keep one transfer per cycle.
-        Returns ``(q, r)``: the RAM FIFO and the output FIFO."""
+        """ECP5 block-RAM FIFO (:class:`_RowFIFO`, ``depth - OUT_DEPTH`` words): each block
+        row's read data (5.8 ns clock-to-out, no output register inferred) is copied every
+        cycle, with no enable or logic in front, into a landing register of its own; the read
+        word's row is selected from those into the next landing register, then an
+        :data:`OUT_DEPTH`-entry distributed-RAM FIFO. Anything between a RAM and its first
+        register (a load-enable LUT limited ResNet-8 to 89.6 MHz, Yosys's multiplexer of a deep
+        FIFO's block rows to 90.6, the RAM's data through a LUT into the FIFO's RAM to 87.9) is
+        a long path once the placer puts the register away from the block. A word is read only
+        against a free slot of the output FIFO (``room``, counting the words in flight), so
+        nothing after the RAM ever stalls; the read's enable ``ok`` is a register. A slot
+        returns 5 cycles after its word is read (read, RAM output, two landings, output FIFO),
+        so 5 entries keep one transfer per cycle. Returns ``(q, r)``: the RAM FIFO and the
+        output FIFO."""
         m.submodules.fifo = q = _RowFIFO(width, self.depth - OUT_DEPTH)
         m.submodules.out = r = _OffsetFIFO(width, OUT_DEPTH, 0, buffered=False)
         room = Signal(range(OUT_DEPTH + 1), init=OUT_DEPTH)
         ok = Signal(init=1)
-        pop, drain = Signal(), Signal()
-        m.d.comb += [q.r_en.eq(ok), pop.eq(ok & q.r_rdy), drain.eq(r.r_rdy & r.r_en)]
-        nxt = room - pop + drain
+        drain = Signal()
+        m.d.comb += [q.r_en.eq(ok), drain.eq(r.r_rdy & r.r_en)]
+        nxt = room - q.pop + drain
         m.d.sync += [room.eq(nxt), ok.eq(nxt != 0)]
         rows = [Signal(width, name=f"land0_{k}", reset_less=True) for k in range(len(q.r_rows))]
         sel, valid = Signal.like(q.r_row, name="land0_row"), Signal(name="land0_v")
-        m.d.sync += [d.eq(rd) for d, rd in zip(rows, q.r_rows)] + [sel.eq(q.r_row), valid.eq(pop)]
+        m.d.sync += [d.eq(rd) for d, rd in zip(rows, q.r_rows)] + [sel.eq(q.r_row), valid.eq(q.r_valid)]
         data = row_mux(rows, sel)
         for k in range(1, FIFO_LANDING):
             d, v = Signal(width, name=f"land{k}", reset_less=True), Signal(name=f"land{k}_v")
@@ -163,21 +164,20 @@ class StreamFIFO(wiring.Component):
         abits = max(1, (inner - 1).bit_length())
         banks = StreamFIFO.banks(w, depth, family)
         if banks == 1 and depth >= 5 and _uses_bram(inner, w, family):
-            # block RAM of depth - 1 - out words and its output register, (ECP5) the landing
-            # registers and the credit counter, then an `out`-entry FIFO (the same distributed
-            # RAM cells at 2 and 4 entries)
-            land, out = (FIFO_LANDING, OUT_DEPTH) if family == "ecp5" else (0, 2)
-            inner = depth - 1 - out
-            abits = max(1, (inner - 1).bit_length())
-            ctrl = 6 * abits + 8 if family == "ecp5" else 8 * abits
-            tail = StreamFIFO.estimate(elem_shape, lanes, 2, family)
-            # (ECP5, measured: 24 LUTs fewer than iCE40's handshake, as no load-enable LUTs
-            # front the landing registers)
-            # (ECP5: a landing register per block row, and their row select)
-            extra = (-(-inner // ebr_tiling(inner, w)[1]) - 1) * w if land else 0
-            return Cost(1, 3 + land, lut=w + ctrl + tail.lut + (0 if land else 24) + 2 * extra,
-                        ff=(2 + land) * w + 4 * abits + 3 + 3 * land + tail.ff + extra, dsp=0,
-                        ebr=bram_blocks(inner, w, family))
+            tail = StreamFIFO.estimate(elem_shape, lanes, 2, family)   # (16-word RAM cells alike)
+            if family == "ice40":   # block RAM of depth - 3 words, its output register, a 2-entry FIFO
+                inner = depth - 3
+                abits = max(1, (inner - 1).bit_length())
+                return Cost(1, 3, lut=w + 8 * abits + tail.lut + 24, ff=2 * w + 4 * abits + 3 + tail.ff,
+                            dsp=0, ebr=bram_blocks(inner, w, family))
+            # ECP5: a _RowFIFO, a landing register per block row, the row select, the second
+            # landing register and the credit counter, then the OUT_DEPTH-entry FIFO
+            words = depth - OUT_DEPTH
+            abits = max(1, (words - 1).bit_length())
+            _, n, slices = row_layout(words, w)
+            return Cost(1, 3 + FIFO_LANDING, lut=6 * abits + 8 + tail.lut + (n - 1) * w,
+                        ff=(n + 1) * w + (3 + 2 * n * len(slices)) * abits + 12 + tail.ff, dsp=0,
+                        ebr=bram_blocks(words, w, family))
         ff = w + 3 * abits + 3
         if family == "ecp5":  # TRELLIS_DPR16X4 (16x4), 6 LUT4-equivalents each, plus a mux
             rows = -(-inner // 16)
@@ -239,51 +239,64 @@ class _OffsetFIFO(Elaboratable):
 
 
 class _RowFIFO(Elaboratable):
-    """``SyncFIFOBuffered``'s behaviour (``depth`` entries: ``depth - 1`` in block RAM, one at
-    the RAM's read output) with the RAM split by depth into one memory per block row
-    (:func:`~._linebuf.ebr_tiling`), so that no multiplexer of Yosys's follows the RAMs:
-    ``r_rows`` are the rows' read data (each held while nothing is read), ``r_row`` the row of
-    the word offered while ``r_rdy``. Every row reads the same row offset on a read."""
+    """A FIFO of ``depth`` words in block RAM, one memory per block row and
+    :func:`~._linebuf.ebr_slices` slice (:func:`row_layout`), each addressed by copies of its
+    own of the write and read pointers: no multiplexer of Yosys's follows the RAMs, and no
+    enable or address reaches them from logic or from one register across the chip (a read
+    enable from the level through two LUTs to a RAM 37 rows away, 7.1 ns routed, limited
+    ResNet-8 to 91.6 MHz). The RAMs read every cycle at the read pointer: a read (``pop``:
+    ``r_en`` and a word present) advances it, and the cycle after, ``r_valid`` is high with
+    ``r_rows`` (every row's data at that offset) and ``r_row`` (the row that holds the word).
+    ``w_rdy`` is a register; write when ``w_en & w_rdy``. Latency: a word written is read from
+    the cycle after."""
 
     def __init__(self, width: int, depth: int):
         self.width, self.depth = width, depth
-        self.per_row = ebr_tiling(depth - 1, width)[1]
-        self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal()
-        self.r_en, self.r_rdy = Signal(), Signal()
-        n = -(-(depth - 1) // self.per_row)
+        self.per_row, n, self.slices = row_layout(depth, width)
+        self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal(init=1)
+        self.r_en, self.pop, self.r_valid = Signal(), Signal(), Signal()
         self.r_rows = [Signal(width, name=f"r_row{k}") for k in range(n)]
         self.r_row = Signal(range(n))
 
     def elaborate(self, platform):
         m = Module()
-        inner, n = self.depth - 1, len(self.r_rows)
-        lo = (self.per_row - 1).bit_length() if n > 1 else max(1, (inner - 1).bit_length())
-        produce, consume = Signal(range(inner)), Signal(range(inner))
-        level = Signal(range(inner + 1))
-        do_w, do_r = Signal(), Signal()
-        m.d.comb += [self.w_rdy.eq(level != inner), do_w.eq(self.w_en & self.w_rdy),
-                     do_r.eq((level != 0) & (~self.r_rdy | self.r_en))]
+        depth, n = self.depth, len(self.r_rows)
+        lo = (self.per_row - 1).bit_length() if n > 1 else max(1, (depth - 1).bit_length())
+        produce, consume = Signal(range(depth)), Signal(range(depth))
+        level, filled = Signal(range(depth + 1)), Signal()
+        do_w = Signal()
+        m.d.comb += [do_w.eq(self.w_en & self.w_rdy), self.pop.eq(self.r_en & filled)]
+
+        def step(ptr, en):
+            return Mux(en, Mux(ptr == depth - 1, 0, ptr + 1), ptr)
+        produce_next, consume_next = step(produce, do_w), step(consume, self.pop)
+        level_next = Mux(do_w & ~self.pop, level + 1, Mux(self.pop & ~do_w, level - 1, level))
+        m.d.sync += [produce.eq(produce_next), consume.eq(consume_next), level.eq(level_next),
+                     self.w_rdy.eq(level_next != depth), filled.eq(level_next != 0),
+                     self.r_valid.eq(self.pop)]
+        if n > 1:
+            m.d.sync += self.r_row.eq(consume[lo:])
         for k, rd in enumerate(self.r_rows):
-            mem = memory.Memory(shape=unsigned(self.width), depth=min(self.per_row, inner - k * self.per_row),
-                                init=[])
-            m.submodules[f"row{k}"] = mem
-            wp, rp = mem.write_port(), mem.read_port()
             here = (produce[lo:] == k) if n > 1 else 1
-            m.d.comb += [wp.addr.eq(produce[:lo]), wp.data.eq(self.w_data), wp.en.eq(do_w & here),
-                         rp.addr.eq(consume[:lo]), rp.en.eq(do_r), rd.eq(rp.data)]
-        with m.If(do_w):
-            m.d.sync += produce.eq(Mux(produce == inner - 1, 0, produce + 1))
-        with m.If(do_r):
-            m.d.sync += [consume.eq(Mux(consume == inner - 1, 0, consume + 1)), self.r_rdy.eq(1)]
-            if n > 1:
-                m.d.sync += self.r_row.eq(consume[lo:])
-        with m.Elif(self.r_en):
-            m.d.sync += self.r_rdy.eq(0)
-        with m.If(do_w & ~do_r):
-            m.d.sync += level.eq(level + 1)
-        with m.Elif(do_r & ~do_w):
-            m.d.sync += level.eq(level - 1)
+            for j, (b, e) in enumerate(self.slices):
+                # (a word is read only from the cycle after it was written: a read of the
+                # address written, with the FIFO empty, is never used)
+                mem = memory.Memory(shape=unsigned(e - b), depth=min(self.per_row, depth - k * self.per_row),
+                                    init=[], attrs={COLLISION_X_ATTR: 1})
+                m.submodules[f"row{k}_{j}"] = mem
+                wp, rp = mem.write_port(), mem.read_port()
+                wa = replicas(m, produce_next, 1, f"wa{k}_{j}")[0]
+                ra = replicas(m, consume_next, 1, f"ra{k}_{j}")[0]
+                m.d.comb += [wp.addr.eq(wa[:lo]), wp.data.eq(self.w_data[b:e]), wp.en.eq(do_w & here),
+                             rp.addr.eq(ra[:lo]), rd[b:e].eq(rp.data)]
         return m
+
+
+def row_layout(depth: int, width: int):
+    """``(words per block row, block rows, slices)`` of a :class:`_RowFIFO` of ``depth`` x
+    ``width``."""
+    per_row = ebr_tiling(depth, width)[1]
+    return per_row, -(-depth // per_row), ebr_slices(depth, width)
 
 
 def _uses_bram(entries: int, width: int, family: str) -> bool:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ._replicate import YOSYS_KEEP_REPLICAS
+from ._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 
 __all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform",
            "FAMILY"]
@@ -97,7 +97,8 @@ def synthesize(component, family: str = "ecp5", *, workdir=None, json_out: bool 
         # `opt_clean -purge` first: with Amaranth's private wire names kept, YoWASP Yosys 0.70's
         # abc9 re-integration (synth_ecp5) fails `count_id(wire->name) == 0`.
         for extra in ("", " -dff") if family == "ecp5" else ("",):
-            script = (f"read_rtlil top.il; proc; {YOSYS_KEEP_REPLICAS}; opt_clean -purge; {synth}{extra}; "
+            script = (f"read_rtlil top.il; proc; {YOSYS_KEEP_REPLICAS}; {YOSYS_COLLISION_X}; opt_clean -purge; "
+                      f"{synth}{extra}; "
                       f"tee -q -o stat.json stat -json")
             if json_out:
                 script += "; write_json top.json"
