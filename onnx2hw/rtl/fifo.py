@@ -36,7 +36,7 @@ class StreamFIFO(wiring.Component):
         Amaranth's classes, whose synchronous-read ``Memory`` Yosys maps to block RAM.
 
     Latency: 0 (depth 0), 1 cycle (depth 1-2), 2 cycles (depth >= 3), 5 in block RAM on ECP5
-    (depth >= 5: a block-RAM FIFO of ``depth - 4``, two landing registers, then a 4-entry
+    (depth >= 5: a block-RAM FIFO of ``depth - 5`` words, two landing registers, then a 5-entry
     distributed-RAM FIFO, so that the RAM's slow read data only meets a register; 3 on iCE40, a
     2-entry ``SyncFIFO`` after the RAM) from input to output transfer on an empty FIFO.
     Initiation interval: 1, except depth 1 which alternates full and empty (one transfer every
