@@ -155,7 +155,7 @@ class BoardTop(wiring.Component):
             _join(m, st.ao, l2b.i)
             _join(m, dfr.cmd, st.cmd)
             _join(m, st.res, frm.st)
-            m.d.comb += st.link_idle.eq(~dfr.pending & ~land.o.valid & ~b2l.o.valid)
+            m.d.comb += st.link_idle.eq(~dfr.pending & ~land.o.valid & ~b2l.busy)
         _join(m, l2b.o, frm.i)
         _join(m, dfr.tag, frm.tag)
         _join(m, dfr.err, frm.err)

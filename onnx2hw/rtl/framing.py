@@ -363,7 +363,8 @@ class BytesToLanes(wiring.Component):
     the shift enable, a LUT of the input FIFO's level, routed to every buffer bit across the
     chip (9.2 ns) limited the AD autoencoder to 76 MHz. One byte per 3 cycles at most (the UART
     delivers one per hundreds); ``o.valid`` rises 3 cycles after the transfer's last byte is
-    taken, and no byte is taken while it is high.
+    taken, and no byte is taken while it is high. ``busy`` (not a port): a byte taken is not yet
+    in the buffer, or a transfer waits on ``o``.
     """
 
     def __init__(self, *, elem_shape, lanes: int):
@@ -373,6 +374,7 @@ class BytesToLanes(wiring.Component):
         self.elem_bytes = (self.elem_shape.width + 7) // 8
         super().__init__({"i": In(stream.Signature(8)),
                           "o": Out(stream.Signature(data.ArrayLayout(self.elem_shape, lanes)))})
+        self.busy = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -382,7 +384,8 @@ class BytesToLanes(wiring.Component):
         w = self.elem_shape.width
         byte = Signal(8)
         held, shift = Signal(), Signal()        # the byte taken a cycle ago / two cycles ago
-        m.d.comb += self.i.ready.eq(~self.o.valid & ~held & ~shift)
+        m.d.comb += [self.i.ready.eq(~self.o.valid & ~held & ~shift),
+                     self.busy.eq(self.o.valid | held | shift)]
         for j in range(self.lanes):
             m.d.comb += self.o.payload[j].eq(buf[8 * self.elem_bytes * j:][:w])
         with m.If(self.i.valid & self.i.ready):
