@@ -233,8 +233,7 @@ class _OffsetFIFO(Elaboratable):
                 m.d.sync += self.r_rdy.eq(0)
         else:
             m.d.comb += [self.r_rdy.eq(filled), self.r_data.eq(rp.data), do_load.eq(self.r_en & filled)]
-        nxt = Mux(do_w & ~do_load, level + 1, Mux(do_load & ~do_w, level - 1, level))
-        m.d.sync += [level.eq(nxt), self.w_rdy.eq(nxt != off + inner), filled.eq(nxt != off)]
+        _count(m, level, do_w, do_load, self.w_rdy, filled, off, off + inner)
         return m
 
 
@@ -270,10 +269,8 @@ class _RowFIFO(Elaboratable):
         def step(ptr, en):
             return Mux(en, Mux(ptr == depth - 1, 0, ptr + 1), ptr)
         produce_next, consume_next = step(produce, do_w), step(consume, self.pop)
-        level_next = Mux(do_w & ~self.pop, level + 1, Mux(self.pop & ~do_w, level - 1, level))
-        m.d.sync += [produce.eq(produce_next), consume.eq(consume_next), level.eq(level_next),
-                     self.w_rdy.eq(level_next != depth), filled.eq(level_next != 0),
-                     self.r_valid.eq(self.pop)]
+        _count(m, level, do_w, self.pop, self.w_rdy, filled, 0, depth)
+        m.d.sync += [produce.eq(produce_next), consume.eq(consume_next), self.r_valid.eq(self.pop)]
         if n > 1:
             m.d.sync += self.r_row.eq(consume[lo:])
         for k, rd in enumerate(self.r_rows):
@@ -290,6 +287,18 @@ class _RowFIFO(Elaboratable):
                 m.d.comb += [wp.addr.eq(wa[:lo]), wp.data.eq(self.w_data[b:e]), wp.en.eq(do_w & here),
                              rp.addr.eq(ra[:lo]), rd[b:e].eq(rp.data)]
         return m
+
+
+def _count(m, level, up, down, w_rdy, filled, empty: int, full: int):
+    """A FIFO's level (``empty`` .. ``full``) counted up on ``up`` and down on ``down``, and its
+    flags ``w_rdy`` (level != full) and ``filled`` (level != empty) as registers. The flags'
+    next values compare the level register with constants beside the count, not its next value
+    (a compare after the count's carry chain made the flags' path 4 LUTs and a carry from a
+    neighbour's handshake, 96.6 MHz in the KWS DS-CNN)."""
+    inc, dec = up & ~down, down & ~up
+    m.d.sync += [level.eq(Mux(inc, level + 1, Mux(dec, level - 1, level))),
+                 w_rdy.eq(Mux(inc, level != full - 1, Mux(dec, 1, w_rdy))),
+                 filled.eq(Mux(inc, 1, Mux(dec, level != empty + 1, filled)))]
 
 
 def row_layout(depth: int, width: int):
