@@ -221,10 +221,7 @@ class _OffsetFIFO(Elaboratable):
             wp.addr.eq(w_ptr), wp.data.eq(self.w_data), wp.en.eq(do_w),
             rp.addr.eq(r_ptr),
         ]
-        with m.If(do_w):
-            m.d.sync += w_ptr.eq(Mux(w_ptr == inner - 1, 0, w_ptr + 1))
-        with m.If(do_load):
-            m.d.sync += r_ptr.eq(Mux(r_ptr == inner - 1, 0, r_ptr + 1))
+        m.d.sync += [w_ptr.eq(_step(w_ptr, do_w, inner)), r_ptr.eq(_step(r_ptr, do_load, inner))]
         if self.buffered:
             m.d.comb += do_load.eq(filled & (~self.r_rdy | self.r_en))
             with m.If(do_load):
@@ -250,7 +247,7 @@ class _RowFIFO(Elaboratable):
     the cycle after."""
 
     def __init__(self, width: int, depth: int):
-        self.width, self.depth = width, depth
+        self.depth = depth
         self.per_row, n, self.slices = row_layout(depth, width)
         self.w_data, self.w_en, self.w_rdy = Signal(width), Signal(), Signal(init=1)
         self.r_en, self.pop, self.r_valid = Signal(), Signal(), Signal()
@@ -265,10 +262,7 @@ class _RowFIFO(Elaboratable):
         level, filled = Signal(range(depth + 1)), Signal()
         do_w = Signal()
         m.d.comb += [do_w.eq(self.w_en & self.w_rdy), self.pop.eq(self.r_en & filled)]
-
-        def step(ptr, en):
-            return Mux(en, Mux(ptr == depth - 1, 0, ptr + 1), ptr)
-        produce_next, consume_next = step(produce, do_w), step(consume, self.pop)
+        produce_next, consume_next = _step(produce, do_w, depth), _step(consume, self.pop, depth)
         _count(m, level, do_w, self.pop, self.w_rdy, filled, 0, depth)
         m.d.sync += [produce.eq(produce_next), consume.eq(consume_next), self.r_valid.eq(self.pop)]
         if n > 1:
@@ -287,6 +281,11 @@ class _RowFIFO(Elaboratable):
                 m.d.comb += [wp.addr.eq(wa[:lo]), wp.data.eq(self.w_data[b:e]), wp.en.eq(do_w & here),
                              rp.addr.eq(ra[:lo]), rd[b:e].eq(rp.data)]
         return m
+
+
+def _step(ptr, en, depth: int):
+    """``ptr`` advanced by one modulo ``depth`` when ``en``."""
+    return Mux(en, Mux(ptr == depth - 1, 0, ptr + 1), ptr)
 
 
 def _count(m, level, up, down, w_rdy, filled, empty: int, full: int):
