@@ -21,6 +21,7 @@ from .build_info import (FILENAME as ACCELERATOR_JSON, SelfTestData, begin_build
 from .dataflow.fold import save_folding
 from .files import copy_file, write_text
 from .ir.errors import ModelError
+from .rtl.ram_outreg import absorb_output_registers
 from .report import make_report, write_report
 from .rtl._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 from .rtl.board_top import LINK_COST
@@ -213,7 +214,8 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
                                           nextpnr_opts=pnr_options)
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"
-        steps.update(run_build(plan, work, name, progress=progress))
+        post = (lambda wd: absorb_output_registers(wd / f"{name}.json")) if board.family == "ecp5" else None
+        steps.update(run_build(plan, work, name, progress=progress, after_synthesis=post))
         bitstreams = []
         for ext in BITSTREAM_EXTENSIONS:
             if (work / f"{name}.{ext}").is_file():

@@ -57,10 +57,12 @@ def _steps(script: str) -> list[tuple[str, list[str]]]:
     return steps
 
 
-def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 3600) -> dict[str, float]:
+def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 3600,
+              after_synthesis=None) -> dict[str, float]:
     """Extract ``plan`` into ``build_dir`` and run its tool steps; returns seconds per step.
 
-    ``progress(step_title)`` is called before each step. A failing step raises
+    ``progress(step_title)`` is called before each step; ``after_synthesis(build_dir)`` (if
+    given) right after Yosys, before place and route (counted in the synthesis step's time). A failing step raises
     :class:`SynthError` with the last lines of its log. Each tool runs in a process group of its
     own that is ended if this call is left by an exception (Ctrl-C, SIGTERM in the CLI, the
     ``timeout`` of a step): no tool outlives it.
@@ -83,10 +85,12 @@ def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 
                                        timeout=timeout, env={**os.environ, **env})
             except subprocess.TimeoutExpired:
                 raise SynthError(f"{title} did not finish within {timeout:g} s; see {log}") from None
-        times[title] = time.perf_counter() - t0
         if returncode != 0:
             tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-3:]
             raise SynthError(f"{title} failed (exit {returncode}); see {log}: " + " | ".join(tail))
+        if var == "YOSYS" and after_synthesis is not None:
+            after_synthesis(build_dir)
+        times[title] = time.perf_counter() - t0
     return times
 
 

@@ -32,7 +32,7 @@ __all__ = ["BoardTop", "frame_timeout_cycles", "LINK_COST"]
 #: resources of the host link (UART, framing with sessions, CRC, frame buffer) around the
 #: accelerator, measured with Yosys (tests/test_rtl_board_top.py checks it); FFs rounded up;
 #: reserved before the pipeline is folded
-LINK_COST = {"ecp5": Cost(0, 0, 1040, 700, 0, 1), "ice40": Cost(0, 0, 910, 700, 0, 5)}
+LINK_COST = {"ecp5": Cost(0, 0, 980, 700, 0, 1), "ice40": Cost(0, 0, 910, 700, 0, 5)}
 
 
 def frame_timeout_cycles(clk_hz, divisor: int) -> int:

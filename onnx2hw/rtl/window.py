@@ -324,11 +324,12 @@ class SlidingWindow(wiring.Component):
         # register (d2) and padding is substituted in the output stage. Rows released by an
         # output row travel with its last element (rel0, rel1): the writer may overwrite them
         # only after that element has been read.
-        r1 = Signal(word)
+        r1 = Signal(word, reset_less=True)   # no reset: a read-port reset would keep l1 out of
+        #                                      the block RAM's output register (see ram_outreg)
         # A line buffer in block RAM: its read data (5.8 ns clock-to-out) lands in a register of
         # its own (l1), placed beside the RAM, before the data register (20 columns routed from
         # the RAM to d2 limited ResNet-8 to 90 MHz).
-        l1, pl, vl = (Signal(word), Signal(), Signal()) if land else (r1, p1, v1)
+        l1, pl, vl = (Signal(word, reset_less=True), Signal(), Signal()) if land else (r1, p1, v1)
         # Output: a skid register (s_d, s_v) beside the output register, so that the reader
         # pipeline's enable is the register ~s_v and o.ready reaches only the output and skid
         # flags (not every pipeline register: 11 ns routed from a KWS DS-CNN MVU's ready).
@@ -366,17 +367,19 @@ class SlidingWindow(wiring.Component):
         banks = banks_of(word)
         svs, ovs, p2s = (replicas(m, nxt, len(banks), name)
                          for nxt, name in ((s_v_next, "s_v"), (o_v_next, "o_v"), (p2_next, "p2")))
-        # (the landing register's enable is a copy of its own, so that nothing but the RAM's
-        # data and the next stage pulls it in placement: 4.6 ns routed from a RAM, ResNet-8)
-        holds = replicas(m, s_v_next, len(banks), "l1_hold") if land else []
+        # The landing register of each RAM slice has a load enable of its own (so that nothing
+        # but the RAM's data and the next stage pulls it in placement: 4.6 ns routed from a RAM,
+        # ResNet-8), positive, no reset, one per slice: the block's own output register can
+        # take it (:mod:`~.ram_outreg`).
+        if land:
+            for (lo, hi), load in zip(slices, replicas(m, ~s_v_next, len(slices), "l1_load", init=1)):
+                with m.If(load):
+                    m.d.sync += l1[lo:hi].eq(r1[lo:hi])
         payload = self.o.payload.as_value()
         for b, (lo, hi) in enumerate(banks):
             out_d = Mux(p2s[b], C(pad_raw, word)[lo:hi], d2[lo:hi])
             with m.If(~svs[b]):
                 m.d.sync += [d2[lo:hi].eq(l1[lo:hi]), s_d[lo:hi].eq(out_d)]
-            if land:
-                with m.If(~holds[b]):
-                    m.d.sync += l1[lo:hi].eq(r1[lo:hi])
             with m.If(~ovs[b] | self.o.ready):
                 m.d.sync += payload[lo:hi].eq(Mux(svs[b], s_d[lo:hi], out_d))
         m.d.sync += release.eq(Mux(en, rel1, 0))
@@ -492,10 +495,11 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     land = lands(depth, word, family)
     pipe = 6 * clog2(g.height + 1) + 2 * clog2(g.width) + 9 + (word + 2 if land else word)
     lut += word            # the skid register's output mux
-    pipe += word + 1 + (3 + land) * len(banks_of(word))   # the skid register; flags per bank
+    n = len(slices)
+    # the skid register; flags per bank; the landing register's load per slice
+    pipe += word + 1 + 3 * len(banks_of(word)) + land * n
     # the registered write; in slices: per slice copies of the write address and enable, the
     # read address and r1's enable
-    n = len(slices)
     pipe += word + (abits + 1) * (2 * n - 1)
     ff = 5.0 * abits + 1.8 * (hb + wb + cw) + 0.96 * counters + ram.ff + pipe
     return int(round(lut)), int(round(ff)), ram.ebr
