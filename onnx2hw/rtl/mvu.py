@@ -10,11 +10,11 @@ from .. import arith
 from ._arith_pipe import (OutputQueue, delay, pack_words, queue_depth, queued, register_operands, rom, rom_cost,
                           rom_latency, rom_register_cost)
 from ._dsp import PRODUCT_LATENCY, registered_product
-from ._linebuf import RamCost, ram_cost
+from ._linebuf import RamCost, lands, ram_cost
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
-from ._replicate import BANK_BITS, banked_memory, banks_of, replicas
+from ._replicate import BANK_BITS, COLLISION_X_ATTR, banked_memory, banks_of, replicas
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
@@ -209,6 +209,13 @@ class MatrixVectorUnit(wiring.Component):
         weights, see :meth:`_accumulate`)."""
         return self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
 
+    def _buffer_lands(self, family: str) -> bool:
+        """Whether the input buffer is a block RAM read into a register of its own first."""
+        nfg = self.out_features // self.pe // self.groups
+        sf, width = self.in_features // self.simd, self.simd * self.in_bits
+        return (nfg > 1 and not (sf <= LUT_RAM_WORDS and width > BANK_BITS) and self._rom_latency() > 1
+                and lands(sf, width, family))
+
     def _rom_latency(self):
         return rom_latency(self.out_features // self.pe * (self.in_features // self.simd), ebr_register=True,
                            replicated=True)
@@ -285,6 +292,7 @@ class MatrixVectorUnit(wiring.Component):
         m.d.comb += [ctl.v.eq(issue), ctl.first.eq(sf_i == 0), ctl.last.eq(sf_i == sf - 1),
                      ctl.nf.eq(nf_i)]
         xin = Signal(simd * ib, name="x_in", reset_less=True)   # (one register with a banked buffer's write data)
+        buf_land = self._buffer_lands(getattr(platform, "family", "ecp5"))
         xsel = Signal(name="x_sel")
         with m.If(en):
             m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
@@ -295,16 +303,25 @@ class MatrixVectorUnit(wiring.Component):
             sels = replicas(m, need_in, len(slices), "x_sel")
             x1 = Cat(*[Mux(sel, xin[lo:hi], rdata[lo:hi]) for sel, (lo, hi) in zip(sels, slices)])
         elif nfg > 1:
-            buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[])
+            # collided reads are unused: the buffer is written only while the input is taken
+            # (``need_in``), and the input itself is selected then, not the read
+            buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[], attrs={COLLISION_X_ATTR: 1})
             m.submodules.xbuf = buf
             wr = buf.write_port()
             rd = buf.read_port()
             m.d.comb += [wr.addr.eq(sf_i), wr.data.eq(src_data), wr.en.eq(take),
                          rd.addr.eq(sf_i), rd.en.eq(en)]
-            x1 = Mux(xsel, xin, rd.data)
+            rdata = rd.data
+            if buf_land:
+                # in block RAM the read lands in a plain register first (the block's output
+                # register, see ram_outreg), the input and its select beside it: one of the
+                # input's delay stages, taken before the select
+                xin, rdata, xsel = (delay(m, en, v, 1, name=f"x_land_{n}", reset_less=True)[-1]
+                                    for v, n in ((xin, "in"), (rd.data, "buf"), (xsel, "sel")))
+            x1 = Mux(xsel, xin, rdata)
         else:
             x1 = xin
-        x1 = delay(m, en, x1, self._rom_latency() - 1, name="x_late")[-1]   # beside the weights
+        x1 = delay(m, en, x1, self._rom_latency() - 1 - buf_land, name="x_late")[-1]   # beside the weights
 
         def lanes(flat, width, count, sgn):
             out = []
@@ -500,6 +517,8 @@ class MatrixVectorUnit(wiring.Component):
             io += simd * ib                                     # banked buffer: the late write's bypass
         late_lut, rom_ff = rom_register_cost(nf * sf, wbits, addr_next=True)   # block rows' registers, the late input
         rom_ff += simd * ib * (self._rom_latency() - 1)   # the input, delayed beside the ROM
+        if self._buffer_lands(family):
+            rom_ff += simd * ib + 1                             # the buffer's read landing beside it
         bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
         bias_land = 0                                           # (in logic: the lanes' landing registers,
         hw_bias = self._hw_bias()

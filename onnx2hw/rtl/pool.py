@@ -303,7 +303,7 @@ class GlobalAvgPoolUnit(wiring.Component):
             m.submodules.mem = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
-            part, x1 = Signal(lay), Signal.like(x)
+            part, x1 = Signal(lay, reset_less=True), Signal.like(x)   # (no reset: see part2)
             a1, f1, l1, v1 = Signal.like(cf), Signal(), Signal(), Signal()
             m.d.comb += rp.addr.eq(cf)
             m.d.sync += v1.eq(fire)
@@ -313,7 +313,9 @@ class GlobalAvgPoolUnit(wiring.Component):
                 # in block RAM (CF > 16): the read data (5.8 ns clock-to-out) lands in a fabric
                 # register first, and the sum is written a cycle later; a group's next read is
                 # still at least 3 cycles after its read, after the write
-                part2, x2 = Signal(lay), Signal.like(x)
+                # (part and part2 without reset: the block's output register takes part2,
+                # see ram_outreg)
+                part2, x2 = Signal(lay, reset_less=True), Signal.like(x)
                 a2, f2, l2, v2 = Signal.like(cf), Signal(), Signal(), Signal()
                 m.d.sync += [part2.eq(part), x2.eq(x1), a2.eq(a1), f2.eq(f1), l2.eq(l1), v2.eq(v1)]
                 in_flight = (v1 & l1) + (v2 & l2)
