@@ -21,10 +21,10 @@ from .build_info import (FILENAME as ACCELERATOR_JSON, SelfTestData, begin_build
 from .dataflow.fold import save_folding
 from .files import copy_file, write_text
 from .ir.errors import ModelError
-from .rtl.ram_outreg import absorb_output_registers
 from .report import make_report, write_report
 from .rtl._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 from .rtl.board_top import LINK_COST
+from .rtl.ram_outreg import absorb_output_registers
 from .rtl.selftest import selftest_cost
 from .synth import SynthError, parse_fmax, parse_utilisation, run_build
 

@@ -62,10 +62,10 @@ def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 
     """Extract ``plan`` into ``build_dir`` and run its tool steps; returns seconds per step.
 
     ``progress(step_title)`` is called before each step; ``after_synthesis(build_dir)`` (if
-    given) right after Yosys, before place and route (counted in the synthesis step's time). A failing step raises
-    :class:`SynthError` with the last lines of its log. Each tool runs in a process group of its
-    own that is ended if this call is left by an exception (Ctrl-C, SIGTERM in the CLI, the
-    ``timeout`` of a step): no tool outlives it.
+    given) right after Yosys, before place and route (counted in the synthesis step's time). A
+    failing step raises :class:`SynthError` with the last lines of its log. Each tool runs in a
+    process group of its own that is ended if this call is left by an exception (Ctrl-C, SIGTERM
+    in the CLI, the ``timeout`` of a step): no tool outlives it.
     """
     build_dir = Path(build_dir)
     plan.extract(build_dir)
