@@ -158,7 +158,7 @@ class _FakeTools:
     def __init__(self, fmax: float):
         self.fmax = fmax
 
-    def __call__(self, plan, build_dir, name, progress=None, timeout=3600):
+    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None):
         build_dir.mkdir(parents=True, exist_ok=True)
         if progress:
             progress("synthesis (Yosys)")
