@@ -5,17 +5,19 @@ block 5.61 ns after the clock (nextpnr-ecp5, speed grade 6), so at 100 MHz the r
 first register after it has 4.4 ns, and a placer that puts that register 40-60 columns away
 (ResNet-8 r18: 5.78 ns) misses the clock. The block has an output register of its own
 (``REGMODE = OUTREG``, clocked by the read port's clock and enabled by its ``OCE`` pin): its
-clock-to-out is 0.97 ns (measured here on the same netlist, see ``tests/test_ram_outreg.py``).
+clock-to-out is 0.97 ns (nextpnr-ecp5 here, one block feeding one register either way).
 
 :func:`absorb_output_registers` moves a register into the block when nothing can tell the
 difference: every used data output of the read port drives exactly one flip-flop's ``DI`` and
 nothing else, and every such flip-flop is a plain register of the read port's clock (rising
-edge, clock enable tied high, no set/reset: ``LSR`` constant 0, reset value 0). The register
-then has the same inputs, clock, enable and initial value inside the block as outside, so the
-design's cycle behaviour does not change; its ``Q`` net is driven by the block's output pin
-instead. In pseudo-dual-port mode (``DATA_WIDTH_A = 36``: port A writes, port B reads all 36
-bits on ``DOA``/``DOB`` in the ``CLKB`` domain) both ports' ``REGMODE`` are set and both
-``OCE`` pins tied high, as Lattice's tools configure a registered ``PDPW16KD``.
+edge, no set/reset: ``LSR`` constant 0, reset value 0), all with one clock enable (a net or
+none), which becomes the block's ``OCE``; the read port itself must have no reset (``RST``
+would then act on the output register). The register then has the same input, clock, enable
+and initial value inside the block as outside, so the design's cycle behaviour does not
+change; its ``Q`` net is driven by the block's output pin instead. In pseudo-dual-port mode
+(``DATA_WIDTH_A = 36``: port A writes, port B reads all 36 bits on ``DOA``/``DOB`` in the
+``CLKB`` domain) both ports' ``REGMODE`` and ``OCE`` are set, as Lattice's tools configure a
+registered ``PDPW16KD``.
 
 The RTL and its Verilator simulation are untouched: the pass only relocates registers.
 """
