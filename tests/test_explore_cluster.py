@@ -1,4 +1,4 @@
-"""`onnx2hw explore` on a real Dask LocalCluster (one for the module, 2 worker processes): a 2-point
+"""`onnx2hw explore` on a real Dask LocalCluster (one per module, 2 worker processes): a 2-point
 sweep of the digits MLP whose table matches each point's report.json, a rerun that builds
 nothing, a failing point recorded while the table keeps the others, workers killed under their
 tasks, and a --verify regression split across the workers."""
@@ -25,15 +25,13 @@ MLP, CALIB = str(EXAMPLES / "digits_mlp.onnx"), str(EXAMPLES / "digits_calib.npz
 SPACE = "target_cycles = [4096]\nseeds = [1, 2]\n"
 
 
-# session scope: xdist may run another module's tests between this module's on the group's
-# worker, and a module fixture is then set up again (the sweep twice, 135 s each, in `make test`)
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def engine():
     with Engine(workers=2, retries=1) as e:
         yield e
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sweep(engine, tmp_path_factory):
     """The 2-point sweep, run once for the module through the CLI on the module's cluster."""
     d = tmp_path_factory.mktemp("explore")
