@@ -54,8 +54,7 @@ def _row_buffer(m, depth: int, wr: _WritePort, addr_next, en):
     regs = []
     r_addrs = replicas(m, addr_next[:lo], rows, "rd_addr")
     w_addrs = replicas(m, wr.addr[:lo], rows, "wr_addr", copy=True)
-    w_ens = replicas(m, wr.en, rows, "wr_en") if rows == 1 else \
-        [replicas(m, wr.en & (wr.addr[lo:] == k), 1, f"wr_en{k}")[0] for k in range(rows)]
+    w_ens = [replicas(m, wr.en & (wr.addr[lo:] == k), 1, f"wr_en{k}")[0] for k in range(rows)]   # (one row: no row bits)
     w_data = Signal(8, name="wr_data_q", reset_less=True)
     m.d.sync += w_data.eq(wr.data)
     for k in range(rows):
