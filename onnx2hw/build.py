@@ -77,6 +77,8 @@ class BuildResult:
     verilog: Path
     accelerator_json: Path
     folding_json: Path
+    #: the place-and-route runs when there was more than one (``report.json``'s ``place_and_route``)
+    pnr_runs: tuple = ()
     design: object = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -95,7 +97,8 @@ class BuildResult:
                    ii_cycles=tp["ii_cycles"], latency_cycles=tp["latency_cycles"], baud=tp["baud"],
                    times_s=MappingProxyType(dict(report["times_s"])), report_json=out / "report.json",
                    report_html=out / "report.html", verilog=out / f"{name}.v",
-                   accelerator_json=out / ACCELERATOR_JSON, folding_json=out / "folding.json", design=design)
+                   accelerator_json=out / ACCELERATOR_JSON, folding_json=out / "folding.json",
+                   pnr_runs=tuple(MappingProxyType(dict(x)) for x in report.get("place_and_route", ())), design=design)
 
 
 def open_build(build_dir) -> BuildResult:
@@ -158,6 +161,20 @@ ROUTER2_ABOVE_LUT = 20_000
 PLACER_TIMING_WEIGHT = 40
 
 
+#: place-and-route runs a build makes at most while its clock is missed (the first and two more
+#: seeds, :func:`retry_seeds`; ``synth.RETRY_WITHIN`` says how close it must be)
+PNR_TRIES = 3
+
+
+def retry_seeds(seed: int | None, tries: int) -> list[int]:
+    """The placer seeds of the runs after the first (``seed``, ``None``: nextpnr's own): the
+    next ``tries - 1`` whole numbers after it (after 1 for nextpnr's own)."""
+    if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
+        raise ValueError(f"place-and-route tries must be a whole number of at least 1, not {tries!r}")
+    first = 1 if seed is None else seed
+    return [s for s in range(first + 1, first + tries) if s < 2 ** 31]
+
+
 def nextpnr_options(estimated_lut: int, seed: int | None = None) -> str:
     """nextpnr's options for a design of ``estimated_lut`` LUT4s (``seed``: nextpnr's placer seed,
     its default when ``None``)."""
@@ -171,7 +188,7 @@ def nextpnr_options(estimated_lut: int, seed: int | None = None) -> str:
 
 def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None,
                  selftest: SelfTestData | None = None, simulated: Mapping | None = None,
-                 seed: int | None = None) -> BuildResult:
+                 seed: int | None = None, pnr_tries: int = PNR_TRIES) -> BuildResult:
     """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`.
 
     The directory is marked incomplete first (:func:`~onnx2hw.build_info.begin_build`), every file
@@ -183,10 +200,14 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
     ``selftest`` (:func:`~onnx2hw.build_info.selftest_record`) builds the self-test into the board
     top (checked to fit first, :func:`check_selftest_fits`); ``simulated`` (``{"ii", "latency",
     "inferences"}`` measured in simulation) adds the simulated figures to the report; ``seed``
-    is nextpnr's placer seed (recorded in the report as ``nextpnr_seed``; default: nextpnr's).
+    is nextpnr's placer seed (default: nextpnr's); a missed clock runs place and route again,
+    ``pnr_tries`` runs at most, with the seeds after it (:func:`retry_seeds`,
+    :func:`~onnx2hw.synth.run_build`). The report names the kept run's seed (``nextpnr_seed``)
+    and lists every run (``place_and_route``).
     """
     t_start = time.perf_counter()
     pnr_options = nextpnr_options(design.pipeline.total.lut, seed)   # a bad seed fails before any work
+    more_seeds = retry_seeds(seed, pnr_tries)
     st_cost = None if selftest is None else check_selftest_fits(design, selftest.samples)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -215,7 +236,9 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"
         post = (lambda wd: absorb_output_registers(wd / f"{name}.json")) if board.family == "ecp5" else None
-        steps.update(run_build(plan, work, name, progress=progress, after_synthesis=post))
+        runs = []
+        steps.update(run_build(plan, work, name, progress=progress, after_synthesis=post, retry_seeds=more_seeds,
+                               attempts=runs))
         bitstreams = []
         for ext in BITSTREAM_EXTENSIONS:
             if (work / f"{name}.{ext}").is_file():
@@ -234,8 +257,11 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
                              fmax_mhz=fm[0] if fm else None, util=parse_utilisation(log), times=steps,
                              baud=design.baud, link_bytes=design.link_bytes, link_cost=link_cost,
                              simulated=simulated, selftest=st)
-        if seed is not None:
-            report["nextpnr_seed"] = seed
+        kept = next((r["seed"] for r in runs if r["kept"]), seed)
+        if kept is not None:
+            report["nextpnr_seed"] = kept
+        if len(runs) > 1:
+            report["place_and_route"] = runs
         write_report(report, out)
         # last: the description with the hashes of what it describes, then the build is published
         write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .boards import Board
-from .build import BuildResult, build_design
+from .build import PNR_TRIES, BuildResult, build_design
 from .build_info import build_info
 from .dataflow.pipeline import Pipeline
 from .flow import fold_for_board, integer_graph_of, link_format_of, link_rate, load_graph
@@ -210,7 +210,7 @@ class Design:
 
     # ------------------------------------------------------------------ bitstream
     def build(self, out_dir, *, progress=None, times: Mapping[str, float] | None = None, selftest=None,
-              simulated=None, seed: int | None = None) -> BuildResult:
+              simulated=None, seed: int | None = None, pnr_tries: int = PNR_TRIES) -> BuildResult:
         """Build the bitstream into ``out_dir`` (Yosys, nextpnr, pack through YoWASP) with the
         accelerator's Verilog, ``folding.json``, ``accelerator.json`` and the reports.
 
@@ -219,10 +219,11 @@ class Design:
         ``BuildResult.timing_met``. Tool failures raise :class:`onnx2hw.synth.SynthError`.
         ``selftest`` (:func:`onnx2hw.build_info.selftest_record`) builds a self-test into the
         board top; ``simulated`` adds simulated II and latency to the report (see
-        :func:`onnx2hw.build.build_design`). ``seed``: nextpnr's placer seed (default: nextpnr's own).
+        :func:`onnx2hw.build.build_design`). ``seed``: nextpnr's placer seed (default: nextpnr's own);
+        ``pnr_tries``: place-and-route runs at most while the clock is missed (the seeds after it).
         """
         return build_design(self, out_dir, progress=progress, times=times, selftest=selftest, simulated=simulated,
-                            seed=seed)
+                            seed=seed, pnr_tries=pnr_tries)
 
 
 def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding=None,  # noqa: A001

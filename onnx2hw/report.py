@@ -250,6 +250,23 @@ def _selftest_html(r: dict) -> str:
             f'{c.get("ebr", 0)} EBR and about {c.get("lut", 0):,} LUT (in the estimate)</p>')
 
 
+def pnr_runs_text(runs) -> str:
+    """A build's place-and-route runs (``report["place_and_route"]``) in words ('' for one)."""
+    if len(runs or ()) < 2:
+        return ""
+
+    def one(x):
+        seed = "nextpnr's seed" if x["seed"] is None else f"seed {x['seed']}"
+        fmax = "no timing report" if x["fmax_mhz"] is None else f"{x['fmax_mhz']:.1f} MHz"
+        return f"{seed} {fmax}" + (" (kept)" if x["kept"] else "")
+    return f"place and route ran {len(runs)} times: " + ", ".join(one(x) for x in runs)
+
+
+def _pnr_runs_html(r: dict) -> str:
+    text = pnr_runs_text(r.get("place_and_route"))
+    return f"; {html.escape(text, quote=False)}" if text else ""
+
+
 def render_html(r: dict) -> str:
     clock = r["clock"]
     ok = clock["met"]
@@ -266,7 +283,7 @@ background:#eee;border-radius:7px}} .used{{height:14px;background:#4393c3;border
 .est{{position:absolute;top:-3px;width:2px;height:20px;background:#d6604d}}</style></head><body>
 <h1>{html.escape(r["model"])} on {html.escape(r["board"])} ({html.escape(r["device"])})</h1>
 <p class="{'ok' if ok else 'bad'}"><b>Clock: {'met' if ok else 'NOT met'}</b> — target {clock["target_mhz"]:.1f} MHz,
-achieved Fmax {fmax}</p>
+achieved Fmax {fmax}{_pnr_runs_html(r)}</p>
 <p><b>Throughput:</b> {tp["inferences_per_s"]:,.0f} inferences/s; initiation interval {tp["ii_cycles"]:,} cycles,
 latency {tp["latency_cycles"]:,} cycles{link}</p>
 {_throughput_html(r)}{_selftest_html(r)}

@@ -158,7 +158,7 @@ class _FakeTools:
     def __init__(self, fmax: float):
         self.fmax = fmax
 
-    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None):
+    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None, **retry):
         build_dir.mkdir(parents=True, exist_ok=True)
         if progress:
             progress("synthesis (Yosys)")
@@ -170,6 +170,10 @@ class _FakeTools:
             "Info:              TRELLIS_FF:   999/ 83640     1%\n"
             f"Info: Max frequency for clock '$glbnet$clk': {self.fmax:.2f} MHz (PASS at 75.00 MHz)\n")
         (build_dir / f"{name}.bit").write_bytes(b"\xff" * 2000)
+        if retry.get("attempts") is not None and self.fmax < 75:    # a near miss placed twice
+            assert retry["retry_seeds"] == [2, 3]
+            retry["attempts"] += [{"seed": None, "fmax_mhz": self.fmax - 1, "kept": False},
+                                  {"seed": 2, "fmax_mhz": self.fmax, "kept": True}]
         return {"synthesis (Yosys)": 0.5}
 
 
@@ -210,8 +214,15 @@ def test_synth_elaborates_once_and_does_not_read_its_json_back(tmp_path, monkeyp
     # a missed clock: exit 1 with the achieved Fmax, the build still written
     monkeypatch.setattr(build_mod, "run_build", _FakeTools(60.0))
     assert main(["synth", MLP_INT8, "-o", str(out)]) == 1
-    err = capsys.readouterr().err
-    assert "error: timing not met: achieved Fmax 60.0 MHz < target 75.0 MHz (try --clock-mhz 60, or another --pnr-seed)" in err
+    shown, err = capsys.readouterr()
+    assert "error: timing not met: achieved Fmax 60.0 MHz < target 75.0 MHz (try --clock-mhz 60, or more --pnr-tries)" in err
+    missed = open_build(out)
+    assert [dict(r) for r in missed.pnr_runs] == [{"seed": None, "fmax_mhz": 59.0, "kept": False},
+                                                  {"seed": 2, "fmax_mhz": 60.0, "kept": True}]
+    report = json.loads(missed.report_json.read_text())
+    assert report["nextpnr_seed"] == 2
+    runs = "place and route ran 2 times: nextpnr's seed 59.0 MHz, seed 2 60.0 MHz (kept)"
+    assert runs in shown and runs in missed.report_html.read_text()
     assert not open_build(out).timing_met
 
 

@@ -146,7 +146,7 @@ class _FakeTools:
     def __init__(self, bit=b"\xff" * 2000, fail=None):
         self.bit, self.fail = bit, fail
 
-    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None):
+    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None, **retry):
         build_dir.mkdir(parents=True, exist_ok=True)
         if self.fail is not None:
             raise self.fail

@@ -30,7 +30,7 @@ SIM_BAUD = str(75e6 / 4)                 # 4 clock cycles per bit in the simulat
 class _FakeTools:
     """run_build without Yosys/nextpnr: a bitstream and a timing log."""
 
-    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None):
+    def __call__(self, plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None, **retry):
         build_dir.mkdir(parents=True, exist_ok=True)
         (build_dir / f"{name}.tim").write_text(
             "Info: Device utilisation:\nInfo:            TRELLIS_COMB:  1234/ 83640     1%\n"

@@ -82,6 +82,7 @@ def test_synth_too_large_for_icebreaker_fails_before_yosys(tmp_path, capsys):
     (["--board", "ulx3s", "--baud", "4e6"], "above the 3e+06 baud"),
     (["--board", "orangecrab", "--clock-mhz", "1000"], "MHz"),
     (["--pnr-seed", "-1"], "--pnr-seed must be a whole number from 0 to 2147483647, not -1"),
+    (["--pnr-tries", "0"], "--pnr-tries must be at least 1, not 0"),
 ])
 def test_synth_bad_link_or_clock(capsys, argv, message):
     assert main(["synth", str(EXAMPLES / "digits_mlp_int8.onnx"), *argv]) == 2

@@ -81,7 +81,7 @@ def test_sigterm_ends_the_tool_group_and_exits_143(tmp_path, monkeypatch, capsys
     pids = tmp_path / "pids"
     out = tmp_path / "b"
 
-    def tools(plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None):
+    def tools(plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None, **retry):
         build_dir.mkdir(parents=True, exist_ok=True)
         with activity("place and route (stand-in)"):
             run_child(["sh", "-c", f"sleep 60 & echo $! > {pids}.tmp; echo $$ >> {pids}.tmp; "

@@ -10,10 +10,11 @@ import numpy as np
 from rich.console import Console
 
 from .._children import activity
-from ..build import BuildResult, check_selftest_fits
+from ..build import PNR_TRIES, BuildResult, check_selftest_fits
 from ..build_info import SelfTestData, selftest_record
 from ..design import Design, MismatchError, design_name
-from ..report import throughput
+from ..synth import RETRY_WITHIN
+from ..report import pnr_runs_text, throughput
 from . import UsageError
 from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
 
@@ -38,6 +39,10 @@ def configure(parser):
     parser.add_argument("--pnr-seed", type=int, metavar="S",
                         help="nextpnr's placer seed (0..2**31-1; default nextpnr's own): another seed places "
                              "the same design differently, which can close timing that one placement missed")
+    parser.add_argument("--pnr-tries", type=int, default=PNR_TRIES, metavar="N",
+                        help=f"place-and-route runs at most (default {PNR_TRIES}): while the clock is missed by "
+                             f"at most {RETRY_WITHIN:.0%}, place and route again with the next seed (the netlist "
+                             "is kept) and keep the first run that meets it, else the fastest; 1: one run")
     add_folding_options(parser)
 
 
@@ -52,6 +57,8 @@ def run(args) -> int:
         raise UsageError(f"--selftest must be at least 1 input, not {args.selftest!r}")
     if args.pnr_seed is not None and not 0 <= args.pnr_seed < 2 ** 31:
         raise UsageError(f"--pnr-seed must be a whole number from 0 to {2 ** 31 - 1}, not {args.pnr_seed!r}")
+    if args.pnr_tries < 1:
+        raise UsageError(f"--pnr-tries must be at least 1, not {args.pnr_tries!r}")
     if args.selftest_inputs and args.selftest is None:
         raise UsageError("--selftest-inputs needs --selftest")
     out = Path(args.output or Path("build") / design_name(args.model))
@@ -81,14 +88,15 @@ def run(args) -> int:
               f"{est.ebr} EBR of {board.title}'s {board.budget.lut:,} / {board.budget.dsp} / {board.budget.ebr}")
     with con.status("") as status:
         result = design.build(out, progress=lambda title: status.update(f"{title} ..."), times=times,
-                              selftest=selftest, simulated=simulated, seed=args.pnr_seed)
+                              selftest=selftest, simulated=simulated, seed=args.pnr_seed,
+                              pnr_tries=args.pnr_tries)
     _print_summary(result, simulated)
     if selftest is not None:
         print(f"self-test: {selftest.samples} inputs on chip; measure the board with "
               f"`onnx2hw run {out} --port PORT --selftest`")
     if not result.timing_met:
         print(f"error: timing not met: achieved Fmax {result.fmax_mhz} MHz < target {result.clock_mhz:.1f} MHz "
-              f"(try --clock-mhz {int(result.fmax_mhz or 0)}, or another --pnr-seed)", file=sys.stderr)
+              f"(try --clock-mhz {int(result.fmax_mhz or 0)}, or more --pnr-tries)", file=sys.stderr)
         return 1
     return 0
 
@@ -139,6 +147,8 @@ def _print_summary(r: BuildResult, simulated: dict | None = None) -> None:
     print(f"bitstream: {r.bitstream}")
     print("resources: " + ", ".join(parts))
     print(f"clock: target {r.clock_mhz:.1f} MHz, Fmax {r.fmax_mhz} MHz ({'met' if r.timing_met else 'NOT met'})")
+    if r.pnr_runs:
+        print(pnr_runs_text(r.pnr_runs))
     print(f"throughput: {r.inferences_per_s:,.0f} inferences/s (II {r.ii_cycles:,} cycles, "
           f"latency {r.latency_cycles:,} cycles)")
     if r.design is None:

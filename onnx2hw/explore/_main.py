@@ -58,7 +58,7 @@ def _build(spec: dict) -> dict:
     design = compile_design(spec["model"], board=spec["board"], calib=spec["calib"], clock_mhz=spec["clock_mhz"],
                      target_cycles=spec["target_cycles"], host=tuple(spec["host"]))
     print(f"compiled: II {design.pipeline.ii} cycles, folding {dict(design.pipeline.folding)}", flush=True)
-    design.build(out, seed=spec["seed"], progress=lambda title: print(f"{title} ...", flush=True))
+    design.build(out, seed=spec["seed"], pnr_tries=1, progress=lambda title: print(f"{title} ...", flush=True))
     # the point's record, last: its presence with this key says the build finished
     write_json(out / "explore.json", {"key": spec["key"], "params": spec["params"], "model": spec["model"],
                                       "calib": spec["calib"], "seconds": round(time.perf_counter() - t0, 2)})
