@@ -269,14 +269,16 @@ def _build_row(e: dict, rc: int, last: str, seconds: float, out: Path) -> dict:
                    latency_us=cb["estimated"]["latency_us"], compute=cb["estimated"]["inferences_per_s"],
                    link=t["link_bound_per_s"], lut=res["lut"]["used"], dsp=res["dsp"]["used"],
                    ebr=res["bram"]["used"], multipliers=r["arithmetic"]["multipliers"],
-                   bits=r["arithmetic"]["bits"])
+                   bits=r["arithmetic"]["bits"], pnr_runs=len(r.get("place_and_route") or [None]),
+                   seed=r.get("nextpnr_seed"))
         row["roofline"] = row["multipliers"] * fmax * 1e6 / row["macs"]
     return row
 
 
 def _print_build_table(rows: list[dict]) -> None:
     head = (f"{'task':5}{'MACs':>11}{'params':>9}{'bits':>6}{'LUT':>8}{'DSP':>5}{'EBR':>5}{'Fmax':>7}{'clock':>7}"
-            f"{'II cyc':>9}{'sim II':>9}{'inf/s':>9}{'lat us':>8}{'link/s':>8}{'roofl/s':>9}{'build':>7}  published (board, tool)")
+            f"{'II cyc':>9}{'sim II':>9}{'inf/s':>9}{'lat us':>8}{'link/s':>8}{'roofl/s':>9}{'build':>7}{'P&R':>6}"
+            "  published (board, tool)")
     print("\n" + head)
     for r in rows:
         pub = "; ".join(f"{n:,} ({b}, {t})" for n, b, t in PUBLISHED[r["task"]])
@@ -286,7 +288,7 @@ def _print_build_table(rows: list[dict]) -> None:
         met = "" if r["met"] else "!"
         print(f"{r['task']:5}{r['macs']:>11,}{r['params']:>9,}{r['bits']:>6}{r['lut']:>8,}{r['dsp']:>5}{r['ebr']:>5}"
               f"{r['fmax']:>6.1f}{met:1}{r['clock']:>7.0f}{r['ii']:>9,}{r['sim_ii'] or 0:>9,.0f}{r['compute']:>9,.0f}{r['latency_us']:>8.0f}"
-              f"{r['link']:>8,.0f}{r.get('roofline', 0):>9,.0f}{r['build_s']:>6.0f}s  {pub}")
+              f"{r['link']:>8,.0f}{r.get('roofline', 0):>9,.0f}{r['build_s']:>6.0f}s{_pnr_cell(r):>6}  {pub}")
         goal = GOALS[r["task"]]
         if goal and r["compute"] < goal:
             print(f"      below issue #13's goal of {goal:,} inferences/s")
@@ -294,4 +296,9 @@ def _print_build_table(rows: list[dict]) -> None:
           "inferences that proved the design bit-exact (synth --verify); "
           "clock: the clock the design runs at (the target when met, else the achieved Fmax); inf/s: compute-bound "
           "at that clock (clock / II); lat: latency at that clock; link/s: the UART's bound; roofl/s: multipliers x "
-          "Fmax / MACs; '!' after Fmax: the 100 MHz target was not met")
+          "Fmax / MACs; '!' after Fmax: the 100 MHz target was not met; P&R: place-and-route runs:the kept "
+          "run's placer seed (-: nextpnr's own)")
+
+
+def _pnr_cell(r: dict) -> str:
+    return f"{r['pnr_runs']}:{'-' if r['seed'] is None else r['seed']}"

@@ -86,6 +86,8 @@ def run_build(plan, build_dir: Path, name: str, progress=None, timeout: float = 
     """
     build_dir = Path(build_dir)
     plan.extract(build_dir)
+    for f in [*build_dir.glob("*.seed-*"), *build_dir.glob("nextpnr-seed-*.log")]:
+        f.unlink()                              # an earlier build's runs are not this one's
     script = plan.files[f"build_{name}.sh"]
     script = script.decode() if isinstance(script, bytes) else script
     env = {**os.environ, **tool_env()}

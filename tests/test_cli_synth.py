@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from _paths import EXAMPLES
 from onnx2hw.build import ROUTER2_ABOVE_LUT, nextpnr_options
-from onnx2hw.cli import main
+from onnx2hw.cli import VERBS, main
 from onnx2hw.quant.ptq import quantize
 
 
@@ -96,3 +96,11 @@ def test_big_designs_route_with_router2():
     assert nextpnr_options(3_000) == "--timing-allow-fail"
     assert nextpnr_options(ROUTER2_ABOVE_LUT + 1).split() == ["--timing-allow-fail", "--router", "router2",
                                                             "--placer-heap-timingweight", "40"]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_prints_its_help(capsys, verb):
+    """argparse %-formats help texts: a bare '%' in one (``15%``) broke ``synth --help``."""
+    with pytest.raises(SystemExit) as e:
+        main([verb, "--help"])
+    assert e.value.code == 0 and capsys.readouterr().out.startswith(f"usage: onnx2hw {verb}")

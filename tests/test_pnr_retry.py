@@ -107,6 +107,13 @@ def test_no_retry_seeds_no_retry(tools):
     assert _calls(work) == ["default"] and runs == [{"seed": None, "fmax_mhz": 99.0, "kept": True}]
 
 
+def test_an_earlier_builds_runs_are_cleared(tools):
+    work, _, _ = tools("default=95,2=96,3=97")
+    assert len(list(work.glob(f"{NAME}.seed-*.tim"))) == 2          # the last run is under the plan's names
+    work, _, _ = tools("default=101")
+    assert not list(work.glob("*.seed-*")) and not list(work.glob("nextpnr-seed-*"))
+
+
 def test_retry_seeds():
     assert retry_seeds(None, 3) == [2, 3] and retry_seeds(7, 2) == [8] and retry_seeds(5, 1) == []
     assert retry_seeds(2 ** 31 - 1, 3) == []

@@ -41,7 +41,7 @@ def configure(parser):
                              "the same design differently, which can close timing that one placement missed")
     parser.add_argument("--pnr-tries", type=int, default=PNR_TRIES, metavar="N",
                         help=f"place-and-route runs at most (default {PNR_TRIES}): while the clock is missed by "
-                             f"at most {RETRY_WITHIN:.0%}, place and route again with the next seed (the netlist "
+                             f"at most {RETRY_WITHIN:.0%}%, place and route again with the next seed (the netlist "
                              "is kept) and keep the first run that meets it, else the fastest; 1: one run")
     add_folding_options(parser)
 

@@ -209,12 +209,18 @@ class MatrixVectorUnit(wiring.Component):
         weights, see :meth:`_accumulate`)."""
         return self.bias + (np.sum(self.weights < 0, axis=1) if self.style == "sign" else 0)
 
-    def _buffer_lands(self, family: str) -> bool:
-        """Whether the input buffer is a block RAM read into a register of its own first."""
+    def _buffer_kind(self, family: str) -> str | None:
+        """The input buffer that serves the ``nfg`` passes over one input: ``None`` (one pass, no
+        buffer), ``"banked"`` (a wide buffer of few words: distributed RAM banks with their own
+        address and select registers), ``"landed"`` (block RAM read into a register of its own
+        before the select) or ``"ram"`` (one memory, its read data selected directly)."""
         nfg = self.out_features // self.pe // self.groups
         sf, width = self.in_features // self.simd, self.simd * self.in_bits
-        return (nfg > 1 and not (sf <= LUT_RAM_WORDS and width > BANK_BITS) and self._rom_latency() > 1
-                and lands(sf, width, family))
+        if nfg == 1:
+            return None
+        if sf <= LUT_RAM_WORDS and width > BANK_BITS:
+            return "banked"
+        return "landed" if self._rom_latency() > 1 and lands(sf, width, family) else "ram"
 
     def _rom_latency(self):
         return rom_latency(self.out_features // self.pe * (self.in_features // self.simd), ebr_register=True,
@@ -292,17 +298,18 @@ class MatrixVectorUnit(wiring.Component):
         m.d.comb += [ctl.v.eq(issue), ctl.first.eq(sf_i == 0), ctl.last.eq(sf_i == sf - 1),
                      ctl.nf.eq(nf_i)]
         xin = Signal(simd * ib, name="x_in", reset_less=True)   # (one register with a banked buffer's write data)
-        buf_land = self._buffer_lands(getattr(platform, "family", "ecp5"))
+        buf_kind = self._buffer_kind(getattr(platform, "family", "ecp5"))
+        buf_land = buf_kind == "landed"
         xsel = Signal(name="x_sel")
         with m.If(en):
             m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
-        if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
+        if buf_kind == "banked":
             # a wide buffer in distributed RAM: banks with their own address and select registers
             rdata = banked_memory(m, simd * ib, sf, addr_next=sf_next, write=(src_data, take), name="xbuf")
             slices = banks_of(simd * ib)
             sels = replicas(m, need_in, len(slices), "x_sel")
             x1 = Cat(*[Mux(sel, xin[lo:hi], rdata[lo:hi]) for sel, (lo, hi) in zip(sels, slices)])
-        elif nfg > 1:
+        elif buf_kind:
             # collided reads are unused: the buffer is written only while the input is taken
             # (``need_in``), and the input itself is selected then, not the read
             buf = memory.Memory(shape=unsigned(simd * ib), depth=sf, init=[], attrs={COLLISION_X_ATTR: 1})
@@ -510,14 +517,15 @@ class MatrixVectorUnit(wiring.Component):
         acc = pe * ab * 2                                      # adder + first/bias mux
         wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
         rom_ebr, rom_lut = rom_cost(nf * sf, wbits)
-        buf = ram_cost(sf, simd * ib) if nfg > 1 else RamCost(0, 0, 0, 0)
+        buf_kind = self._buffer_kind(family)
+        buf = ram_cost(sf, simd * ib) if buf_kind else RamCost(0, 0, 0, 0)
         buf_ebr, buf_lut = buf.ebr, buf.lut_equiv
-        io = simd * ib if nfg > 1 else 0                        # buffer mux
-        if nfg > 1 and sf <= LUT_RAM_WORDS and simd * ib > BANK_BITS:
+        io = simd * ib if buf_kind else 0                       # buffer mux
+        if buf_kind == "banked":
             io += simd * ib                                     # banked buffer: the late write's bypass
         late_lut, rom_ff = rom_register_cost(nf * sf, wbits, addr_next=True)   # block rows' registers, the late input
         rom_ff += simd * ib * (self._rom_latency() - 1)   # the input, delayed beside the ROM
-        if self._buffer_lands(family):
+        if buf_kind == "landed":
             rom_ff += simd * ib + 1                             # the buffer's read landing beside it
         bias_lut, bias_ff = rom_register_cost(nf, pe * ab)    # the bias ROM's
         bias_land = 0                                           # (in logic: the lanes' landing registers,
