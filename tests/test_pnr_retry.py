@@ -41,7 +41,8 @@ open(a[a.index("--bit") + 1], "w").write(open(a[a.index("--input") + 1]).read())
 
 
 class _Plan:
-    files = {f"build_{NAME}.sh": SCRIPT}
+    def __init__(self, script=SCRIPT):
+        self.files = {f"build_{NAME}.sh": script}
 
     def extract(self, d):
         Path(d).mkdir(parents=True, exist_ok=True)
@@ -61,10 +62,10 @@ def tools(tmp_path, monkeypatch):
             "ECPPACK": _exe(bin_dir / "pack", FAKE_PACK)}
     monkeypatch.setattr(synth, "tool_env", lambda: fake)
 
-    def run(fmax: str, seeds=(2, 3)):
+    def run(fmax: str, seeds=(2, 3), script=SCRIPT):
         monkeypatch.setenv("FAKE_FMAX", fmax)
         work, runs, shown = tmp_path / "work", [], []
-        synth.run_build(_Plan(), work, NAME, progress=shown.append, retry_seeds=seeds, attempts=runs)
+        synth.run_build(_Plan(script), work, NAME, progress=shown.append, retry_seeds=seeds, attempts=runs)
         return work, runs, shown
     return run
 
@@ -112,6 +113,12 @@ def test_an_earlier_builds_runs_are_cleared(tools):
     assert len(list(work.glob(f"{NAME}.seed-*.tim"))) == 2          # the last run is under the plan's names
     work, _, _ = tools("default=101")
     assert not list(work.glob("*.seed-*")) and not list(work.glob("nextpnr-seed-*"))
+
+
+def test_a_given_seed_is_replaced_not_repeated(tools):
+    work, runs, _ = tools("5=95,6=101", seeds=(6,), script=SCRIPT.replace("--quiet", "--quiet --seed 5"))
+    assert _calls(work) == ["5", "6"] and [(r["seed"], r["kept"]) for r in runs] == [(5, False), (6, True)]
+    assert all(ln.count("--seed") == 1 for ln in (work / "calls.txt").read_text().splitlines())
 
 
 def test_retry_seeds():

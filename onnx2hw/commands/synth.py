@@ -13,8 +13,8 @@ from .._children import activity
 from ..build import PNR_TRIES, BuildResult, check_selftest_fits
 from ..build_info import SelfTestData, selftest_record
 from ..design import Design, MismatchError, design_name
-from ..synth import RETRY_WITHIN
 from ..report import pnr_runs_text, throughput
+from ..synth import RETRY_WITHIN
 from . import UsageError
 from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
 
