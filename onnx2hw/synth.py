@@ -122,15 +122,15 @@ def _run_step(argv: list[str], build_dir: Path, log: Path, title: str, timeout: 
 def _retry_place_and_route(argv, build_dir, title, timeout, env, seeds, progress, attempts) -> None:
     """:func:`run_build`'s place-and-route runs after the first (``argv``, finished)."""
     outputs = {a: build_dir / argv[k + 1] for k, a in enumerate(argv[:-1]) if a in _PNR_OUTPUTS}
+    tim = outputs.get("--log")
     seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else None
     base = [a for k, a in enumerate(argv) if a != "--seed" and argv[k - 1] != "--seed"]
-    runs = []                                   # (Fmax, met, seed) in order
+    runs = []
     while True:
-        tim = outputs.get("--log")
         fm = parse_fmax(tim.read_text(errors="replace")) if tim is not None and tim.is_file() else None
-        runs.append((fm[0], fm[0] >= fm[1], seed) if fm else (0.0, False, seed))
-        attempts.append({"seed": seed, "fmax_mhz": fm[0] if fm else None, "kept": False})
-        if not fm or runs[-1][1] or fm[0] < fm[1] * (1 - RETRY_WITHIN) or not seeds:
+        runs.append({"seed": seed, "fmax_mhz": fm[0] if fm else None, "kept": False})
+        met = fm is not None and fm[0] >= fm[1]
+        if met or not fm or fm[0] < fm[1] * (1 - RETRY_WITHIN) or not seeds:
             break
         _keep_apart(outputs.values(), seed)
         seed = seeds.pop(0)
@@ -138,12 +138,14 @@ def _retry_place_and_route(argv, build_dir, title, timeout, env, seeds, progress
             progress(f"{title} again with seed {seed} ({fm[0]:.1f} MHz < {fm[1]:.1f} MHz)")
         _run_step([*base, "--seed", str(seed)], build_dir, build_dir / f"nextpnr-seed-{seed}.log", title,
                   timeout, env)
-    best = next((r for r in runs if r[1]), max(runs, key=lambda r: r[0]))
-    attempts[len(attempts) - len(runs) + runs.index(best)]["kept"] = True
+    # the loop ends at the first run that meets the clock: it is the last; else the fastest
+    best = runs[-1] if met else max(runs, key=lambda r: r["fmax_mhz"] or 0.0)
+    best["kept"] = True
+    attempts += runs
     if best is not runs[-1]:
         _keep_apart(outputs.values(), seed)
         for f in outputs.values():              # the kept run's files under the plan's names
-            shutil.copyfile(_attempt_file(f, best[2]), f)
+            shutil.copyfile(_attempt_file(f, best["seed"]), f)
 
 
 def _keep_apart(files, seed) -> None:
