@@ -15,14 +15,14 @@ from types import MappingProxyType
 
 from amaranth.back import verilog
 
-from ._children import activity
+from .children import activity
 from .build_info import (FILENAME as ACCELERATOR_JSON, SelfTestData, begin_build, finish_build, read_build_info,
                          write_build_info)
 from .dataflow.fold import save_folding
 from .files import copy_file, write_text
 from .ir.errors import ModelError
 from .report import make_report, write_report
-from .rtl._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
+from .rtl.replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 from .rtl.board_top import LINK_COST
 from .rtl.ram_outreg import absorb_output_registers
 from .rtl.selftest import selftest_cost
@@ -229,7 +229,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
                                  selftest=None if selftest is None else selftest.inputs)
             # `proc; opt_clean -purge` first: YoWASP Yosys 0.70's abc9 step can trip over Amaranth's
             # private wire names otherwise (seen with synth_ecp5); replica registers get `keep`
-            # (rtl._replicate) before opt_merge could merge them
+            # (rtl.replicate) before opt_merge could merge them
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
             plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\n{YOSYS_COLLISION_X}\nopt_clean -purge",
                                           nextpnr_opts=pnr_options)

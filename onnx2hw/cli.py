@@ -4,7 +4,7 @@ Each verb lives in ``onnx2hw/commands/<verb>.py`` with ``HELP``, ``configure(par
 ``run(args) -> int``. Every user error is one ``error:`` line on stderr and exit status 2;
 never a traceback for bad input.
 
-Ctrl-C (SIGINT) and SIGTERM end a verb as an exception (:class:`onnx2hw._children.Interrupted`),
+Ctrl-C (SIGINT) and SIGTERM end a verb as an exception (:class:`onnx2hw.children.Interrupted`),
 so the cleanups run: the external tools are ended with their process groups, temporary files
 are removed, a build directory stays marked incomplete. One line says what was interrupted and
 the exit status is 128 + the signal (130, 143).
@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 
-from ._children import Interrupted, activities_of
+from .children import Interrupted, activities_of
 from .commands import UsageError
 from .files import check_output_file
 from .ir.errors import ModelError

@@ -26,7 +26,7 @@ from .dataflow.pipeline import Pipeline
 from .flow import fold_for_board, integer_graph_of, link_format_of, link_rate, load_graph
 from .ir import Graph
 from .protocol import LinkFormat
-from .quant._calib import check_feeds
+from .quant.calib import check_feeds
 from .golden.host import model_outputs
 from .golden.integer import execute_integer
 from .layers import IntegerGraph, quantize_inputs

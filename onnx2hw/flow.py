@@ -17,8 +17,7 @@ from .ir.simplify import follow_names, simplify
 from .layers import IntegerGraph
 from .layers import support as hw_support
 from .protocol import LinkFormat
-from .quant import _calib
-from .quant._calib import check_feeds
+from .quant.calib import check_feeds, load_npz as read_npz
 from .quant.convert import flavour, to_integer_graph
 from .quant.partition import split
 from .quant.ptq import quantize
@@ -31,7 +30,7 @@ def load_npz(path, graph: Graph, what: str = "input") -> dict[str, np.ndarray]:
     """Float arrays from an ``.npz`` keyed by the model's input names (batch first), checked
     against the model's inputs (names, ranks, fixed dims, dtypes, finite values); ``what`` names
     the data in errors."""
-    return check_feeds(_calib.load_npz(path, what), graph, what)
+    return check_feeds(read_npz(path, what), graph, what)
 
 
 def _feeds(data, graph: Graph) -> dict[str, np.ndarray]:

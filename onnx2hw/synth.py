@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._children import activity, run_child
+from .children import activity, run_child
 from .ir.errors import ModelError
 
 __all__ = ["SynthError", "tool_env", "run_build", "parse_fmax", "parse_utilisation"]

@@ -107,7 +107,7 @@ from amaranth.hdl import Elaboratable
 from cocotb_tools.runner import get_runner
 from platformdirs import user_cache_path
 
-from .._children import run_child
+from ..children import run_child
 from ..files import copy_file
 from ._harness import TB_TOP, harness_config, harness_reads, harness_result, harness_verilog
 from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, pack_hex, stream_ports, unpack_hex

@@ -117,7 +117,7 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
     g = pipeline.graph
     env = execute_integer(g, {g.input_specs[0].name: x}, keep_intermediates=True)
     for stage in pipeline.stages:
-        if len(stage.inputs) != 1 or stage.op == "fork":
+        if len(stage.inputs) != 1 or sum(link.src == stage.name for link in pipeline.links) != 1:
             continue
         sub = _stage_pipeline(pipeline, stage)
         specs = {t.name: t for t in g.input_specs + tuple(layer.output for layer in g.layers)}

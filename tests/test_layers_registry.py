@@ -60,3 +60,37 @@ def test_inspect_column_is_the_registry():
         row = next(r for r in rows if r["op"] == (f"{node.domain}::{node.op_type}" if node.domain else node.op_type))
         assert row["supported"] == (support(node.domain, node.op_type) is not None)
         assert row["supported"] is False or row["mapping"] == support(node.domain, node.op_type)
+
+
+def test_independence_contract_lists_every_kind_module():
+    """pyproject.toml's "layer kinds stand alone" contract names every kind module and no other
+    (a kind added to the registry without it would escape the check)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    listed = next(c["modules"] for c in contracts if c["type"] == "independence")
+    assert sorted(listed) == sorted(m.__name__ for m in layers.KIND_MODULES)
+
+
+@pytest.mark.parametrize("model", ["digits_cnn_res_int8.onnx", "digits_mlp_int8.onnx"])
+def test_stage_ports_match_its_links(model):
+    """The accelerator wires a stage by its blocks' stream ports in signature order: the first
+    block has one input port per input tensor, the last one output port per link leaving it
+    (two for a fork)."""
+    import onnx2hw
+    from onnx2hw.rtl.stage import stream_ports
+
+    p = onnx2hw.compile(str(ROOT / "examples" / model)).pipeline
+    for stage in p.stages:
+        first, last = (b.block(**b.params) for b in (stage.blocks[0], stage.blocks[-1]))
+        assert len(stream_ports(first)[0]) == len(stage.inputs), stage.name
+        assert len(stream_ports(last)[1]) == sum(link.src == stage.name for link in p.links), stage.name
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_every_kind_lowers_with_a_product_style_argument(kind):
+    """The dataflow calls every kind's ``lower`` alike (``mul=None``: the blocks' choice)."""
+    import inspect
+
+    param = inspect.signature(kind.lower).parameters.get("mul")
+    assert param is not None and param.default is None

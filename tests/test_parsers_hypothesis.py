@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from _paths import EXAMPLES
 from onnx2hw.dataflow.fold import load_folding
 from onnx2hw.ir import ModelError, load
-from onnx2hw.quant._calib import check_feeds, load_npz
+from onnx2hw.quant.calib import check_feeds, load_npz
 
 # derandomized: the same examples in every run and on every machine (a seed that changes between
 # runs would make the suite pass on one and fail on the next)

@@ -12,7 +12,7 @@ from _paths import EXAMPLES
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.ir import ModelError, load
 from onnx2hw.quant import quantize, to_integer_graph
-from onnx2hw.quant._calib import fixed_batch
+from onnx2hw.quant.calib import fixed_batch
 
 FLOAT_MLP = str(EXAMPLES / "digits_mlp.onnx")
 

@@ -332,7 +332,7 @@ def test_two_inputs_and_batch_mismatch():
 
 
 def test_progress_bar_appears_only_when_calibration_is_slow():
-    from onnx2hw.quant._calib import _Progress
+    from onnx2hw.quant.calib import _Progress
 
     fast = _Progress(100, True, after=1e9)
     fast.update(50)

@@ -1,4 +1,4 @@
-"""rtl._replicate: replica registers survive Yosys, banks cover the width, banked memories read
+"""rtl.replicate: replica registers survive Yosys, banks cover the width, banked memories read
 and write as one memory."""
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from onnx2hw.rtl._replicate import BANK_BITS, banked_memory, banks_of, replicas
+from onnx2hw.rtl.replicate import BANK_BITS, banked_memory, banks_of, replicas
 
 
 @pytest.mark.parametrize("width", [1, 4, 63, 64, 65, 128, 160, 640, 644])

@@ -15,7 +15,7 @@ import pytest
 import onnx2hw.build as build_mod
 from _paths import EXAMPLES
 from onnx2hw import ModelError, open_build
-from onnx2hw._children import activity, run_child
+from onnx2hw.children import activity, run_child
 from onnx2hw.build_info import INCOMPLETE, read_build_info
 from onnx2hw.cli import main
 

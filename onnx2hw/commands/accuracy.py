@@ -17,12 +17,12 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._children import activity
+from ..children import activity
 from ..files import check_output_file, write_json
 from ..flow import load_graph
 from ..golden.host import batches, fixed_batch
 from ..ir import Graph, ModelError
-from ..quant._calib import check_feeds
+from ..quant.calib import check_feeds
 from ..quant.convert import flavour
 from ..target import resolve_target
 from . import UsageError

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .._children import activity
+from ..children import activity
 from ..design import design_name
 from ..explore.engine import DEFAULT_RETRIES, Engine
 from ..explore.points import enumerate_points

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .._children import activity
+from ..children import activity
 from ..files import check_output_file, write_bytes
 from ..quant import ptq
 from . import UsageError

@@ -7,7 +7,7 @@ import os
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .._children import activity
+from ..children import activity
 from ..files import check_output_file, save_npz
 from ..flow import load_graph, load_npz
 from ..sim.cocotb_run import cache_root

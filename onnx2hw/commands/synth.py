@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from .._children import activity
+from ..children import activity
 from ..build import PNR_TRIES, BuildResult, check_selftest_fits
 from ..build_info import SelfTestData, selftest_record
 from ..design import Design, MismatchError, design_name

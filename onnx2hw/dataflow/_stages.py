@@ -9,9 +9,6 @@ from .pipeline import Stage
 
 __all__ = ["build_stage"]
 
-#: blocks whose own latency is the wait for their first rows, which ``Lowered.fill`` models
-_WINDOWED = ("SlidingWindow", "MaxPoolUnit", "AvgPoolUnit", "GlobalAvgPoolUnit")
-
 
 def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, simd: int, family: str,
                 mul: str | None = None) -> Stage:
@@ -21,11 +18,11 @@ def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, sim
     if why:
         raise UnsupportedError(f"layer {layer.name!r}: {why}")
     try:
-        low = layer.lower(ins, pe, simd, family) if mul is None else layer.lower(ins, pe, simd, family, mul=mul)
+        low = layer.lower(ins, pe, simd, family, mul=mul)
     except (ValueError, TypeError) as exc:  # a block's own parameter check: name the layer
         raise UnsupportedError(f"layer {layer.name!r}: {exc}") from None
     cost = sum_costs(low.blocks)
-    delay = sum(b.cost.latency for b in low.blocks if b.kind not in _WINDOWED)
+    delay = sum(b.cost.latency for b in low.blocks if not b.latency_in_fill)
     cost = Cost(low.cycles, delay, cost.lut, cost.ff, cost.dsp, cost.ebr)
     return Stage(name=name, layer=layer.name, op=layer.kind(), inputs=tuple(layer.inputs),
                  output=layer.output.name, pe=pe, simd=simd, in_lanes=(simd,) * len(layer.inputs),

@@ -17,6 +17,8 @@ __all__ = ["compile_pipeline", "check_supported"]
 
 #: FIFO depth of an ordinary link (decouples neighbouring stages' stalls)
 LINK_FIFO = 2
+#: the op name of the stages that copy a tensor read by several layers (one per extra reader)
+FORK_OP = Fork.__name__.lower()
 
 
 def check_supported(ig: IntegerGraph) -> None:
@@ -40,7 +42,7 @@ def _fork_stage(name: str, tensor: str, lanes: int, bits: int, signed_: bool, el
     cost = Fork.estimate(**params, family=family)
     cycles = elements // lanes
     cost = Cost(cycles, cost.latency, cost.lut, cost.ff, cost.dsp, cost.ebr)
-    return Stage(name=name, layer="", op="fork", inputs=(tensor,), output=tensor, pe=lanes, simd=lanes,
+    return Stage(name=name, layer="", op=FORK_OP, inputs=(tensor,), output=tensor, pe=lanes, simd=lanes,
                  in_lanes=(lanes,), out_lanes=lanes, out_bits=bits, out_signed=signed_,
                  blocks=(Block(Fork, params, cost),), cycles=cycles, latency=cost.latency, cost=cost)
 
@@ -127,7 +129,7 @@ def _assemble(ig: IntegerGraph, fold: Folding, family: str) -> Pipeline:
         sources = [(src, port)]
         while len(sources) < len(cons):  # a chain of 2-way forks
             s_name, s_port = sources.pop(0)
-            fk = _fork_stage(names(f"fork_{tensor}"), tensor, lanes, bits, sg, elements(tensor), family)
+            fk = _fork_stage(names(f"{FORK_OP}_{tensor}"), tensor, lanes, bits, sg, elements(tensor), family)
             stages.append(fk)
             links.append(Link(tensor, s_name, fk.name, 0, s_port, lanes, lanes, bits, sg, elements(tensor), LINK_FIFO))
             sources += [(fk.name, 0), (fk.name, 1)]
@@ -159,9 +161,7 @@ def _assemble(ig: IntegerGraph, fold: Folding, family: str) -> Pipeline:
             depth = LINK_FIFO
             if tensor in forked:   # the FIFO sits after the width converter: words of dst_lanes
                 depth = -(-n // dst_lanes) + LINK_FIFO
-            elif dst_stage is not None and dst_stage.op == "dense":
-                # an MVU reads its whole input vector during its first output fold and none
-                # during the others: buffer one vector so the producer never waits meanwhile
+            elif dst_stage is not None and dst_stage.blocks[0].input_burst:
                 depth = n // dst_lanes + LINK_FIFO
             links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
     for link in links:

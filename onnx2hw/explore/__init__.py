@@ -4,7 +4,7 @@
 * :mod:`.points` -- its points: foldings from the cost model's Pareto front, PTQ bit widths,
   pruning of what cannot fit, each point's content key;
 * :mod:`.engine` -- the Dask client on a local or an existing cluster, results as they arrive;
-* :mod:`.tasks` / :mod:`._main` -- what a worker runs: one child process per task, with a time
+* :mod:`.tasks` / :mod:`onnx2hw.explore_worker` -- what a worker runs: one child process per task, with a time
   limit and a stop event;
 * :mod:`.sweep` -- the cached, parallel build of the points; :mod:`.table` and :mod:`.page` --
   the Pareto table (CSV, JSON) and the report page with its SVG plots;

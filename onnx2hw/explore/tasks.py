@@ -1,7 +1,7 @@
 """What a worker runs: one child process per task (:func:`run_task`), so that a task has a time
 limit, can be stopped, and takes no tool with it into the worker's memory.
 
-The child (``python -m onnx2hw.explore._main KIND SPEC.json``, :mod:`onnx2hw.explore._main`) runs
+The child (``python -m onnx2hw.explore_worker KIND SPEC.json``, :mod:`onnx2hw.explore_worker`) runs
 in a process group of its own and asks the kernel for SIGTERM when the worker dies; on SIGTERM it
 ends its own tools (Yosys, nextpnr, Verilator) as ``onnx2hw synth`` does on Ctrl-C. A task is
 ended (its child's group sent SIGTERM, then SIGKILL) when its time is up or when the sweep's stop
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from distributed import Event
 
-from .._children import end_group
+from ..children import end_group
 
 __all__ = ["run_task", "GRACE_S", "POLL_S"]
 
@@ -60,7 +60,7 @@ def run_task(kind: str, spec: dict, *, timeout: float | None = None, stop: str |
         spec_path.write_text(json.dumps({**spec, "result": str(result_path)}))
         log_path = Path(log) if log else Path(tmp) / "task.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "onnx2hw.explore._main", kind, str(spec_path)]
+        argv = [sys.executable, "-m", "onnx2hw.explore_worker", kind, str(spec_path)]
         status, error = None, None
         with open(log_path, "w") as out:
             proc = subprocess.Popen(argv, process_group=0, stdin=subprocess.DEVNULL, stdout=out,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["is_c90_identifier", "sanitize", "Sanitizer", "C90_KEYWORDS", "VERILOG_KEYWORDS"]
+__all__ = ["is_c90_identifier", "sanitize", "Sanitizer", "FreshNames", "C90_KEYWORDS", "VERILOG_KEYWORDS"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -99,3 +99,21 @@ class Sanitizer:
     def mapping(self) -> dict[str, str]:
         """Every name mapped so far -> its identifier."""
         return dict(self._map)
+
+
+class FreshNames:
+    """Fresh value names that collide with nothing in a graph (``graph``: an
+    :class:`~onnx2hw.ir.Graph`: its initializers, inputs, outputs and node values are taken)."""
+
+    def __init__(self, graph):
+        self.used = set(graph.initializers) | set(graph.input_names) | set(graph.output_names)
+        for n in graph.nodes:
+            self.used.update(n.inputs)
+            self.used.update(n.outputs)
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import node_error
+from .builder import node_error
 
 __all__ = ["pad_nhwc", "windows", "as_image", "spatial_out"]
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import QT, Acc, Builder, node_error, scale_input
+from .builder import QT, Acc, Builder, node_error, scale_input
 from .base import Pattern
 from .lookup import tabulate
 

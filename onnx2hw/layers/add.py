@@ -20,7 +20,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.add import AddUnit
 from ..rtl.stage import Block
-from ._importer import (Acc, Builder, Const, QConst, QT, Target, need, node_error, quantize_output, real_view,
+from .builder import (Acc, Builder, Const, QConst, QT, Target, need, node_error, quantize_output, real_view,
                         scale_input)
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
@@ -72,7 +72,7 @@ class Add(LayerKind):
             return "bipolar Add is not supported"
         return None
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         (za, zb), (ma, mb) = self.zero_points, self.multipliers
         params = dict(a_shape=elem_shape(ins[0].dtype), b_shape=elem_shape(ins[1].dtype),
                       out_shape=elem_shape(self.output.dtype), lanes=simd, a_zero=za, a_mult=ma,

@@ -24,7 +24,7 @@ from ..rtl.cost import Cost
 from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.stage import Block
-from ._importer import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
+from .builder import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
 from ._pair_mean import pair_mean_terms
 from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
@@ -87,7 +87,7 @@ class AvgPool(LayerKind):
             return f"a {ins[0].dtype.bits}-bit input needs a terms table of {1 << ins[0].dtype.bits} entries"
         return window_problem(self)
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         spec = ins[0]
         h, w, c = spec.shape
         summed = self.summed_type(spec.dtype)

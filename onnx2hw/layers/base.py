@@ -14,7 +14,7 @@ implements, in its own module of :mod:`onnx2hw.layers`:
   for its multipliers (none by default: a kind without products, or with one way to build them);
 * ``lower(ins, pe, simd, family, mul=None)``: the chain of RTL blocks of its stage, with their
   costs; ``mul`` (one of ``mul_options``) builds its products in DSPs or LUTs, ``None`` lets
-  the blocks choose by operand width. A kind without ``mul_options`` may omit the argument.
+  the blocks choose by operand width (a kind without ``mul_options`` ignores it).
 
 The helpers below are shared by the kinds (linear layers' checks, activation blocks, window
 geometry). Kind modules do not import each other.

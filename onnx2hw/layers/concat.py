@@ -25,7 +25,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.concat import ConcatUnit
 from ..rtl.stage import Block
-from ._importer import Acc, Builder, QT, Target, need, node_error, quantize_output, real_view
+from .builder import Acc, Builder, QT, Target, need, node_error, quantize_output, real_view
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern, divisors
@@ -90,7 +90,7 @@ class Concat(LayerKind):
     def cycles(self, ins, pe, simd):
         return int(np.prod(self.output.shape)) // simd
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         params = dict(in_shapes=tuple(elem_shape(s.dtype) for s in ins), channels=tuple(s.shape[-1] for s in ins),
                       out_shape=elem_shape(self.output.dtype), lanes=simd,
                       pixels=int(np.prod(self.output.shape[:-1], dtype=np.int64)), zeros=self.zeros,

@@ -28,7 +28,7 @@ from ..ir.graph import Node
 from ..rtl.depthwise import DepthwiseUnit
 from ..rtl.stage import Block
 from ..rtl.window import SlidingWindow
-from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
+from .builder import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
                         quantize_output, real_view, scalar, int_view, zp_input)
 from ._exact import exact_conv
 from ._windows import as_image, spatial_out

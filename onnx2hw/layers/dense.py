@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
+from .builder import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
                         real_view, scalar, int_view, zp_input)
 from ._exact import exact_dense
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_mul,

@@ -25,7 +25,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.stage import Block
-from ._importer import Acc, Builder, Const, QConst, QT, Target, need, node_error
+from .builder import Acc, Builder, Const, QConst, QT, Target, need, node_error
 from ._layout import nhwc
 from .base import LayerKind, Lowered, Pattern
 from .types import elem_shape, readonly
@@ -72,7 +72,7 @@ class Lookup(LayerKind):
             return f"a {t.bits}-bit input needs a table of {1 << t.bits} entries (at most {MAX_IN_BITS} bits)"
         return None
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         params = dict(in_shape=elem_shape(ins[0].dtype), out_shape=elem_shape(self.output.dtype),
                       table=tuple(int(v) for v in self.table.reshape(-1)), lanes=simd,
                       channels=self.table.shape[0] if self.table.ndim == 2 else 1)

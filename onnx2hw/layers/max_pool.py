@@ -15,7 +15,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.pool import MaxPoolUnit
 from ..rtl.stage import Block
-from ._importer import QT, Builder, node_error, pads_of
+from .builder import QT, Builder, node_error, pads_of
 from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, check_window, window_fill, window_problem
 from .types import elem_shape, window_out
@@ -46,7 +46,7 @@ class MaxPool(LayerKind):
     def hardware_problem(self, ins):
         return window_problem(self)
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         h, w, c = ins[0].shape
         params = dict(height=h, width=w, channels=c, kernel=self.kernel, stride=self.stride,
                       pads=self.pads, elem_shape=elem_shape(ins[0].dtype), simd=simd)

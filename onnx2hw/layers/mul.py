@@ -27,7 +27,7 @@ from ..rtl.cast import Cast
 from ..rtl.cost import Cost
 from ..rtl.requant import Requantize
 from ..rtl.stage import Block
-from ._importer import Acc, Builder, Const, QConst, QT, Target, node_error, scale_input
+from .builder import Acc, Builder, Const, QConst, QT, Target, node_error, scale_input
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern, check_act
@@ -67,7 +67,7 @@ class Mul(LayerKind):
         t = ins[0].dtype
         return arith.acc_bits(min(t.lo - self.in_zero, 0), max(t.hi - self.in_zero, 0))
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         c = self.output.shape[-1]
         bits = self._acc_bits(ins)
         a = self.act

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import Builder, Const, QConst, node_error, qconst, qtype_of, real_view, zp_type
+from .builder import Builder, Const, QConst, node_error, qconst, qtype_of, real_view, zp_type
 from ._scale import check_scale
 from .base import Pattern
 

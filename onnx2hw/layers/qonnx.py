@@ -42,7 +42,7 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Node
 from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
 from . import conv
-from ._importer import Acc, Builder, Const, FloatIn, QConst, QT, Target, check_only_outputs, node_error
+from .builder import Acc, Builder, Const, FloatIn, QConst, QT, Target, check_only_outputs, node_error
 from .base import Pattern
 from .types import IntType, Thresholds, accumulator_bounds, int_type_for
 

@@ -19,7 +19,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.stage import Block
 from ..rtl.upsample import UpsampleUnit
-from ._importer import QT, Builder, Const, QConst, node_error
+from .builder import QT, Builder, Const, QConst, node_error
 from .base import LayerKind, Lowered, Pattern
 from .types import elem_shape
 
@@ -60,7 +60,7 @@ class Resize(LayerKind):
     def cycles(self, ins, pe, simd):
         return int(np.prod(self.output.shape)) // simd
 
-    def lower(self, ins, pe, simd, family):
+    def lower(self, ins, pe, simd, family, mul=None):
         h, w, c = ins[0].shape
         params = dict(elem_shape=elem_shape(ins[0].dtype), height=h, width=w, channels=c, scale_h=self.scale[0],
                       scale_w=self.scale[1], lanes=simd)

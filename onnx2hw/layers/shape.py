@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from ._importer import QT, Acc, Builder, Const, FloatIn, QConst, node_error
+from .builder import QT, Acc, Builder, Const, FloatIn, QConst, node_error
 from ._layout import flatten_perm
 from .base import Pattern
 

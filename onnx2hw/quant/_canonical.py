@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from ..ir.names import FreshNames
 from ..layers import ptq_ops
 
 __all__ = ["prepare", "SUPPORTED", "QUANT_OPS"]
@@ -38,23 +39,6 @@ QUANT_OPS = frozenset({
 
 def _label(node: Node) -> str:
     return f"node {node.name!r} ({node.op_type})"
-
-
-class _Names:
-    """Fresh value names that collide with nothing in the graph."""
-
-    def __init__(self, graph: Graph):
-        self.used = set(graph.initializers) | set(graph.input_names) | set(graph.output_names)
-        for n in graph.nodes:
-            self.used.update(n.inputs)
-            self.used.update(n.outputs)
-
-    def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.used:
-            name, i = f"{base}_{i}", i + 1
-        self.used.add(name)
-        return name
 
 
 def _constant_value(node: Node) -> np.ndarray:
@@ -93,7 +77,7 @@ def check_float_model(graph: Graph, check_ops: bool = True) -> None:
 def prepare(graph: Graph) -> Graph:
     """Canonical float graph (see module docstring); raises on unsupported content."""
     check_float_model(graph)
-    names = _Names(graph)
+    names = FreshNames(graph)
     inits = {k: np.asarray(v) for k, v in graph.initializers.items()}
     outputs = set(graph.output_names)
     alias: dict[str, str] = {}
@@ -169,7 +153,7 @@ def _const(node: Node, index: int, inits, what: str) -> np.ndarray:
     return inits[name]
 
 
-def _canonical_gemm(node: Node, inits, names: _Names) -> Node:
+def _canonical_gemm(node: Node, inits, names: FreshNames) -> Node:
     if node.attr("transA", 0):
         raise UnsupportedError(f"{_label(node)}: transA=1 is not supported")
     w = _const(node, 1, inits, "weight")
@@ -194,7 +178,7 @@ def _canonical_gemm(node: Node, inits, names: _Names) -> Node:
     return dataclasses.replace(node, inputs=(node.inputs[0], wn, bn), attrs={"transB": 1})
 
 
-def _canonical_conv(node: Node, inits, names: _Names) -> Node:
+def _canonical_conv(node: Node, inits, names: FreshNames) -> Node:
     w = _const(node, 1, inits, "weight").astype(np.float32)
     b = _const(node, 2, inits, "bias")
     b = np.zeros(w.shape[0], np.float32) if b is None else b.astype(np.float32)
@@ -204,7 +188,7 @@ def _canonical_conv(node: Node, inits, names: _Names) -> Node:
     return dataclasses.replace(node, inputs=(node.inputs[0], wn, bn))
 
 
-def _canonical_clip(node: Node, inits, names: _Names) -> Node:
+def _canonical_clip(node: Node, inits, names: FreshNames) -> Node:
     lo, hi = node.attr("min"), node.attr("max")
     if node.since_version >= 11 or (lo is None and hi is None):
         lo = _const(node, 1, inits, "min")
@@ -217,7 +201,7 @@ def _canonical_clip(node: Node, inits, names: _Names) -> Node:
     return dataclasses.replace(node, inputs=(node.inputs[0], ln, hn), attrs={}, since_version=13)
 
 
-def _fold_affine(node: Node, nodes: list[Node], inits, names: _Names, outputs: set[str]) -> bool:
+def _fold_affine(node: Node, nodes: list[Node], inits, names: FreshNames, outputs: set[str]) -> bool:
     """Fold ``x * c`` or ``x + c`` (``c`` a constant per output channel or a scalar) into the Conv
     or Gemm that made ``x`` when nothing else reads ``x``; False (nothing changed) otherwise."""
     data = [i for i in node.inputs if i not in inits]
@@ -253,7 +237,7 @@ def _fold_affine(node: Node, nodes: list[Node], inits, names: _Names, outputs: s
     return True
 
 
-def _fold_bn(bn: Node, nodes: list[Node], inits, names: _Names, outputs: set[str]) -> None:
+def _fold_bn(bn: Node, nodes: list[Node], inits, names: FreshNames, outputs: set[str]) -> None:
     """Fold ``bn`` into the Conv/Gemm that produced its input (last in ``nodes``' history)."""
     x = bn.inputs[0]
     prod = next((i for i, n in enumerate(nodes) if x in n.outputs), None)

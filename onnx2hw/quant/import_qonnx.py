@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..golden import run_node
 from ..ir.graph import Graph
 from ..layers import IntegerGraph, handlers
-from ..layers._importer import Builder
+from ..layers.builder import Builder
 
 __all__ = ["import_qonnx", "HANDLERS"]
 

@@ -55,9 +55,11 @@ from ..ir import load
 from ..ir.save import to_model
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
+from ..ir.names import FreshNames
 from ..ir.simplify import simplify
 from ..layers import ptq_ops
-from . import _calib, _canonical
+from . import _canonical
+from .calib import METHODS as _METHODS, check_feeds, collect_ranges, load_npz as _load_npz
 from .partition import split
 
 __all__ = ["quantize", "load_calibration", "act_qparams", "weight_qparams", "QParams",
@@ -65,7 +67,7 @@ __all__ = ["quantize", "load_calibration", "act_qparams", "weight_qparams", "QPa
 
 WEIGHT_BITS = (8, 4)
 ACT_BITS = (8, 4)
-METHODS = _calib.METHODS
+METHODS = _METHODS
 
 #: primary ops of a unit that gets its own calibrated output quantizer
 _REQUANT_OPS = ptq_ops("layer")
@@ -100,7 +102,7 @@ class QParams:
 
 def load_calibration(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Read a calibration ``.npz`` keyed by the model's input names (batch first)."""
-    return _calib.load_npz(path)
+    return _load_npz(path)
 
 
 def _check_options(weight_bits, act_bits, method):
@@ -302,7 +304,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     parts = split(full, host)
     graph = parts.core
     _canonical.check_float_model(graph)
-    feeds = _calib.check_feeds(calib, graph)
+    feeds = check_feeds(calib, graph)
     g = _canonical.prepare(graph)
     units = _units(g)
 
@@ -321,7 +323,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
                 stats[u.node.inputs[0]] = "gram"
             elif u.node.op_type == "Conv":
                 stats[u.node.inputs[0]] = "mean"
-    ranges = _calib.collect_ranges(g, feeds, own, method, progress, stats)
+    ranges = collect_ranges(g, feeds, own, method, progress, stats)
     qp: dict[str, QParams] = {t: act_qparams(*ranges[t], act_bits, t) for t in own}
     for u in units:  # topological: a pass unit's input already has its parameters
         if u.out in inherit:
@@ -331,7 +333,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
 
 def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], weight_bits: int,
            act_bits: int, per_channel: bool, method: str, stats: dict, tail: Graph | None) -> onnx.ModelProto:
-    names = _canonical._Names(g)
+    names = FreshNames(g)
     outputs = set(g.output_names)
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []

@@ -15,7 +15,7 @@ from amaranth.hdl import Const, Mux, Signal, Value, unsigned
 from amaranth.lib import data, memory
 
 from ._linebuf import ebr_slices, ebr_tiling, row_mux
-from ._replicate import BANK_BITS, banked_memory, replicas
+from .replicate import BANK_BITS, banked_memory, replicas
 from .fifo import StreamFIFO
 
 
@@ -164,7 +164,7 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
 
     A one-word ROM is a constant (the data is valid from reset on). With ``addr_next`` (the
     next value of the register ``addr``, and ``en`` constant 1) a wide LUT ROM is banked, each
-    bank reading its own replica of ``addr`` (``_replicate.banked_memory``). With
+    bank reading its own replica of ``addr`` (``replicate.banked_memory``). With
     ``ebr_register`` a block RAM ROM is split by depth into one memory per block row
     (:func:`ebr_tiling`), each read through its own :data:`ROM_LANDING` fabric registers, and
     the rows' last registers are multiplexed into a landing register (latency 4): a block RAM's

@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 from ._dsp import plan_dsp_sites
 from .cast import Cast
 from .fifo import StreamFIFO
-from .stage import INPUT, OUTPUT
+from .stage import INPUT, OUTPUT, stream_ports
 from .width import WidthConverter
 
 __all__ = ["AcceleratorCore", "join"]
@@ -66,13 +66,7 @@ class AcceleratorCore(wiring.Component):
                 join(m, prev.o, block.i)
             blocks.append(block)
             prev = block
-        first, last = blocks[0], blocks[-1]
-        if hasattr(first, "in_ports"):  # a block with several inputs in port order (ConcatUnit)
-            ins = list(first.in_ports)
-        else:
-            ins = [first.a, first.b] if stage.op == "add" else [first.i]
-        outs = [last.o0, last.o1] if stage.op == "fork" else [last.o]
-        return ins, outs
+        return stream_ports(blocks[0])[0], stream_ports(blocks[-1])[1]
 
     def elaborate(self, platform):
         m = Module()

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
 from ._linebuf import bram_blocks, ebr_slices, ebr_tiling, row_mux
-from ._replicate import BANK_BITS, COLLISION_X_ATTR, banks_of, replicas
+from .replicate import BANK_BITS, COLLISION_X_ATTR, banks_of, replicas
 from .cost import Cost
 
 __all__ = ["StreamFIFO"]

@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from .. import protocol as P
 from ._linebuf import ebr_tiling, row_mux
-from ._replicate import COLLISION_X_ATTR, banks_of, replicas
+from .replicate import COLLISION_X_ATTR, banks_of, replicas
 from .selftest import CMD_LAYOUT, RES_LAYOUT
 
 __all__ = ["Deframer", "Framer", "BytesToLanes", "LanesToBytes", "TAG_LAYOUT", "ERR_LAYOUT"]
@@ -374,7 +374,7 @@ class BytesToLanes(wiring.Component):
     of which the low ``width`` bits are kept.
 
     A byte is taken into a register, and two cycles later shifted into the transfer's buffer
-    under copies of a registered enable, one per 64-bit bank (:func:`~._replicate.banks_of`):
+    under copies of a registered enable, one per 64-bit bank (:func:`~.replicate.banks_of`):
     the shift enable, a LUT of the input FIFO's level, routed to every buffer bit across the
     chip (9.2 ns) limited the AD autoencoder to 76 MHz. One byte per 3 cycles at most (the UART
     delivers one per hundreds); ``o.valid`` rises 3 cycles after the transfer's last byte is

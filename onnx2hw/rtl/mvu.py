@@ -14,7 +14,7 @@ from ._linebuf import RamCost, lands, ram_cost
 from ._mul import (adder_tree, lut_product, lut_product_cost, lut_product_registers, n_dsp, pack_pair,
                    pair_field, pair_width, tree_registers, unpack_pair)
 from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits, check_weight_range, int_array
-from ._replicate import BANK_BITS, COLLISION_X_ATTR, banked_memory, banks_of, replicas
+from .replicate import BANK_BITS, COLLISION_X_ATTR, banked_memory, banks_of, replicas
 from .cost import FAMILIES, Cost, unelaborated
 
 __all__ = ["MatrixVectorUnit", "bench_config"]
@@ -95,6 +95,9 @@ class MatrixVectorUnit(wiring.Component):
     (``_arith_pipe.OutputQueue``, :func:`queue_depth` entries of ``pe`` accumulators) has a
     credit. ``i.ready`` is a function of registers; ``o`` comes from the queue's registers.
     """
+
+    #: it reads its whole input vector during its first output fold and none during the others
+    INPUT_BURST = True
 
     def __init__(self, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
                  bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, groups=1, acc_bits=None,
@@ -378,7 +381,7 @@ class MatrixVectorUnit(wiring.Component):
     def _input_copies(self, m, x_src, xs):
         """The input lanes each output row reads (``[row][lane]``): the operand registers ``xs``
         when :data:`X_ROWS_PER_COPY` rows (of the style) cover all, else a kept-apart replica
-        (:func:`~onnx2hw.rtl._replicate.replicas`, loaded from ``x_src``) for each group of
+        (:func:`~onnx2hw.rtl.replicate.replicas`, loaded from ``x_src``) for each group of
         them. One register driving the products of every row crossed the KWS DS-CNN's first
         MVU (5.8 ns routed into a LUT product's carry chain); with ``xs`` for the first group,
         Yosys merged it into the last group's identical replica (rows 0 and 31, 4.8 ns)."""

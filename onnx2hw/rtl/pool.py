@@ -41,6 +41,9 @@ def sum_shape(elem_shape, count: int):
 class _WindowPool(wiring.Component):
     """SlidingWindow (depthwise order) followed by a reduction over ``KH*KW`` transfers."""
 
+    #: its latency is the wait for its first input rows (the stage's ``fill``)
+    LATENCY_IN_FILL = True
+
     _op = None  # "max" | "sum"
 
     def __init__(self, height, width, channels, kernel, *, stride=None, pads=0, dilation=1,
@@ -219,6 +222,9 @@ class GlobalAvgPoolUnit(wiring.Component):
     than the sums in flight; the input stalls on the last pixel only while that FIFO (with
     them) is full.
     """
+
+    #: its latency is the wait for its first input rows (the stage's ``fill``)
+    LATENCY_IN_FILL = True
 
     def __init__(self, height, width, channels, *, elem_shape=unsigned(8), simd=1):
         self.geom = g = Geometry.make(height, width, channels, 1, 1, 0, 1, simd)

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from amaranth.lib import stream
+from amaranth.lib.wiring import In
+
 from .cost import Cost
 
-__all__ = ["Block", "Stage", "Link", "INPUT", "OUTPUT"]
+__all__ = ["Block", "Stage", "Link", "INPUT", "OUTPUT", "stream_ports"]
 
 INPUT, OUTPUT = "input", "output"
 
@@ -34,6 +37,29 @@ class Block:
     def kind(self) -> str:
         """The block's class name (reports, ``accelerator.json``)."""
         return self.block.__name__
+
+    @property
+    def latency_in_fill(self) -> bool:
+        """The block's latency is the wait for its first input rows, which the stage's ``fill``
+        already models (a block class says so with ``LATENCY_IN_FILL = True``)."""
+        return getattr(self.block, "LATENCY_IN_FILL", False)
+
+    @property
+    def input_burst(self) -> bool:
+        """The block reads its whole input tensor in one burst and then none for a while (a
+        block class says so with ``INPUT_BURST = True``): the link into it buffers the whole
+        tensor so that its producer never waits meanwhile."""
+        return getattr(self.block, "INPUT_BURST", False)
+
+
+def stream_ports(component) -> tuple[list, list]:
+    """The stream ports of an elaborated block, ``(inputs, outputs)``, each in the order its
+    signature declares them: a stage's links name its ports by these positions."""
+    ins, outs = [], []
+    for name, member in component.signature.members.items():
+        if member.is_signature and isinstance(member.signature, stream.Signature):
+            (ins if member.flow == In else outs).append(getattr(component, name))
+    return ins, outs
 
 
 @dataclass(frozen=True)

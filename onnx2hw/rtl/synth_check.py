@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ._replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
+from .replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 from .ram_outreg import absorb_output_registers
 
 __all__ = ["yosys_stat", "nextpnr_fmax", "synthesize", "BlockSynthError", "FamilyPlatform",

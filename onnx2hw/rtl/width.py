@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from . import _blockparams as _p
-from ._replicate import banks_of, replicas
+from .replicate import banks_of, replicas
 from .cost import Cost
 
 __all__ = ["WidthConverter"]

@@ -7,7 +7,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ._linebuf import Counter, Geometry, RamCost, clog2, ebr_slices, lands, ram_cost, shape_of
-from ._replicate import banks_of, replicas
+from .replicate import banks_of, replicas
 from .cost import FAMILIES, Cost
 
 __all__ = ["SlidingWindow", "bench_config"]
@@ -97,6 +97,9 @@ class SlidingWindow(wiring.Component):
     cycle after the input transfer, from registers. No data is lost or duplicated under any
     stall pattern.
     """
+
+    #: its latency is the wait for its first input rows (the stage's ``fill``)
+    LATENCY_IN_FILL = True
 
     def __init__(self, height, width, channels, kernel, *, stride=1, pads=0, dilation=1,
                  elem_shape=unsigned(8), simd=1, pad_value=0, depthwise=False, buffer_rows=None):
@@ -458,7 +461,7 @@ def _first_transfers(g: Geometry) -> int:
 
 def _buffer_slices(depth: int, word: int, family: str) -> tuple[list[tuple[int, int]], RamCost]:
     """The bit ranges a ``depth`` x ``word`` line buffer is split into on ECP5 (in block RAM
-    :func:`~._linebuf.ebr_slices`, else 64-bit :func:`~._replicate.banks_of`; one on iCE40) and
+    :func:`~._linebuf.ebr_slices`, else 64-bit :func:`~.replicate.banks_of`; one on iCE40) and
     their summed :func:`~._linebuf.ram_cost` (Yosys maps each slice on its own). One write address
     across a 12-block buffer was routed 12.8 ns (ResNet-8), across a 256-bit distributed RAM
     buffer 9.8 ns (KWS DS-CNN)."""

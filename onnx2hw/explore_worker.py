@@ -1,5 +1,5 @@
 """The child process of one task (see :mod:`onnx2hw.explore.tasks`):
-``python -m onnx2hw.explore._main KIND SPEC.json``.
+``python -m onnx2hw.explore_worker KIND SPEC.json``.
 
 Kinds: ``build`` (compile one point and build it into its directory, as ``onnx2hw synth``
 does), ``verify`` (simulate a slice of inputs bit for bit, as ``onnx2hw sim`` does) and
@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._children import Interrupted
-from ..cli import main as cli_main   # `onnx2hw accuracy` itself runs in this child process
-from ..design import MismatchError, compile as compile_design
-from ..files import write_json
-from ..flow import load_graph, load_npz
+from .children import Interrupted
+from .cli import main as cli_main   # `onnx2hw accuracy` itself runs in this child process
+from .design import MismatchError, compile as compile_design
+from .files import write_json
+from .flow import load_graph, load_npz
 
 #: prctl option: a signal for this process when its parent dies (Linux)
 PR_SET_PDEATHSIG = 1
