@@ -14,7 +14,7 @@ __all__ = ["ULX3S", "ORANGECRAB", "OrangeCrabUARTPlatform"]
 
 _FT231X = ("FTDI FT231X datasheet: 300 baud to 3 Mbaud")
 
-#: ULX3S variants: (name suffix, device, LUT4, DSP, EBR); ARCHITECTURE.md section 4
+#: ULX3S variants: (name suffix, device, LUT4, DSP, EBR); docs/architecture.md, device budgets
 _ULX3S = (("12f", "LFE5U-12F", 12000, 28, 32), ("25f", "LFE5U-25F", 24288, 28, 56),
           ("45f", "LFE5U-45F", 43848, 72, 108), ("85f", "LFE5U-85F", 83640, 156, 208))
 

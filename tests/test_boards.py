@@ -22,7 +22,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaborat
 
 BIN = Path(sys.executable).parent
 
-# ARCHITECTURE.md section 4
+# docs/architecture.md, device budgets
 EXPECTED = {"ulx3s-12f": ("LFE5U-12F", 12000, 28, 32), "ulx3s-25f": ("LFE5U-25F", 24288, 28, 56),
             "ulx3s-45f": ("LFE5U-45F", 43848, 72, 108), "ulx3s-85f": ("LFE5U-85F", 83640, 156, 208),
             "icebreaker": ("iCE40UP5K", 5280, 8, 30), "orangecrab": ("LFE5U-25F", 24288, 28, 56)}
