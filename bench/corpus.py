@@ -1,4 +1,4 @@
-"""How far each exporter-written model of corpus/ gets through the flow today (issue #12's measure):
+"""How far each exporter-written model of corpus/ gets through the flow (issue #12's measure):
 load, the op check, import or quantize (with the file's sample inputs as calibration data), and
 compile to a pipeline; one line per model with where it stopped, then the count per stage."""
 from __future__ import annotations

@@ -32,8 +32,8 @@ def make_clock(board, clock_hz: float, pll):
         # constraint and the PLL parameters (a net constraint would name a net Yosys renames)
         if pll.primitive == "EHXPLLL":
             # The synchronized reset drives every flip-flop's LSR: on general routing that one
-            # net crossed a 50k-LUT design in 13.9 ns. Through a DCCA it is a global (primary
-            # clock) net, which reaches the LSR of every slice with a low, even delay.
+            # net must cross the whole design within a clock period. Through a DCCA it is a global
+            # (primary clock) net, which reaches the LSR of every slice with a low, even delay.
             m.domains.rst_src = ClockDomain("rst_src")
             m.d.comb += ClockSignal("rst_src").eq(out)
             m.submodules.rst_sync = ResetSynchronizer(~locked, domain="rst_src")

@@ -16,6 +16,6 @@ ICEBREAKER = Board(
     platform_class="amaranth_boards.icebreaker:ICEBreakerPlatform",
     # the board has a red and a green user LED: green = busy, red = error (idle: both off)
     leds=(("idle", None), ("busy", ("led", 1)), ("error", ("led", 0))),
-    # default clock = the oscillator: requantizers wider than SB_MAC16 become LUT multipliers
-    # and measured 19.6-33.5 MHz on small MLPs, so a 24 MHz default could miss timing
+    # default clock = the oscillator: requantizers wider than SB_MAC16 become LUT multipliers,
+    # too slow on iCE40 for a 24 MHz default to meet timing reliably
     uart_note="FT2232H channel B", default_clock_hz=12e6, default_baud=3e6)

@@ -149,15 +149,14 @@ def check_selftest_fits(design, samples: int):
                      f"({need:,} of {avail[what]:,}); {hint}")
 
 
-#: estimated LUT4s above which nextpnr routes with router2: router1 (its default) crawls on a
-#: congested 40k-LUT design (an AD autoencoder of LUT products: 170k arcs still unrouted after
-#: 15 minutes), router2 routes by congestion-negotiated passes over the whole net list
+#: estimated LUT4s above which nextpnr routes with router2: router1 (its default) does not
+#: converge in reasonable time on congested designs of tens of thousands of LUTs, router2 routes
+#: by congestion-negotiated passes over the whole net list
 ROUTER2_ABOVE_LUT = 20_000
 #: nextpnr's analytic placer weighs timing-critical connections this much above its default (10)
-#: in designs of more than :data:`ROUTER2_ABOVE_LUT` LUT4s: a block RAM's 5.6-5.8 ns
-#: clock-to-out leaves its first register little route, and at the default weight the placer
-#: put such registers 39-60 columns from their RAMs (on the same netlists at 40: AD
-#: autoencoder 76.2 -> 95.9 MHz, seed 2 96.6; ResNet-8 86.2 -> 90.6)
+#: in designs of more than :data:`ROUTER2_ABOVE_LUT` LUT4s: in large designs the default weight
+#: lets the placer put registers far from the block RAMs or DSPs that feed them, and the route
+#: then dominates the clock period
 PLACER_TIMING_WEIGHT = 40
 
 

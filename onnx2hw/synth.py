@@ -58,9 +58,9 @@ def _steps(script: str) -> list[tuple[str, list[str]]]:
 
 
 #: a place and route that missed its clock by at most this fraction is run again with another
-#: placer seed (:func:`run_build`'s ``retry_seeds``): on one netlist seeds moved Fmax by up to a
-#: fifth (AD autoencoder 93.2 / 112.2 MHz, ResNet-8 98.8 / 103.2 at the default seed / seed 2);
-#: a design further off needs another clock or folding, not another placement
+#: placer seed (:func:`run_build`'s ``retry_seeds``): on one netlist the placer seed alone moves
+#: Fmax by up to about a fifth; a design further off needs another clock or folding, not another
+#: placement
 RETRY_WITHIN = 0.15
 
 #: nextpnr options naming the files a place and route writes (log, textual configuration)

@@ -1,19 +1,30 @@
-"""MaxPool layer kind: GlobalMaxPool (a float model's, quantized by onnx2hw) becomes a MaxPool over
-the whole image, exact against onnxruntime's spec-exact session and bit-exact in hardware."""
+"""MaxPool layer kind: its exact reference against onnxruntime's MaxPool on integers (spec-exact
+session); GlobalMaxPool (a float model's, quantized by onnx2hw) becomes a MaxPool over the whole
+image, exact against onnxruntime's spec-exact session and bit-exact in hardware."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _one_layer import S8, graph_of, ort_op
 from _oracle import lsb_apart, run_spec
 from onnx2hw import golden
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
-from onnx2hw.layers import MaxPool, dequantize_outputs, quantize_inputs
+from onnx2hw.layers import MaxPool, TensorSpec, dequantize_outputs, quantize_inputs
 from onnx2hw.quant import quantize, to_integer_graph
 from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, to_transfers
 from onnx2hw.sim.pysim import run_stream
+
+
+def test_max_pool_matches_onnx_maxpool():
+    x = np.random.default_rng(2).integers(-128, 128, (4, 6, 6, 3)).astype(np.int8)
+    mp = MaxPool("mp", ("x",), TensorSpec("m", (3, 3, 3), S8), (3, 3), (2, 2), (1, 1, 1, 1))
+    got = golden.execute(graph_of(TensorSpec("x", (6, 6, 3), S8), [mp]), {"x": x})["m"]
+    want = ort_op("MaxPool", {"x": x.transpose(0, 3, 1, 2).copy()}, TensorProto.INT8, kernel_shape=[3, 3],
+                  strides=[2, 2], pads=[1, 1, 1, 1]).transpose(0, 2, 3, 1)
+    assert np.array_equal(got, want)
 
 
 def _float_model():
