@@ -37,27 +37,31 @@ def _fresh_cache():
 def bench_simbuild(board="ulx3s") -> list[dict]:
     import onnx2hw
     from onnx2hw.rtl.accelerator import AcceleratorCore
-    from onnx2hw.sim import cocotb_run
+    from onnx2hw.sim.build_cache import ensure_build, flags_for, runtime_ready
+    from onnx2hw.sim.cocotb_run import harness_for
+    from onnx2hw.sim.convert import strip_src, verilog_for
+    from onnx2hw.sim.toolchain import simulator_available
 
-    reason = cocotb_run.simulator_available("verilator")
+    reason = simulator_available("verilator")
     if reason:
         print(f"skipped: {reason}")
         return []
     rows = []
     with _fresh_cache():
         t0 = time.perf_counter()
-        shared = cocotb_run.runtime_ready()
+        shared = runtime_ready()
         print(f"board {board}; Verilator runtime compiled once per cache: {time.perf_counter() - t0:.1f} s"
               + ("" if shared else " (unavailable: every design is built completely)"), flush=True)
         print(f"{'model':30} {'II':>7} {'Verilog KB':>11} {'cold build s':>13}  flags")
         for model, calib in MODELS.items():
             p = onnx2hw.compile(str(ROOT / "examples" / model), board=board,
                                 calib=str(ROOT / "examples" / calib) if calib else None).pipeline
-            text = cocotb_run.verilog_for(AcceleratorCore(p))
+            core = AcceleratorCore(p)
+            text = verilog_for(core)
             t0 = time.perf_counter()
-            bdir = cocotb_run._ensure_build(text, "verilator", False)
+            bdir = ensure_build(text, harness_for(core, text), "verilator", False)
             seconds = time.perf_counter() - t0
-            flags = cocotb_run._flags_for(cocotb_run._SRC_ATTR.sub("", text))
+            flags = flags_for(strip_src(text))
             rows.append(dict(model=model, ii=p.ii, verilog_kb=len(text) / 1024, build_s=seconds,
                              opt_fast=flags.opt_fast, build_dir=bdir.name))
             print(f"{model:30} {p.ii:>7} {len(text) / 1024:>11.0f} {seconds:>13.1f}  OPT_FAST={flags.opt_fast}",

@@ -31,8 +31,8 @@ from .golden.host import model_outputs
 from .golden.integer import execute_integer
 from .layers import IntegerGraph, quantize_inputs
 from .rtl.accelerator import AcceleratorCore
-from .sim.cocotb_run import simulator_available
 from .sim.model_sim import SimReport, random_inputs, simulate
+from .sim.toolchain import simulator_available
 from .target import API_LABELS, Target, resolve_target
 
 __all__ = ["Design", "compile", "compile_for_target", "MismatchError", "design_name"]

@@ -31,11 +31,18 @@ the read-only phase).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ._stream import PortInfo, port_seed
 
-__all__ = ["harness_verilog", "harness_config", "harness_result", "TB_TOP", "ERRORS"]
+__all__ = ["harness_verilog", "harness_config", "harness_result", "TB_TOP", "TB_MODULE", "ERRORS"]
 
 TB_TOP = "onnx2hw_tb"
+#: the cocotb testbench's module name: it runs as a top-level module copied into the run
+#: directory (cocotb puts its working directory on the path), since imported as
+#: ``onnx2hw.sim._cocotb_stream_tb`` it would import onnx2hw.sim and what that needs (amaranth,
+#: ...) in every simulator run; part of a build's cache key
+TB_MODULE = "onnx2hw_stream_tb"
 #: err_code values
 ERRORS = {0: None, 1: "timeout", 2: "deadlock", 3: "valid_drop", 4: "payload_changed", 5: "extra"}
 PAUSE_CODES = {"none": 0, "3of4": 1, "random": 2}
@@ -51,12 +58,29 @@ _XORSHIFT = """  function [31:0] xs32(input [31:0] x);
 """
 
 
-def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
-    """The wrapper module for a design whose stream ports are ``ports`` (in the order the Python
-    harnesses use: the same seeds and salts per port); ``clk``/``rst``: whether ``top`` has them."""
-    ins = [p for p in ports.values() if p.is_input]
-    outs = [p for p in ports.values() if not p.is_input]
-    pub = "/*verilator public_flat_rw*/"
+@dataclass
+class _Parts:
+    """Lines of the wrapper, gathered port by port and placed by :func:`_module`."""
+    io: list[str] = field(default_factory=list)        # the wrapper's ports
+    decl: list[str] = field(default_factory=list)      # per-port registers and wires
+    inst: list[str] = field(default_factory=list)      # connections of the design instance
+    init: list[str] = field(default_factory=list)      # `initial`: open files, read ahead
+    drive: list[str] = field(default_factory=list)     # combinational valid/ready/payload
+    reset: list[str] = field(default_factory=list)     # clocked, while in reset
+    step_out: list[str] = field(default_factory=list)  # clocked: pause sequences, output checks
+    step_in: list[str] = field(default_factory=list)   # clocked, if no error: input transfers
+    fin: list[str] = field(default_factory=list)       # `flush_outputs` task
+    alldone: list[str] = field(default_factory=list)   # terms of `finished`
+
+
+def _pause(kind: str, k: int) -> str:
+    """Whether port ``k``'s pause pattern (``cfg_src_kind`` or ``cfg_sink_kind``) allows this cycle."""
+    return (f"({kind} == 2'd0 ? 1'b1 : {kind} == 2'd1 ? (cyc[1:0] == 2'd3) : "
+            f"{kind} == 2'd2 ? lfsr{k}[31] : 1'b0)")
+
+
+def _run_ports(pub: str) -> list[str]:
+    """The wrapper's clock, run configuration and run result ports."""
     io = ["  input clk " + pub]
     for name in ("max_cycles", "idle_limit", "drain"):
         io.append(f"  input [63:0] cfg_{name} {pub}")
@@ -65,96 +89,103 @@ def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
            f"  output reg [15:0] err_port {pub}", f"  output reg [63:0] err_cycle {pub}",
            f"  output reg [63:0] cyc {pub}", f"  output reg [63:0] last_out {pub}",
            f"  output reg any_out {pub}", f"  output reg [63:0] done_at {pub}"]
-    decl, inst, reset, step_in, step_out, drive, fin = [], [], [], [], [], [], []
-    init = []
-    if clk:
-        inst.append("    .clk(clk)")
-    if rst:
-        inst.append("    .rst(rst)")
+    return io
 
-    def pause(kind, k):
-        return (f"({kind} == 2'd0 ? 1'b1 : {kind} == 2'd1 ? (cyc[1:0] == 2'd3) : "
-                f"{kind} == 2'd2 ? lfsr{k}[31] : 1'b0)")
 
-    alldone = []
-    for k, p in enumerate(ports.values()):
-        w = p.width * p.lanes
-        io.append(f"  input [31:0] cfg_seed{k} {pub}")
-        io.append(f"  output reg [63:0] stalls{k} {pub}")
-        decl.append(f"  reg [31:0] lfsr{k};")
-        decl.append(f"  wire [{w - 1}:0] pay{k};")
-        decl.append(f"  wire valid{k}, ready{k};")
-        reset.append(f"      lfsr{k} <= xs32(cfg_seed{k});")
-        reset.append(f"      stalls{k} <= 64'd0;")
-        step_out.append(f"        lfsr{k} <= xs32(lfsr{k});")
-        inst += [f"    .{p.name}__payload(pay{k})", f"    .{p.name}__valid(valid{k})",
-                 f"    .{p.name}__ready(ready{k})"]
-        if p.is_input:
-            io.append(f"  input [63:0] cfg_len{k} {pub}")
-            io.append(f"  output reg [63:0] idx{k} {pub}")
-            decl += [f"  reg [{w - 1}:0] next{k}, rd{k};", f"  reg holding{k};", f"  integer fi{k};"]
-            init += [f"    fi{k} = $fopen(\"in_{p.name}.hex\", \"r\");",
-                     f"    rd{k} = {w}'d0;",
-                     f"    if (fi{k} != 0) r = $fscanf(fi{k}, \"%h\\n\", rd{k});",
-                     f"    next{k} = rd{k};"]
-            drive += [f"  wire more{k} = idx{k} < cfg_len{k};",
-                      f"  assign valid{k} = holding{k} | (more{k} & {pause('cfg_src_kind', k)});",
-                      f"  assign pay{k} = next{k};"]
-            reset += [f"      idx{k} <= 64'd0;", f"      holding{k} <= 1'b0;"]
-            alldone.append(f"!more{k}")
-            step_in += [
-                f"        if (valid{k} && ready{k}) begin",
-                f"          idx{k} <= idx{k} + 64'd1;",
-                f"          holding{k} <= 1'b0;",
-                f"          any = 1'b1;",
-                f"          if (fi{k} != 0) r = $fscanf(fi{k}, \"%h\\n\", rd{k});",
-                f"          next{k} <= rd{k};",
-                f"        end else begin",
-                f"          holding{k} <= valid{k};",
-                f"        end",
-                f"        if (more{k} && !valid{k}) stalls{k} <= stalls{k} + 64'd1;"]
-        else:
-            io += [f"  input [63:0] cfg_want{k} {pub}", f"  input cfg_checked{k} {pub}",
-                   f"  output reg [63:0] got{k} {pub}",
-                   f"  output reg [{w - 1}:0] err_stalled{k} {pub}",
-                   f"  output reg [{w - 1}:0] err_payload{k} {pub}"]
-            decl += [f"  reg stalled{k};", f"  reg [{w - 1}:0] held{k};", f"  integer fo{k};"]
-            init.append(f"    fo{k} = $fopen(\"out_{p.name}.hex\", \"w\");")
-            drive += [f"  wire full{k} = got{k} >= cfg_want{k};",
-                      f"  assign ready{k} = full{k} | {pause('cfg_sink_kind', k)};"]
-            reset += [f"      got{k} <= 64'd0;", f"      stalled{k} <= 1'b0;",
-                      f"      held{k} <= {w}'d0;"]
-            alldone.append(f"full{k}")
-            step_out += [
-                f"        if (!bad && stalled{k} && (!valid{k} || pay{k} !== held{k})) begin",
-                f"          bad = 1'b1;",
-                f"          err_code <= valid{k} ? 4'd4 : 4'd3;",
-                f"          err_port <= 16'd{k};",
-                f"          err_stalled{k} <= held{k};",
-                f"          err_payload{k} <= pay{k};",
-                f"        end else if (!bad && valid{k} && ready{k}) begin",
-                f"          any = 1'b1;",
-                f"          stalled{k} <= 1'b0;",
-                f"          if (!full{k}) begin",
-                f"            $fwrite(fo{k}, \"%h\\n\", pay{k});",
-                f"            got{k} <= got{k} + 64'd1;",
-                f"            last_out <= cyc;",
-                f"            any_out <= 1'b1;",
-                f"          end else if (cfg_checked{k}) begin",
-                f"            bad = 1'b1;",
-                f"            err_code <= 4'd5;",
-                f"            err_port <= 16'd{k};",
-                f"          end",
-                f"        end else begin",
-                f"          stalled{k} <= valid{k};",
-                f"          held{k} <= pay{k};",
-                f"        end",
-                f"        if (!full{k} && !ready{k}) stalls{k} <= stalls{k} + 64'd1;"]
-            fin.append(f"    if (fo{k} != 0) $fflush(fo{k});")
-    finished = " && ".join(alldone) if alldone else "1'b1"
+def _any_port(parts: _Parts, k: int, p: PortInfo, w: int, pub: str) -> None:
+    """What every stream port has: seed, stall count, pause sequence, connection to the design."""
+    parts.io.append(f"  input [31:0] cfg_seed{k} {pub}")
+    parts.io.append(f"  output reg [63:0] stalls{k} {pub}")
+    parts.decl.append(f"  reg [31:0] lfsr{k};")
+    parts.decl.append(f"  wire [{w - 1}:0] pay{k};")
+    parts.decl.append(f"  wire valid{k}, ready{k};")
+    parts.reset.append(f"      lfsr{k} <= xs32(cfg_seed{k});")
+    parts.reset.append(f"      stalls{k} <= 64'd0;")
+    parts.step_out.append(f"        lfsr{k} <= xs32(lfsr{k});")
+    parts.inst += [f"    .{p.name}__payload(pay{k})", f"    .{p.name}__valid(valid{k})",
+                   f"    .{p.name}__ready(ready{k})"]
+
+
+def _source(parts: _Parts, k: int, p: PortInfo, w: int, pub: str) -> None:
+    """An input port: transfers read from ``in_P.hex`` one line ahead, offered when the pause allows."""
+    parts.io.append(f"  input [63:0] cfg_len{k} {pub}")
+    parts.io.append(f"  output reg [63:0] idx{k} {pub}")
+    parts.decl += [f"  reg [{w - 1}:0] next{k}, rd{k};", f"  reg holding{k};", f"  integer fi{k};"]
+    parts.init += [f"    fi{k} = $fopen(\"in_{p.name}.hex\", \"r\");",
+                   f"    rd{k} = {w}'d0;",
+                   f"    if (fi{k} != 0) r = $fscanf(fi{k}, \"%h\\n\", rd{k});",
+                   f"    next{k} = rd{k};"]
+    parts.drive += [f"  wire more{k} = idx{k} < cfg_len{k};",
+                    f"  assign valid{k} = holding{k} | (more{k} & {_pause('cfg_src_kind', k)});",
+                    f"  assign pay{k} = next{k};"]
+    parts.reset += [f"      idx{k} <= 64'd0;", f"      holding{k} <= 1'b0;"]
+    parts.alldone.append(f"!more{k}")
+    parts.step_in += [
+        f"        if (valid{k} && ready{k}) begin",
+        f"          idx{k} <= idx{k} + 64'd1;",
+        f"          holding{k} <= 1'b0;",
+        f"          any = 1'b1;",
+        f"          if (fi{k} != 0) r = $fscanf(fi{k}, \"%h\\n\", rd{k});",
+        f"          next{k} <= rd{k};",
+        f"        end else begin",
+        f"          holding{k} <= valid{k};",
+        f"        end",
+        f"        if (more{k} && !valid{k}) stalls{k} <= stalls{k} + 64'd1;"]
+
+
+def _sink_check(k: int) -> list[str]:
+    """Clocked lines of output port ``k``: the stream rules, then the transfer written to its file."""
+    return [
+        f"        if (!bad && stalled{k} && (!valid{k} || pay{k} !== held{k})) begin",
+        f"          bad = 1'b1;",
+        f"          err_code <= valid{k} ? 4'd4 : 4'd3;",
+        f"          err_port <= 16'd{k};",
+        f"          err_stalled{k} <= held{k};",
+        f"          err_payload{k} <= pay{k};",
+        f"        end else if (!bad && valid{k} && ready{k}) begin",
+        f"          any = 1'b1;",
+        f"          stalled{k} <= 1'b0;",
+        f"          if (!full{k}) begin",
+        f"            $fwrite(fo{k}, \"%h\\n\", pay{k});",
+        f"            got{k} <= got{k} + 64'd1;",
+        f"            last_out <= cyc;",
+        f"            any_out <= 1'b1;",
+        f"          end else if (cfg_checked{k}) begin",
+        f"            bad = 1'b1;",
+        f"            err_code <= 4'd5;",
+        f"            err_port <= 16'd{k};",
+        f"          end",
+        f"        end else begin",
+        f"          stalled{k} <= valid{k};",
+        f"          held{k} <= pay{k};",
+        f"        end",
+        f"        if (!full{k} && !ready{k}) stalls{k} <= stalls{k} + 64'd1;"]
+
+
+def _sink(parts: _Parts, k: int, p: PortInfo, w: int, pub: str) -> None:
+    """An output port: ready when the pause allows or its count is reached, transfers checked and collected."""
+    parts.io += [f"  input [63:0] cfg_want{k} {pub}", f"  input cfg_checked{k} {pub}",
+                 f"  output reg [63:0] got{k} {pub}",
+                 f"  output reg [{w - 1}:0] err_stalled{k} {pub}",
+                 f"  output reg [{w - 1}:0] err_payload{k} {pub}"]
+    parts.decl += [f"  reg stalled{k};", f"  reg [{w - 1}:0] held{k};", f"  integer fo{k};"]
+    parts.init.append(f"    fo{k} = $fopen(\"out_{p.name}.hex\", \"w\");")
+    parts.drive += [f"  wire full{k} = got{k} >= cfg_want{k};",
+                    f"  assign ready{k} = full{k} | {_pause('cfg_sink_kind', k)};"]
+    parts.reset += [f"      got{k} <= 64'd0;", f"      stalled{k} <= 1'b0;",
+                    f"      held{k} <= {w}'d0;"]
+    parts.alldone.append(f"full{k}")
+    parts.step_out += _sink_check(k)
+    parts.fin.append(f"    if (fo{k} != 0) $fflush(fo{k});")
+
+
+def _module(parts: _Parts) -> list[str]:
+    """Header, declarations, the reset maker, the combinational drive, the design instance, the
+    file set-up and the flush task: everything before the clocked block."""
+    finished = " && ".join(parts.alldone) if parts.alldone else "1'b1"
     lines = [f"// stream test wrapper written by onnx2hw.sim._harness",
-             f"module {TB_TOP}(", ",\n".join(io), ");", _XORSHIFT]
-    lines += decl
+             f"module {TB_TOP}(", ",\n".join(parts.io), ");", _XORSHIFT]
+    lines += parts.decl
     lines += ["  reg [63:0] last_xfer;", "  reg done_seen;", "  integer r;", "  reg any, bad;",
               "  // reset for the first two rising edges, made here: a reset that is an input of the",
               "  // simulation model would make Verilator evaluate all logic that depends on it on",
@@ -162,19 +193,25 @@ def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
               "  reg [1:0] rst_count = 2'd0;",
               "  wire rst = rst_count != 2'd2;",
               "  always @(posedge clk) if (rst) rst_count <= rst_count + 2'd1;"]
-    lines += drive
+    lines += parts.drive
     lines += [f"  wire finished = {finished};"]
-    lines += ["  top dut(", ",\n".join(inst), "  );", "", "  initial begin"] + init + ["  end", ""]
-    lines += ["  task flush_outputs;", "  begin"] + fin + ["  end", "  endtask", ""]
-    lines += ["  always @(posedge clk) begin",
-              "    any = 1'b0;",
-              "    bad = 1'b0;",
-              "    if (rst) begin",
-              "      done <= 1'b0;", "      err_code <= 4'd0;", "      err_port <= 16'd0;",
-              "      err_cycle <= 64'd0;", "      cyc <= 64'd0;", "      last_out <= 64'd0;",
-              "      any_out <= 1'b0;", "      done_at <= 64'd0;", "      done_seen <= 1'b0;",
-              "      last_xfer <= 64'd0;"]
-    lines += reset
+    lines += ["  top dut(", ",\n".join(parts.inst), "  );", "", "  initial begin"] + parts.init + ["  end", ""]
+    lines += ["  task flush_outputs;", "  begin"] + parts.fin + ["  end", "  endtask", ""]
+    return lines
+
+
+def _clocked(parts: _Parts) -> list[str]:
+    """The clocked block: reset, then per cycle the end conditions (time-out, deadlock, drained),
+    the output checks and, if none failed, the input transfers and the cycle count."""
+    lines = ["  always @(posedge clk) begin",
+             "    any = 1'b0;",
+             "    bad = 1'b0;",
+             "    if (rst) begin",
+             "      done <= 1'b0;", "      err_code <= 4'd0;", "      err_port <= 16'd0;",
+             "      err_cycle <= 64'd0;", "      cyc <= 64'd0;", "      last_out <= 64'd0;",
+             "      any_out <= 1'b0;", "      done_at <= 64'd0;", "      done_seen <= 1'b0;",
+             "      last_xfer <= 64'd0;"]
+    lines += parts.reset
     lines += ["    end else if (!done) begin",
               "      err_cycle <= cyc;",
               "      if (cyc >= cfg_max_cycles) begin",
@@ -188,10 +225,10 @@ def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
               "        if (finished && !done_seen) begin",
               "          done_at <= cyc;", "          done_seen <= 1'b1;",
               "        end"]
-    lines += step_out
+    lines += parts.step_out
     lines += ["        if (bad) begin", "          done <= 1'b1;", "          flush_outputs;",
               "        end else begin"]
-    lines += ["  " + ln for ln in step_in]
+    lines += ["  " + ln for ln in parts.step_in]
     lines += ["          if (any) last_xfer <= cyc;",
               "          cyc <= cyc + 64'd1;",
               "        end",
@@ -199,7 +236,23 @@ def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
               "    end",
               "  end",
               "endmodule", ""]
-    return "\n".join(lines)
+    return lines
+
+
+def harness_verilog(ports: dict[str, PortInfo], clk: bool, rst: bool) -> str:
+    """The wrapper module for a design whose stream ports are ``ports`` (in the order the Python
+    harnesses use: the same seeds and salts per port); ``clk``/``rst``: whether ``top`` has them."""
+    pub = "/*verilator public_flat_rw*/"
+    parts = _Parts(io=_run_ports(pub))
+    if clk:
+        parts.inst.append("    .clk(clk)")
+    if rst:
+        parts.inst.append("    .rst(rst)")
+    for k, p in enumerate(ports.values()):
+        w = p.width * p.lanes
+        _any_port(parts, k, p, w, pub)
+        (_source if p.is_input else _sink)(parts, k, p, w, pub)
+    return "\n".join(_module(parts) + _clocked(parts))
 
 
 def harness_config(ports: dict[str, PortInfo], *, lengths: dict, expect: dict, src_pause: str,

@@ -51,7 +51,8 @@ def run_stream(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
     idle_limit : int
         Cycles without any transfer after which the run fails as deadlocked.
     check_comb : bool
-        Check each cycle that output ``valid`` does not depend on ``ready`` (about 1.5x slower).
+        Check each cycle that output ``valid`` does not depend on ``ready`` (slower: the outputs
+        are settled with ``ready`` at both values).
     vcd_path : str, optional
         Write a VCD waveform there.
 

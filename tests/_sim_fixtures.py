@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from onnx2hw.sim.cocotb_run import simulator_available
+from onnx2hw.sim.toolchain import simulator_available
 
 __all__ = ["random_transfers", "PAUSE_PAIRS", "require_simulator"]
 

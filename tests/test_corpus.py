@@ -25,7 +25,7 @@ from _paths import ROOT
 from onnx2hw.cli import main
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.design import MismatchError
-from onnx2hw.sim.cocotb_run import hardware_text
+from onnx2hw.sim.convert import hardware_text
 from onnx2hw.target import resolve_target
 from onnx2hw.ir import ModelError, UnsupportedError, load
 from onnx2hw.quant import ptq

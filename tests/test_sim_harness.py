@@ -9,8 +9,9 @@ from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from onnx2hw.sim import cocotb_run
-from onnx2hw.sim.cocotb_run import cache_root, run_cocotb
+from onnx2hw.sim import build_cache, cache_folder, cocotb_run
+from onnx2hw.sim.cache_folder import cache_root
+from onnx2hw.sim.cocotb_run import run_cocotb
 from _sim_fixtures import require_simulator
 from onnx2hw.sim.pysim import run_stream
 from onnx2hw.sim._stream import port_seed
@@ -378,7 +379,7 @@ def test_verilator_runtime_is_shared_and_a_damaged_one_falls_back(tmp_path, monk
     (built,) = [json.loads(p.read_text()) for p in tmp_path.glob("*/.built")]
     assert built["shared_runtime"]
     (runtime,) = [p for p in (tmp_path / "_runtime").iterdir() if p.is_dir()]
-    # no verilated_dpi.o: designs are verilated without --public-flat-rw (see cocotb_run._execute_cmds)
+    # no verilated_dpi.o: designs are verilated without --public-flat-rw (see onnx2hw.sim.toolchain._execute_cmds)
     assert sorted(p.name for p in runtime.glob("*.o")) == ["verilated.o", "verilated_threads.o", "verilated_vpi.o"]
     for obj in runtime.glob("*.o"):
         obj.write_bytes(b"damaged")
@@ -396,7 +397,7 @@ def test_verilator_large_design_flags(tmp_path, monkeypatch):
 
     require_simulator()
     monkeypatch.setenv("ONNX2HW_SIM_CACHE", str(tmp_path))
-    monkeypatch.setattr(cocotb_run, "LARGE_DESIGN", 0)
+    monkeypatch.setattr(build_cache, "LARGE_DESIGN", 0)
     x = _data(50)
     out, _ = run_cocotb(_Reg(), {"i": x}, {"o": len(x)}, src_pause="3of4", sink_pause="random")
     np.testing.assert_array_equal(out["o"], x)
@@ -421,16 +422,16 @@ def test_verilator_large_design_flags(tmp_path, monkeypatch):
 def test_build_key_names_the_cocotb_install(monkeypatch):
     """A simulator build links cocotb's libraries from the environment that built it: another
     environment (or a removed one) must not reuse it from the shared cache."""
-    key = cocotb_run._build_key("module top; endmodule", "verilator", "top", False, None)
-    monkeypatch.setattr(cocotb_run.cocotb_config, "libs_dir", "/elsewhere/cocotb/libs")
-    assert cocotb_run._build_key("module top; endmodule", "verilator", "top", False, None) != key
+    key = build_cache.build_key("module top; endmodule", "verilator", "top", False, None)
+    monkeypatch.setattr(build_cache.cocotb_config, "libs_dir", "/elsewhere/cocotb/libs")
+    assert build_cache.build_key("module top; endmodule", "verilator", "top", False, None) != key
 
 
 def test_cache_prune_removes_only_stale_and_unlocked_entries(tmp_path):
     """Builds and runtimes unused for STALE_DAYS days go (unless in use); recent ones and the
     newest failed runs stay."""
     now = time.time()
-    old = now - (cocotb_run.STALE_DAYS + 1) * 86400
+    old = now - (cache_folder.STALE_DAYS + 1) * 86400
 
     def entry(folder, stamp, when):
         folder.mkdir(parents=True)
@@ -444,9 +445,9 @@ def test_cache_prune_removes_only_stale_and_unlocked_entries(tmp_path):
     busy = entry(tmp_path / ("c" * 20), ".built", old)
     runtime = entry(tmp_path / "_runtime" / ("d" * 20), "runtime.json", old)
     other = entry(tmp_path / "not-a-build", "x", old)
-    runs = [entry(tmp_path / "runs" / f"Top-{i:02d}", "sim.log", old + i) for i in range(cocotb_run.KEEP_FAILED_RUNS + 3)]
+    runs = [entry(tmp_path / "runs" / f"Top-{i:02d}", "sim.log", old + i) for i in range(cache_folder.KEEP_FAILED_RUNS + 3)]
     with open(tmp_path / f"{busy.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        removed = set(cocotb_run.prune_cache(tmp_path, now=now))
+        removed = set(cache_folder.prune_cache(tmp_path, now=now))
     assert removed == {stale, runtime, *runs[:3]}
     assert fresh.exists() and busy.exists() and other.exists() and all(r.exists() for r in runs[3:])

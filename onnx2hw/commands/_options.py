@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..design import Design, compile_for_target
-from ..sim.cocotb_run import simulator_available
+from ..sim.toolchain import simulator_available
 from ..target import HEADROOM, Target, resolve_target
 from . import UsageError
 

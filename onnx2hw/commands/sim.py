@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..children import activity
 from ..files import check_output_file, save_npz
 from ..flow import load_graph, load_npz
-from ..sim.cocotb_run import cache_root
+from ..sim.cache_folder import cache_root
 from . import UsageError
 from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
 
