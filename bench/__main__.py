@@ -1,6 +1,7 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
 Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds; default all)
+       python -m bench mvu-cost      (refits the MVU's cost constants; run only when named)
 """
 from __future__ import annotations
 
@@ -20,16 +21,21 @@ BENCHES = {
     "mlperf": ("bench.mlperf", "bench_mlperf"),
     "mlperf-builds": ("bench.mlperf", "bench_mlperf_builds"),
 }
+#: name -> (module, function): refits of cost-model constants, run only when named
+REFITS = {
+    "mvu-cost": ("bench.mvu_cost", "bench_mvu_cost"),
+}
 
 
 def main(argv: list[str]) -> int:
     names = argv or list(BENCHES)
-    unknown = [n for n in names if n not in BENCHES]
+    known = {**BENCHES, **REFITS}
+    unknown = [n for n in names if n not in known]
     if unknown:
-        print(f"error: unknown benchmark {unknown[0]!r} (choose from {', '.join(BENCHES)})", file=sys.stderr)
+        print(f"error: unknown benchmark {unknown[0]!r} (choose from {', '.join(known)})", file=sys.stderr)
         return 2
     for name in names:
-        module, func = BENCHES[name]
+        module, func = known[name]
         print(f"\n=== {name} ===", flush=True)
         t0 = time.perf_counter()
         getattr(importlib.import_module(module), func)()

@@ -5,7 +5,8 @@ import pytest
 
 from onnx2hw.layers.base import act_blocks
 from onnx2hw.layers.types import IntType, Requant
-from onnx2hw.rtl.requant import Requantize, narrow_plan
+from onnx2hw.rtl.requant import Requantize
+from onnx2hw.rtl.requant_plan import narrow_plan
 from onnx2hw.sim.pysim import run_stream
 from onnx2hw.rtl._arith_pipe import OutputQueue
 

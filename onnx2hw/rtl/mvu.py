@@ -1,6 +1,9 @@
 """Matrix-vector unit: ``y = W @ x (+ bias)`` over a stream of input vectors (FINN-style folding)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
@@ -17,19 +20,68 @@ from ._params import MUL_STYLES, acc_width, auto_style, bias_vector, check_bits,
 from .replicate import BANK_BITS, COLLISION_X_ATTR, banked_memory, banks_of, replicas
 from .cost import FAMILIES, Cost, unelaborated
 
-__all__ = ["MatrixVectorUnit", "bench_config"]
+__all__ = ["MatrixVectorUnit", "CostConstants", "COST", "bench_config"]
 
 #: buffers of at most this many words are banked distributed RAM (two 16-word cells deep)
 LUT_RAM_WORDS = 32
 #: output rows whose products read one copy of the input operand registers, by product style
-#: (a LUT product is a few hundred LUTs: 8 of them spread too far for one copy, 7.7 ns routed in
-#: the KWS DS-CNN's first MVU)
+#: (a LUT product is a few hundred LUTs: the products of several rows spread too far for one
+#: register to reach them all within a clock period)
 X_ROWS_PER_COPY = {"dsp": 8, "lut": 1}
 
 
+@dataclass(frozen=True)
+class CostConstants:
+    """The fitted constants of :meth:`MatrixVectorUnit.estimate`, in LUT4 equivalents (a CCU2C
+    carry cell counts 2) and flip-flops, fitted to Yosys ``synth_ecp5`` stat. ``python -m bench
+    mvu-cost`` synthesizes a grid of small MVUs and refits them by least squares; the terms it
+    does not fit (memories, LUT products, registers the structure fixes) come from the shared
+    cost functions of ``_arith_pipe``, ``_linebuf`` and ``_mul``."""
+
+    #: LUTs per DSP product, beside the DSP
+    lut_dsp_product: float = 12
+    #: LUTs per product bit of a ±1-weight product (the inversion and the wider tree inputs)
+    lut_sign_product_bit: float = 2
+    #: LUTs per product bit of a ±1-input product (the negation's carry chain and the select)
+    lut_negate_product_bit: float = 3.4
+    #: LUTs per product bit of splitting a paired DSP product into its two rows (a borrow add)
+    lut_pair_split_bit: float = 0.5
+    #: LUTs per adder bit of a row's adder tree
+    lut_tree_bit: float = 1
+    #: LUTs per accumulator bit (the adder and the first-fold bias select)
+    lut_acc_bit: float = 2
+    #: LUTs of the unit not counted per bit
+    lut_fixed: float = 40
+    #: flip-flops per pipeline stage (the control word's delay)
+    ff_stage: float = 4
+    #: flip-flops of the unit not counted per bit
+    ff_fixed: float = 30
+    #: flip-flops per counted register bit of a unit whose products are not in DSPs
+    ff_fabric_scale: float = 1.25
 
 
+#: the constants :meth:`MatrixVectorUnit.estimate` uses
+COST = CostConstants()
 
+
+class _Issue(NamedTuple):
+    """The issue stage's signals (:meth:`MatrixVectorUnit._issue`)."""
+
+    issue: Value       # a beat issues this cycle
+    take: Value        # ... and takes an input transfer
+    need_in: Value     # the beat reads the input (first output fold of a group), not the buffer
+    src_data: Value    # the input payload
+    sf_i: Value        # input fold
+    sf_next: Value     # its next value
+    nf_i: Value        # output fold
+    addr: Value        # weight address
+    addr_next: Value   # its next value
+
+
+def _lanes(flat, width, count, sgn):
+    """``count`` lanes of ``width`` bits of ``flat``, signed when ``sgn``."""
+    return [flat[j * width:(j + 1) * width].as_signed() if sgn else flat[j * width:(j + 1) * width]
+            for j in range(count)]
 
 
 class MatrixVectorUnit(wiring.Component):
@@ -232,17 +284,41 @@ class MatrixVectorUnit(wiring.Component):
     # -- hardware -------------------------------------------------------------------------
 
     def elaborate(self, platform):
+        """The issue stage (:meth:`_issue`), the weight ROM (:meth:`_weight_rom`), the input or
+        its buffer beside it (:meth:`_input`), the operand registers (:meth:`_operands`), the
+        products, the adder trees and the accumulators (:meth:`_accumulate`)."""
         m = Module()
-        n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
-        nf, sf = n // pe, k // simd
-        nfg = nf // self.groups          # output folds per input vector
-        wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
+        sf = self.in_features // self.simd
         # Free-running datapath (no enable); a beat issues only while the output queue has a
         # credit, and the beat that ends an output reserves its place.
         q = OutputQueue(m, self.o, queue_depth(self.pipeline_stages(), sf))
         en = Const(1)
+        it = self._issue(m, q)
+        wdata = self._weight_rom(m, en, it)
+        ctl = self._control(m, it)
+        x1 = self._input(m, en, it, getattr(platform, "family", "ecp5"))
+        xs, ws, x_rows, stages = self._operands(m, en, x1, wdata)
+        if self.pair_field is not None:
+            prods = self._paired_products(m, en, x_rows, ws, platform)
+            stages += PRODUCT_LATENCY + 1
+        else:
+            prods = self._products(m, en, x_rows or [xs] * self.pe, ws, platform)
+            stages += PRODUCT_LATENCY if self.style == "dsp" else 1
+        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
+                for p, row in enumerate(prods)]
+        stages += tree_registers(self.simd, 2)
+        ctls = delay(m, en, ctl, stages, name="ctl")
+        self._accumulate(m, en, q, ctls, sums)
+        assert stages + 1 == self.pipeline_stages()
+        return m
 
-        # Issue stage: fold counters, weight address, input or buffer.
+    def _issue(self, m, q) -> _Issue:
+        """The issue stage: a beat issues while the queue has a credit and the input is there
+        (first output fold of a group) or buffered (the others); the fold counters and the
+        weight address step with it."""
+        n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
+        nf, sf = n // pe, k // simd
+        nfg = nf // self.groups          # output folds per input vector
         sf_i = Signal(range(sf), name="sf_i")
         nf_i = Signal(range(nf), name="nf_i")
         addr = Signal(range(nf * sf), name="waddr")
@@ -256,9 +332,8 @@ class MatrixVectorUnit(wiring.Component):
         else:
             gf_i = nf_i
         # ``need_in`` (gf_i == 0) and ``i.ready`` (ok & need_in) are registers of their own,
-        # loaded with their next values: the producer's ready is a wire from one flip-flop (a
-        # fold counter through three LUTs to a sliding window's output enables, 29 columns away,
-        # limited the KWS DS-CNN to 77 MHz)
+        # loaded with their next values: the producer's ready is a wire from one flip-flop, not
+        # a fold counter's compare through LUTs fanning out to the producer's output enables
         need_in = Signal(init=1, name="need_in")
         ready = Signal(init=1, name="in_ready")
         need_next = Mux(issue & (sf_i == sf - 1), gf_i == nfg - 1, need_in)
@@ -276,14 +351,25 @@ class MatrixVectorUnit(wiring.Component):
         with m.If(issue):
             with m.If(sf_i == sf - 1):
                 m.d.sync += nf_i.eq(Mux(nf_i == nf - 1, 0, nf_i + 1))
+        return _Issue(issue, take, need_in, src_data, sf_i, sf_next, nf_i, addr, addr_next)
 
-        # Weight ROM: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at field p*simd + s; with
-        # paired DSP products, field g*simd + s holds rows 2g and 2g+1 packed (an odd last row
-        # alone), each field signed of ``fw`` bits.
+    def _weight_fields(self):
+        """(rows of each weight-memory field, field width): one row per field, or with paired
+        DSP products two rows packed (:func:`_row_groups`)."""
+        pf = self.pair_field
+        if pf is None:
+            return [(p,) for p in range(self.pe)], self.weight_bits
+        return _row_groups(self.pe), pair_width(pf, self.weight_bits)
+
+    def _weight_rom(self, m, en, it: _Issue):
+        """The weight ROM, read at ``it.addr``: word (nf, sf) holds W[nf*pe + p, sf*simd + s] at
+        field p*simd + s; with paired DSP products, field g*simd + s holds rows 2g and 2g+1
+        packed (an odd last row alone), each field signed of ``fw`` bits."""
+        pe, simd = self.pe, self.simd
+        nf, sf = self.out_features // pe, self.in_features // simd
         fields = np.where(self.weights > 0, 1, 0) if self.weight_bipolar else self.weights
         pf = self.pair_field
-        groups = _row_groups(pe) if pf is not None else [(p,) for p in range(pe)]
-        fw = wb if pf is None else pair_width(pf, wb)
+        groups, fw = self._weight_fields()
         rows = []
         for a in range(nf):
             for s in range(sf):
@@ -293,24 +379,36 @@ class MatrixVectorUnit(wiring.Component):
                 else:
                     rows.append([pack_pair(blk[g[0], j], blk[g[1], j], pf) if len(g) == 2 else blk[g[0], j]
                                  for g in groups for j in range(simd)])
-        wdata = rom(m, pack_words(rows, fw), len(groups) * simd * fw, addr, en, "weights", addr_next=addr_next,
-                    ebr_register=True)
+        return rom(m, pack_words(rows, fw), len(groups) * simd * fw, it.addr, en, "weights",
+                   addr_next=it.addr_next, ebr_register=True)
 
-        # Stage 1 registers.
+    def _control(self, m, it: _Issue):
+        """The control word of a beat (valid, first and last input fold, output fold), delayed
+        along the pipeline to the accumulators."""
+        nf = self.out_features // self.pe
+        sf = self.in_features // self.simd
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "nf": range(nf)}))
-        m.d.comb += [ctl.v.eq(issue), ctl.first.eq(sf_i == 0), ctl.last.eq(sf_i == sf - 1),
-                     ctl.nf.eq(nf_i)]
+        m.d.comb += [ctl.v.eq(it.issue), ctl.first.eq(it.sf_i == 0), ctl.last.eq(it.sf_i == sf - 1),
+                     ctl.nf.eq(it.nf_i)]
+        return ctl
+
+    def _input(self, m, en, it: _Issue, family: str):
+        """The input lanes of a beat, delayed to meet the weights: the input register during the
+        first output fold of a group, the buffer (:meth:`_buffer_kind`) during the others."""
+        simd, ib = self.simd, self.in_bits
+        sf = self.in_features // simd
         xin = Signal(simd * ib, name="x_in", reset_less=True)   # (one register with a banked buffer's write data)
-        buf_kind = self._buffer_kind(getattr(platform, "family", "ecp5"))
+        buf_kind = self._buffer_kind(family)
         buf_land = buf_kind == "landed"
         xsel = Signal(name="x_sel")
         with m.If(en):
-            m.d.sync += [xin.eq(src_data), xsel.eq(need_in)]
+            m.d.sync += [xin.eq(it.src_data), xsel.eq(it.need_in)]
         if buf_kind == "banked":
             # a wide buffer in distributed RAM: banks with their own address and select registers
-            rdata = banked_memory(m, simd * ib, sf, addr_next=sf_next, write=(src_data, take), name="xbuf")
+            rdata = banked_memory(m, simd * ib, sf, addr_next=it.sf_next, write=(it.src_data, it.take),
+                                  name="xbuf")
             slices = banks_of(simd * ib)
-            sels = replicas(m, need_in, len(slices), "x_sel")
+            sels = replicas(m, it.need_in, len(slices), "x_sel")
             x1 = Cat(*[Mux(sel, xin[lo:hi], rdata[lo:hi]) for sel, (lo, hi) in zip(sels, slices)])
         elif buf_kind:
             # collided reads are unused: the buffer is written only while the input is taken
@@ -319,8 +417,8 @@ class MatrixVectorUnit(wiring.Component):
             m.submodules.xbuf = buf
             wr = buf.write_port()
             rd = buf.read_port()
-            m.d.comb += [wr.addr.eq(sf_i), wr.data.eq(src_data), wr.en.eq(take),
-                         rd.addr.eq(sf_i), rd.en.eq(en)]
+            m.d.comb += [wr.addr.eq(it.sf_i), wr.data.eq(it.src_data), wr.en.eq(it.take),
+                         rd.addr.eq(it.sf_i), rd.en.eq(en)]
             rdata = rd.data
             if buf_land:
                 # in block RAM the read lands in a plain register first (the block's output
@@ -331,66 +429,60 @@ class MatrixVectorUnit(wiring.Component):
             x1 = Mux(xsel, xin, rdata)
         else:
             x1 = xin
-        x1 = delay(m, en, x1, self._rom_latency() - 1 - buf_land, name="x_late")[-1]   # beside the weights
+        return delay(m, en, x1, self._rom_latency() - 1 - buf_land, name="x_late")[-1]   # beside the weights
 
-        def lanes(flat, width, count, sgn):
-            out = []
-            for j in range(count):
-                v = flat[j * width:(j + 1) * width]
-                out.append(v.as_signed() if sgn else v)
-            return out
-
-        xs = lanes(x1, ib, simd, self.in_signed)
-        ws = lanes(wdata, fw, len(groups) * simd, self.weight_signed or pf is not None)
+    def _operands(self, m, en, x1, wdata):
+        """``(xs, ws, x_rows, stages)``: the input and weight lanes, registered for DSP and LUT
+        products (off the weight memory's slow output), the input lanes each row reads
+        (:meth:`_input_copies`; ``None`` for the other styles) and the register stages so far."""
+        groups, fw = self._weight_fields()
+        xs = _lanes(x1, self.in_bits, self.simd, self.in_signed)
+        ws = _lanes(wdata, fw, len(groups) * self.simd, self.weight_signed or self.pair_field is not None)
         stages = self._rom_latency()
         x_rows = None
-        if self.style in ("dsp", "lut"):  # (LUT products: off the weight memory's slow output)
+        if self.style in ("dsp", "lut"):
             x_src = xs
             xs, ws = register_operands(m, en, xs, ws)
             stages += 1
             x_rows = self._input_copies(m, x_src, xs)
         if self.style == "lut":
-            stages += lut_product_registers(wb, ib)
-
-        # Products, registered.
-        if pf is not None:   # paired DSP products: registered, split, registered again
-            prods = [[None] * simd for _ in range(pe)]
-            sgn = self.in_signed or self.weight_signed
-            for gi, g in enumerate(groups):
-                for s in range(simd):
-                    r = registered_product(m, ws[gi * simd + s], x_rows[g[0]][s], platform=platform,
-                                           name=f"pprod_{gi}_{s}")
-                    parts = unpack_pair(r, pf, sgn) if len(g) == 2 else (r,)
-                    for row, e in zip(g, parts):
-                        rr = Signal(e.shape(), name=f"prod_{row}_{s}")
-                        with m.If(en):
-                            m.d.sync += rr.eq(e)
-                        prods[row][s] = rr
-            stages += PRODUCT_LATENCY + 1
-        else:
-            prods = self._products(m, en, x_rows or [xs] * pe, ws, platform)
-            stages += PRODUCT_LATENCY if self.style == "dsp" else 1
-        sums = [adder_tree(m, en, row, 2, extra_levels=1, name=f"sum{p}")
-                for p, row in enumerate(prods)]
-        stages += tree_registers(simd, 2)
-        ctls = delay(m, en, ctl, stages, name="ctl")
-        self._accumulate(m, en, q, ctls, sums)
-        assert stages + 1 == self.pipeline_stages()
-        return m
+            stages += lut_product_registers(self.weight_bits, self.in_bits)
+        return xs, ws, x_rows, stages
 
     def _input_copies(self, m, x_src, xs):
         """The input lanes each output row reads (``[row][lane]``): the operand registers ``xs``
         when :data:`X_ROWS_PER_COPY` rows (of the style) cover all, else a kept-apart replica
         (:func:`~onnx2hw.rtl.replicate.replicas`, loaded from ``x_src``) for each group of
-        them. One register driving the products of every row crossed the KWS DS-CNN's first
-        MVU (5.8 ns routed into a LUT product's carry chain); with ``xs`` for the first group,
-        Yosys merged it into the last group's identical replica (rows 0 and 31, 4.8 ns)."""
+        them. One register driving the products of every row would be routed across the whole
+        unit into the products' carry chains; every group reads a replica (none reads ``xs``),
+        since Yosys merges a plain register into an identical replica however far apart their
+        loads are."""
         per = X_ROWS_PER_COPY[self.style]
         copies = -(-self.pe // per)
         if copies == 1:
             return [xs] * self.pe
         reps = [replicas(m, v, copies, f"x_r{j}") for j, v in enumerate(x_src)]
         return [[reps[j][p // per] for j in range(len(xs))] for p in range(self.pe)]
+
+    def _paired_products(self, m, en, x_rows, ws, platform):
+        """The products ``[row][lane]`` of one beat with two rows to a DSP (:attr:`pair_field`):
+        each DSP product registered (``PRODUCT_LATENCY``), split into its two rows and registered
+        again."""
+        pe, simd, pf = self.pe, self.simd, self.pair_field
+        groups, _ = self._weight_fields()
+        prods = [[None] * simd for _ in range(pe)]
+        sgn = self.in_signed or self.weight_signed
+        for gi, g in enumerate(groups):
+            for s in range(simd):
+                r = registered_product(m, ws[gi * simd + s], x_rows[g[0]][s], platform=platform,
+                                       name=f"pprod_{gi}_{s}")
+                parts = unpack_pair(r, pf, sgn) if len(g) == 2 else (r,)
+                for row, e in zip(g, parts):
+                    rr = Signal(e.shape(), name=f"prod_{row}_{s}")
+                    with m.If(en):
+                        m.d.sync += rr.eq(e)
+                    prods[row][s] = rr
+        return prods
 
     def _products(self, m, en, x_rows, ws, platform):
         """The registered products ``[row][lane]`` of one (unpaired) beat, row ``p`` reading the
@@ -422,37 +514,11 @@ class MatrixVectorUnit(wiring.Component):
         return prods
 
     def _accumulate(self, m, en, q, ctls, sums):
-        """Accumulators (the output register) fed by the row sums, with the bias; ``ctls``: the
-        control word at each stage (the last is the accumulator's)."""
+        """Accumulators (the output register) fed by the row sums, with the bias
+        (:meth:`_biases`); ``ctls``: the control word at each stage (the last is the
+        accumulator's)."""
         pe, simd, ab = self.pe, self.simd, self.acc_bits
-        nf = self.out_features // pe
-
-        def lanes(flat, width, count, sgn):
-            return [flat[j * width:(j + 1) * width].as_signed() if sgn else flat[j * width:(j + 1) * width]
-                    for j in range(count)]
-
-        # Bias, read its ROM's latency ahead of the accumulator (with "sign" products: plus the
-        # number of -1 weights of the row, stored modulo 2**acc_bits).
-        hw_bias = self._hw_bias()
-        if self.has_bias or np.any(hw_bias):
-            lat = rom_latency(nf, ebr_register=True)
-            rows = hw_bias.reshape(nf, pe)
-            if rom_cost(nf, pe * ab)[0] == 0:   # in logic: a ROM per lane, beside its accumulator
-                # (one register of all lanes' biases was routed 10.6 ns to a far lane, KWS), read
-                # into a landing register a cycle early when it has more than one word (its read
-                # register, packed with the ROM's last LUT, was placed 50 columns from its lane, KWS)
-                land = 1 if nf > 1 else 0
-                biases = []
-                for p in range(pe):
-                    b = rom(m, pack_words(rows[:, p:p + 1], ab), ab, ctls[-1 - lat - land].nf, en, f"bias{p}",
-                            ebr_register=True)
-                    biases.append(delay(m, en, b, land, name=f"bias{p}_land")[-1].as_signed())
-            else:
-                bdata = rom(m, pack_words(rows, ab), pe * ab, ctls[-1 - lat].nf, en, "bias", ebr_register=True)
-                biases = lanes(bdata, ab, pe, True)
-        else:
-            biases = [0] * pe
-
+        biases = self._biases(m, en, ctls)
         accs = [Signal(signed(ab), name=f"acc{p}") for p in range(pe)]
         ctl_acc = ctls[-1]
         with m.If(en):
@@ -466,13 +532,39 @@ class MatrixVectorUnit(wiring.Component):
         for p in range(pe):
             m.d.comb += q.data[p].eq(accs[p])
 
+    def _biases(self, m, en, ctls):
+        """Each lane's bias at the accumulator's first fold (:meth:`_hw_bias`: with "sign"
+        products plus the number of -1 weights of the row, stored modulo 2**acc_bits), read its
+        ROM's latency ahead from the output fold of ``ctls``; ``0`` without a bias."""
+        pe, ab = self.pe, self.acc_bits
+        nf = self.out_features // pe
+        hw_bias = self._hw_bias()
+        if not (self.has_bias or np.any(hw_bias)):
+            return [0] * pe
+        lat = rom_latency(nf, ebr_register=True)
+        rows = hw_bias.reshape(nf, pe)
+        if rom_cost(nf, pe * ab)[0] != 0:
+            bdata = rom(m, pack_words(rows, ab), pe * ab, ctls[-1 - lat].nf, en, "bias", ebr_register=True)
+            return _lanes(bdata, ab, pe, True)
+        # in logic: a ROM per lane, beside its accumulator (one register of all lanes' biases
+        # would be a long route to the far lanes), read into a landing register a cycle early
+        # when it has more than one word (the ROM's read register is packed with its last LUT,
+        # which need not be placed near the lane)
+        land = 1 if nf > 1 else 0
+        biases = []
+        for p in range(pe):
+            b = rom(m, pack_words(rows[:, p:p + 1], ab), ab, ctls[-1 - lat - land].nf, en, f"bias{p}",
+                    ebr_register=True)
+            biases.append(delay(m, en, b, land, name=f"bias{p}_land")[-1].as_signed())
+        return biases
+
     # -- cost model -------------------------------------------------------------------------
 
     @classmethod
-    def estimate(cls, weights, bias=None, *, in_bits, in_signed, weight_bits, weight_signed,
-                 bipolar=False, weight_bipolar=False, input_bipolar=False, pe=1, simd=1, groups=1, acc_bits=None,
-                 mul_style="auto", family="ecp5"):
-        """Cost without elaboration, calibrated against Yosys ``synth_ecp5`` (YoWASP 0.70).
+    def estimate(cls, *args, family="ecp5", **kwargs) -> Cost:
+        """Cost of ``MatrixVectorUnit(*args, **kwargs)`` without elaboration: the constructor's
+        arguments, checked by it. Calibrated against Yosys ``synth_ecp5`` (YoWASP 0.70), the
+        fitted constants being :data:`COST`.
 
         ``lut`` counts LUT4 equivalents: ``yosys_stat()["lut"] + 2 * yosys_stat()["ccu2c"]``
         (LUT4, 6 per distributed-RAM cell, 2 per CCU2C carry cell). ``family="ice40"`` scales
@@ -480,49 +572,85 @@ class MatrixVectorUnit(wiring.Component):
         """
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
-        self = unelaborated(cls, weights, bias, in_bits=in_bits, in_signed=in_signed,
-                     weight_bits=weight_bits, weight_signed=weight_signed, bipolar=bipolar,
-                     weight_bipolar=weight_bipolar, input_bipolar=input_bipolar,
-                     pe=pe, simd=simd, groups=groups, acc_bits=acc_bits, mul_style=mul_style)
-        return self._cost(family)
+        return unelaborated(cls, *args, **kwargs)._cost(family)
 
     def _cost(self, family):
-        n, k, pe, simd = self.out_features, self.in_features, self.pe, self.simd
-        nf, sf = n // pe, k // simd
-        nfg = nf // self.groups
-        ab, wb, ib = self.acc_bits, self.weight_bits, self.in_bits
+        """:meth:`estimate` of this unit: :meth:`resources` rounded, plus the output queue."""
+        nf, sf = self.out_features // self.pe, self.in_features // self.simd
         stages = self.pipeline_stages()
+        lut, ff, dsps, ebr = self.resources(family)
+        if family == "ice40":
+            lut *= 1.1
+        return queued(Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff),
+                           dsp=dsps, ebr=ebr),
+                      signed(self.acc_bits), self.pe, stages, beats=sf, family=family)
+
+    def resources(self, family: str = "ecp5", consts: CostConstants = COST):
+        """``(lut, ff, dsp, ebr)`` of the unit without its output queue, ``lut`` and ``ff``
+        unrounded, with the constants ``consts`` (for ``bench.mvu_cost``, which refits them)."""
+        pe, simd, ab, ib = self.pe, self.simd, self.acc_bits, self.in_bits
         mults = pe * simd
-        pw = {"xnor": 1, "sign": ib + (0 if self.in_signed else 1),
-              "negate": wb + 1}.get(self.style, wb + ib)  # product width
-        small, large = min(wb, ib), max(wb, ib)
-        # LUT4 equivalents (a CCU2C carry cell counts 2): fitted to Yosys synth_ecp5 stat
+        pw = self._product_width()
+        prod, prod_ff, pair_ff, dsps = self._product_cost(consts)
+        tree = consts.lut_tree_bit * pe * _tree_bits(simd, pw, ab)
+        acc = pe * ab * consts.lut_acc_bit
+        rom_lut, buf_lut, io, rom_ff, bias_land, ebr = self._memory_cost(family)
+        lut = prod + tree + acc + rom_lut + buf_lut + io + consts.lut_fixed
+        copies = -(-pe // X_ROWS_PER_COPY[self.style]) if self.style in X_ROWS_PER_COPY else 1
+        ff = (copies * simd * ib + pe * ab
+              + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
+              + (mults * self.weight_bits if self.style == "dsp" else 0)
+              + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
+              + consts.ff_stage * self.pipeline_stages() + consts.ff_fixed + rom_ff)
+        if self.style != "dsp":
+            ff = ff * consts.ff_fabric_scale + prod_ff
+        return lut, ff + pair_ff + bias_land, dsps, ebr
+
+    def _product_width(self) -> int:
+        """Bits of one product (before the adder tree) in this unit's style."""
+        wb, ib = self.weight_bits, self.in_bits
+        return {"xnor": 1, "sign": ib + (0 if self.in_signed else 1), "negate": wb + 1}.get(self.style, wb + ib)
+
+    def _product_cost(self, consts: CostConstants):
+        """``(lut, lut_ff, pair_ff, dsp)`` of one beat's products: LUTs, the flip-flops inside
+        LUT products, the paired products' split registers and the DSP count."""
+        pe, simd, wb, ib = self.pe, self.simd, self.weight_bits, self.in_bits
+        nf, sf = self.out_features // pe, self.in_features // simd
+        mults = pe * simd
+        pw = self._product_width()
         lut_ff = 0
         if self.style == "lut":
             per, per_ff = lut_product_cost(wb, ib, constant=nf * sf == 1)
             prod, lut_ff = mults * per, mults * per_ff
         elif self.style == "dsp":
-            prod = 12 * mults
+            prod = consts.lut_dsp_product * mults
         elif self.style == "sign":
-            prod = mults * pw * 2                              # inversion and the wider tree inputs
+            prod = mults * pw * consts.lut_sign_product_bit
         elif self.style == "negate":
-            prod = mults * pw * 3.4                            # negation (carry chain) and select
+            prod = mults * pw * consts.lut_negate_product_bit
         else:
             prod = 0
         pf = self.pair_field
         dsps = (len(_row_groups(pe)) * simd if pf is not None
                 else mults * n_dsp(wb, self.weight_signed, ib, self.in_signed) if self.style == "dsp" else 0)
         pair_ff = 0
-        if pf is not None:   # half the DSPs, the split of each pair (a borrow add), a second register
-            prod = 12 * dsps + (pe // 2) * simd * pw / 2
+        if pf is not None:   # half the DSPs, the split of each pair, a second register
+            prod = consts.lut_dsp_product * dsps + (pe // 2) * simd * pw * consts.lut_pair_split_bit
             pair_ff = mults * pw
-        tree = pe * _tree_bits(simd, pw, ab)
-        acc = pe * ab * 2                                      # adder + first/bias mux
-        wbits = mults * wb if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, wb)
+        return prod, lut_ff, pair_ff, dsps
+
+    def _memory_cost(self, family):
+        """``(rom_lut, buf_lut, io, rom_ff, bias_ff, ebr)``: the weight and bias ROMs' LUTs (with
+        their read registers'), the input buffer's LUTs and its select, the flip-flops beside the
+        ROMs (the input delayed to meet the weights), the bias landing registers and the block
+        RAMs."""
+        pe, simd, ab, ib = self.pe, self.simd, self.acc_bits, self.in_bits
+        nf, sf = self.out_features // pe, self.in_features // simd
+        pf = self.pair_field
+        wbits = pe * simd * self.weight_bits if pf is None else len(_row_groups(pe)) * simd * pair_width(pf, self.weight_bits)
         rom_ebr, rom_lut = rom_cost(nf * sf, wbits)
         buf_kind = self._buffer_kind(family)
         buf = ram_cost(sf, simd * ib) if buf_kind else RamCost(0, 0, 0, 0)
-        buf_ebr, buf_lut = buf.ebr, buf.lut_equiv
         io = simd * ib if buf_kind else 0                       # buffer mux
         if buf_kind == "banked":
             io += simd * ib                                     # banked buffer: the late write's bypass
@@ -537,19 +665,7 @@ class MatrixVectorUnit(wiring.Component):
             bias_land = pe * min(ab, int(np.abs(hw_bias).max()).bit_length() + 1)   # as wide as the biases)
         rom_lut += late_lut + bias_lut
         rom_ff += bias_ff
-        lut = prod + tree + acc + rom_lut + buf_lut + io + 40
-        copies = -(-pe // X_ROWS_PER_COPY[self.style]) if self.style in X_ROWS_PER_COPY else 1
-        ff = (copies * simd * ib + pe * ab + mults * (2 * pw if self.style == "dsp" else pw if self.style != "lut" else 0)
-              + (mults * wb if self.style == "dsp" else 0)
-              + tree_registers(simd, 2) * pe * min(ab, pw + simd.bit_length())
-              + 4 * stages + 30 + rom_ff)
-        if self.style != "dsp":
-            ff = ff * 1.25 + lut_ff
-        if family == "ice40":
-            lut *= 1.1
-        return queued(Cost(cycles=nf * sf, latency=sf - 1 + stages, lut=int(round(lut)), ff=int(ff + pair_ff + bias_land),
-                           dsp=dsps, ebr=rom_ebr + buf_ebr),
-                      signed(ab), pe, stages, beats=sf, family=family)
+        return rom_lut, buf.lut_equiv, io, rom_ff, bias_land, rom_ebr + buf.ebr
 
 
 def _row_groups(pe):
