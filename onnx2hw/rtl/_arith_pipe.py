@@ -1,8 +1,8 @@
 """Pipeline plumbing shared by the arithmetic blocks (MVU, depthwise, Requantize, Thresholds, Add).
 
 The large blocks use a *free-running* pipeline: no register of the datapath has a clock enable
-(a stall enable fanning out to thousands of flip-flops across the chip limited whole designs to
-44-62 MHz). Flow control is by credits: a work item enters the pipeline only while its result
+(a stall enable fanning out to thousands of flip-flops across the chip would be the slowest net
+of a design). Flow control is by credits: a work item enters the pipeline only while its result
 has a place reserved in the block's :class:`OutputQueue`, a small FIFO on the output, so the
 pipeline never has to stop. ``i.ready`` and the credit test are functions of registers only.
 Small blocks keep a one-register stage (:func:`register_stage`).
@@ -116,14 +116,13 @@ def register_operands(m, en, xs, ws):
 #: ROMs of at most this many words are LUT logic (Yosys), deeper ones block RAM
 LUT_ROM_WORDS = 64
 
-#: ... unless they hold at most this many bits (Yosys ``synth_ecp5``, measured: 65x32 and 512x4
-#: in logic, 144x16 and 512x8 in one DP16KD)
+#: ... unless they hold at most this many bits (Yosys ``synth_ecp5`` maps 65x32 and 512x4 to
+#: logic, 144x16 and 512x8 to one DP16KD)
 ROM_LOGIC_BITS = 2080
 
 #: fabric registers each block row of a registered block-RAM ROM is read through before the
-#: row select: with one, the placer put it beside its consumers, 64 columns from its block RAM
-#: (ResNet-8, 6.6 ns routed after the RAM's 5.6 ns clock-to-out, 81.7 MHz); a chain of two
-#: lets it split the distance
+#: row select: the placer may put a single one beside its consumers, far from its block RAM,
+#: whose read data is late (:mod:`~.ram_outreg`); a chain of two lets it split the distance
 ROM_LANDING = 2
 
 
@@ -168,9 +167,9 @@ def rom(m, words, width, addr, en, name, addr_next=None, ebr_register=False):
     ``ebr_register`` a block RAM ROM is split by depth into one memory per block row
     (:func:`ebr_tiling`), each read through its own :data:`ROM_LANDING` fabric registers, and
     the rows' last registers are multiplexed into a landing register (latency 4): a block RAM's
-    read data is late (5.6 ns clock-to-out), and its route through Yosys's depth multiplexer
-    across the chip limited ResNet-8 to 88.8 MHz; with no register after the multiplexer, the
-    placer put the row register beside its consumer, 52 columns from its block RAM (82.5 MHz).
+    read data is late (:mod:`~.ram_outreg`), so it meets neither Yosys's depth multiplexer nor a
+    route across the chip before a register; with no register after the multiplexer, the placer
+    pulls the row registers away from their blocks towards the consumer.
     With ``addr_next`` too (``addr`` is a register, ``en`` constant 1) each block row is also
     split by width, every
     :data:`~._linebuf.EBR_PER_ADDR` blocks reading their own copy of ``addr`` registered once more
@@ -194,8 +193,8 @@ def _registered_block_rom(m, words, width, addr, en, name, replicated=False):
     """:func:`rom` ``ebr_register`` case: the row memories, their registers and the row select.
     ``replicated``: each row is split by width (:func:`~._linebuf.ebr_slices`), each slice
     addressed by its own copy of ``addr`` one cycle late, so that the address fans out from a
-    register to registers only (one address register across a 26-block ROM was routed 10.2 ns
-    in the AD autoencoder; its next value computed once and routed to replicas, 11.7 ns)."""
+    register to registers only (one address register driving every block of a deep ROM is a net
+    across the chip, and so is its next value routed to replicas)."""
     rows = ebr_tiling(len(words), width)[1]
     lo = (rows - 1).bit_length()
     slices = ebr_slices(len(words), width) if replicated else [(0, width)]

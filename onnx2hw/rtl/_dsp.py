@@ -199,9 +199,8 @@ def plan_dsp_sites(platform, count: int) -> None:
     """Place the next ``count`` DSP products elaborated for ``platform`` (in elaboration order:
     the pipeline's stages in order, a block's products row by row) on sites spread evenly along
     :func:`dsp_sites`, each as a nextpnr ``BEL`` constraint; products beyond ``count`` are left
-    to the placer. Without it nextpnr's analytic placer put DSPs on free sites far from where it
-    had placed their logic: product routes of 7-9.4 ns across the chip limited the AD
-    autoencoder, ResNet-8 and the DS-CNN to 75-92 MHz. Does nothing for a device without a
+    to the placer. Without it nextpnr's analytic placer puts DSPs on free sites far from where it
+    placed their logic, and the product routes cross the chip. Does nothing for a device without a
     known layout."""
     sites = dsp_sites(getattr(platform, "device", None))
     if sites and count > 0:
@@ -253,8 +252,8 @@ def product_dsps(a, b) -> int:
 def registered_product(m, a, b, *, platform=None, en=None, name="dsp"):
     """``a * b`` through :func:`dsp_product`, then two fabric landing registers: latency
     :data:`PRODUCT_LATENCY`. The route from a DSP's product to the logic it feeds crosses the chip
-    when the DSP column sites near that logic are taken (10.5 ns in the AD autoencoder at 112 of
-    156 DSPs, 9.5 ns in the KWS DS-CNN, with one landing register); two let the placer put one
+    when the DSP column sites near that logic are taken (in a design that uses most of the
+    device's DSPs); two let the placer put one
     register beside the DSP and one beside the consumer, and split a long route in two. An operand
     wider than a port is split (:func:`dsp_chunks`; a constant piece of 0 is dropped): every piece
     pair is its own registered DSP product with its own first landing register, and the second

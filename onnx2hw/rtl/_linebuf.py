@@ -131,8 +131,7 @@ def ebr_tiling(depth: int, width: int) -> tuple[int, int]:
 
 #: block RAMs one copy of an address (and enable) drives: a memory in block RAM wider than this is
 #: split by width into slices of this many blocks, each with copies of its own (one address
-#: register across a 26-block ROM was routed 10.2 ns in the AD autoencoder; a window's write
-#: address across a 12-block line buffer 12.8 ns in ResNet-8)
+#: register driving every block of a wide memory is a net across the chip)
 EBR_PER_ADDR = 2
 
 
@@ -168,7 +167,7 @@ class RamCost:
 
 def lands(depth: int, word: int, family: str = "ecp5") -> bool:
     """Whether a RAM's read data lands in a fabric register before any logic: it is in block
-    RAM (:func:`ram_cost`), whose read data comes 5.6-5.8 ns after the clock."""
+    RAM (:func:`ram_cost`), whose read data comes late after the clock (:mod:`~.ram_outreg`)."""
     return ram_cost(depth, word, family).ebr > 0
 
 

@@ -138,9 +138,9 @@ class BoardTop(wiring.Component):
 
         m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx)]
         _join(m, rx.o, dfr.i)
-        # the deframer's payload comes straight from its block RAM (5.8 ns clock-to-out): it lands
-        # in a 2-entry FIFO first (routed 5.2 ns across the chip to the input's shift register,
-        # then two LUTs, it limited the VWW MobileNet to 85 MHz)
+        # the deframer's payload comes from its block RAM rows (through their multiplexer): it
+        # lands in a 2-entry FIFO first, so the route across the chip to the input's shift
+        # register and its LUTs starts from a fabric register
         m.submodules.land = land = StreamFIFO(unsigned(8), 1, 2)
         _join(m, dfr.o, land.i)
         _join(m, land.o, b2l.i)

@@ -87,13 +87,13 @@ class StreamFIFO(wiring.Component):
 
     def _landed_bram(self, m, width):
         """ECP5 block-RAM FIFO (:class:`_RowFIFO`, ``depth - OUT_DEPTH`` words): each block
-        row's read data (5.8 ns clock-to-out, no output register inferred) is copied every
+        row's read data (late after the clock, no output register inferred) is copied every
         cycle, with no enable or logic in front, into a landing register of its own; the read
         word's row is selected from those into the next landing register, then an
         :data:`OUT_DEPTH`-entry distributed-RAM FIFO. Anything between a RAM and its first
-        register (a load-enable LUT limited ResNet-8 to 89.6 MHz, Yosys's multiplexer of a deep
-        FIFO's block rows to 90.6, the RAM's data through a LUT into the FIFO's RAM to 87.9) is
-        a long path once the placer puts the register away from the block. A word is read only
+        register (a load-enable LUT, Yosys's multiplexer of a deep FIFO's block rows, a LUT
+        between the RAM's data and the output FIFO's RAM) is a long path once the placer puts
+        the register away from the block. A word is read only
         against a free slot of the output FIFO (``room``, counting the words in flight), so
         nothing after the RAM ever stalls; the read's enable ``ok`` is a register. A slot
         returns 5 cycles after its word is read (read, RAM output, two landings, output FIFO),
@@ -122,8 +122,8 @@ class StreamFIFO(wiring.Component):
     def banks(width: int, depth: int, family: str = "ecp5") -> int:
         """Independent banks of a wide distributed-RAM FIFO (depth >= 2, at most
         :data:`BANK_BITS` bits each): a read or write address or write enable shared by hundreds
-        of RAM cells is a net across the chip (17 ns routed in a 41k-LUT design; a 2-entry FIFO's
-        write enable 6.6 ns in the KWS DS-CNN); one per bank stays local."""
+        of RAM cells is a net across the chip (even a 2-entry FIFO's write enable, when it is
+        wide); one per bank stays local."""
         if depth < 2 or family != "ecp5" or _uses_bram(depth - 1, min(width, BANK_BITS), family):
             return 1
         return len(banks_of(width))
@@ -138,8 +138,7 @@ class StreamFIFO(wiring.Component):
         # The banks move in lockstep (same enables from the same state, offsets aside), each with
         # its own pointers, level and output register, and each gates the enables with its own
         # w_rdy / r_rdy; so bank 0's flags are every bank's, and no AND of flags spread over the
-        # chip feeds the consumer's handshake and back into every bank's enables (16.5 ns through
-        # five LUTs in the AD autoencoder's input FIFO).
+        # chip feeds the consumer's handshake and back into every bank's enables.
         m.d.comb += [self.i.ready.eq(qs[0].w_rdy), self.o.valid.eq(qs[0].r_rdy)]
         m.d.comb += [q.w_en.eq(self.i.valid) for q in qs]
         m.d.comb += [q.r_en.eq(self.o.ready) for q in qs]
@@ -194,8 +193,8 @@ class _OffsetFIFO(Elaboratable):
     distributed RAM read asynchronously into an output register, latency 2), else
     ``SyncFIFO``'s (``depth`` entries, the output read straight from the RAM, latency 1).
     ``w_rdy``/``r_rdy`` are registers (the level's compares made a cycle ahead: a compare
-    after the level register, ANDed with the neighbour's valid into the level's update, was a
-    path of four LUTs across two blocks, 95.9 MHz in the AD autoencoder); write when
+    after the level register, ANDed with the neighbour's valid into the level's update, would be
+    a path of four LUTs across two blocks); write when
     ``w_en & w_rdy``, read when ``r_en & r_rdy``. ``offset`` 0 serves an unbanked FIFO."""
 
     def __init__(self, width: int, depth: int, offset: int, buffered: bool = True):
@@ -238,10 +237,10 @@ class _RowFIFO(Elaboratable):
     """A FIFO of ``depth`` words in block RAM, one memory per block row and
     :func:`~._linebuf.ebr_slices` slice (:func:`row_layout`), each addressed by copies of its
     own of the write and read pointers: no multiplexer of Yosys's follows the RAMs, and no
-    enable or address reaches them from logic or from one register across the chip (a read
-    enable from the level through two LUTs to a RAM 37 rows away, 7.1 ns routed, limited
-    ResNet-8 to 91.6 MHz). The RAMs read every cycle at the read pointer: a read (``pop``:
-    ``r_en`` and a word present) advances it, and the cycle after, ``r_valid`` is high with
+    enable or address reaches them from logic or from one register across the chip (such as a
+    read enable computed from the level and routed to RAMs tens of rows away). The RAMs read
+    every cycle at the read pointer: a read (``pop``: ``r_en`` and a word present) advances
+    it, and the cycle after, ``r_valid`` is high with
     ``r_rows`` (every row's data at that offset) and ``r_row`` (the row that holds the word).
     ``w_rdy`` is a register; write when ``w_en & w_rdy``. Latency: a word written is read from
     the cycle after."""
@@ -292,8 +291,8 @@ def _count(m, level, up, down, w_rdy, filled, empty: int, full: int):
     """A FIFO's level (``empty`` .. ``full``) counted up on ``up`` and down on ``down``, and its
     flags ``w_rdy`` (level != full) and ``filled`` (level != empty) as registers. The flags'
     next values compare the level register with constants beside the count, not its next value
-    (a compare after the count's carry chain made the flags' path 4 LUTs and a carry from a
-    neighbour's handshake, 96.6 MHz in the KWS DS-CNN)."""
+    (a compare after the count's carry chain would make the flags' path 4 LUTs and a carry from
+    a neighbour's handshake)."""
     inc, dec = up & ~down, down & ~up
     m.d.sync += [level.eq(Mux(inc, level + 1, Mux(dec, level - 1, level))),
                  w_rdy.eq(Mux(inc, level != full - 1, Mux(dec, 1, w_rdy))),

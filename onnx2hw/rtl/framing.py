@@ -40,14 +40,13 @@ def _row_buffer(m, depth: int, wr: _WritePort, addr_next, en):
     (:func:`~._linebuf.ebr_tiling`), each read into a register of its own beside it (the
     block's output register, :mod:`~.ram_outreg`); the rows' registers are multiplexed after
     them. Returns the data at the read address, 2 cycles after it (held while ``en`` is low);
-    the read address is a register whose next value is ``addr_next``. A block RAM's read data is
-    late (5.8 ns clock to out); through Yosys's depth multiplexer across the chip it limited a
-    96x96x3 input buffer (VWW) to 84 MHz.
+    the read address is a register whose next value is ``addr_next``. A block RAM's read data
+    comes late after the clock: it lands in a register beside its block before it meets the
+    depth multiplexer, whose inputs come from across the chip.
 
     Each row has its own copies of the read address and of the write (address, data, enable),
     registered: a write lands a cycle after ``wr`` names it. The buffer's pointers and the
-    state machine that moves them then drive a few registers, not every row across the chip
-    (VWW r18: the write pointer's next value through five LUTs and 9.8 ns of routing)."""
+    state machine that moves them then drive a few registers, not every row across the chip."""
     words = min(depth, ebr_tiling(depth, 8)[1])
     lo = (words - 1).bit_length()
     rows = depth // words
@@ -112,8 +111,8 @@ class Deframer(wiring.Component):
     -----
     i : In(stream.Signature(8))
         Received bytes, taken into a register with their comparisons (the state machine decides
-        on registers only: byte compares after its state were six LUT levels, 97.5 MHz in the
-        KWS DS-CNN). ``i.ready`` is low only while a byte waits in that register during the
+        on registers only: byte compares after its state would add LUT levels to every next-state
+        decision). ``i.ready`` is low only while a byte waits in that register during the
         two cycles that check a frame's CRC (its compare registered, then decided on).
     o : Out(stream.Signature(8))
         Committed payload bytes, in order (one per cycle when ``o.ready``; 2-cycle read latency:
@@ -171,202 +170,247 @@ class Deframer(wiring.Component):
         wr = _WritePort(abits)
         m.submodules.crc = chk = _crc32()
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=TAG_LAYOUT.size, depth=self.tag_depth)
-        wp, cp, rp = Signal(abits), Signal(abits), Signal(abits)
-        wp_inc = Signal(abits, init=1)      # wp + 1, kept beside wp: the overflow test compares
-        #                                     registers (an adder in it limited ResNet-8 to 97 MHz)
-        session, seq, count = Signal(16), Signal(8), Signal(8)
-        inf_left = Signal(8)
-        byte_left = Signal(range(self.in_bytes))
-        inf_last, byte_last = Signal(), Signal()     # inf_left == 0, byte_left == 0, as registers
-        crc_left = Signal(2)
-        tbits = max(1, (self.timeout - 1).bit_length())
-        idle = Signal(tbits + 1)
-
-        # --- committed bytes out (2-cycle read latency, registers held while stalled)
-        load = ~self.o.valid | self.o.ready
-        read_valid = Signal()
-        rp_next = Mux(load & (rp != cp), rp + 1, rp)
-        m.d.sync += rp.eq(rp_next)
-        m.d.comb += self.o.payload.eq(_row_buffer(m, self.buffer_bytes, wr, rp_next, load))
-        with m.If(load):
-            m.d.sync += [read_valid.eq(rp != cp), self.o.valid.eq(read_valid)]
-
-        # --- tags out
+        r = _Rx(self, abits)
+        self._committed_out(m, r, wr)
         m.d.comb += [self.tag.valid.eq(tags.r_rdy), self.tag.payload.as_value().eq(tags.r_data),
                      tags.r_en.eq(self.tag.ready)]
+        self._error_port(m, r)
+        self._receive(m, r)
+        m.d.comb += [chk.data.eq(r.byte), wr.data.eq(r.byte), wr.addr.eq(r.wp)]
+        if self.selftest:
+            self._selftest_ports(m, r)
+        with m.FSM() as fsm:
+            self._hunt_states(m, r, chk)
+            self._header_states(m, r, chk)
+            self._body_states(m, r, chk, wr)
+            self._check_states(m, r, tags)
+        m.d.sync += r.crc_ok.eq(chk.match_detected)
+        m.d.comb += [r.checking.eq(fsm.ongoing("SETTLE") | fsm.ongoing("CHECK")),
+                     self.in_frame.eq(~fsm.ongoing("MAGIC0") & ~fsm.ongoing("MAGIC1"))]
+        with m.If(fsm.ongoing("MAGIC0") | r.got):
+            m.d.sync += r.idle.eq(0)
+        with m.Elif(~r.timed_out):
+            m.d.sync += r.idle.eq(r.idle + 1)
+        return m
 
-        # --- error reports (a register; a new error while one is pending is lost)
-        err_code, err_seq, err_session = Signal(8), Signal(8), Signal(16)
-        m.d.comb += [self.err.payload.code.eq(err_code), self.err.payload.seq.eq(err_seq),
-                     self.err.payload.session.eq(err_session)]
+    def _committed_out(self, m, r: _Rx, wr: _WritePort):
+        """Committed bytes out of the buffer, from ``rp`` up to ``cp`` (2-cycle read latency,
+        registers held while ``o`` stalls)."""
+        load = ~self.o.valid | self.o.ready
+        rp_next = Mux(load & (r.rp != r.cp), r.rp + 1, r.rp)
+        m.d.sync += r.rp.eq(rp_next)
+        m.d.comb += self.o.payload.eq(_row_buffer(m, self.buffer_bytes, wr, rp_next, load))
+        with m.If(load):
+            m.d.sync += [r.read_valid.eq(r.rp != r.cp), self.o.valid.eq(r.read_valid)]
+
+    def _error_port(self, m, r: _Rx):
+        """The error report: a register; a new error while one is pending is lost (:meth:`_fail`)."""
+        m.d.comb += [self.err.payload.code.eq(r.err_code), self.err.payload.seq.eq(r.err_seq),
+                     self.err.payload.session.eq(r.err_session)]
         m.d.sync += self.err_lost.eq(0)
         with m.If(self.err.valid & self.err.ready):
             m.d.sync += self.err.valid.eq(0)
 
-        # --- the received byte and its comparisons, registered; ``got``: the state machine takes it
-        byte = Signal(8, name="rx_byte")
-        rx_valid, got, checking, crc_ok = Signal(name="rx_valid"), Signal(), Signal(), Signal()
-        is_magic0, is_magic1, is_data, is_one, count_bad = (Signal(name=n) for n in (
-            "is_magic0", "is_magic1", "is_data", "is_one", "count_bad"))
+    def _receive(self, m, r: _Rx):
+        """Take the received byte and its comparisons into registers; ``got``: the state
+        machine takes it (not while it checks a CRC)."""
         rx = self.i.payload
-        m.d.comb += [got.eq(rx_valid & ~checking), self.i.ready.eq(~rx_valid | got)]
+        m.d.comb += [r.got.eq(r.rx_valid & ~r.checking), self.i.ready.eq(~r.rx_valid | r.got)]
         with m.If(self.i.ready):
-            m.d.sync += [rx_valid.eq(self.i.valid), byte.eq(rx), is_magic0.eq(rx == P.MAGIC[0]),
-                         is_magic1.eq(rx == P.MAGIC[1]), is_data.eq(rx == P.T_DATA), is_one.eq(rx == 1),
-                         count_bad.eq((rx == 0) | (rx > self.max_count))]
+            m.d.sync += [r.rx_valid.eq(self.i.valid), r.byte.eq(rx), r.is_magic0.eq(rx == P.MAGIC[0]),
+                         r.is_magic1.eq(rx == P.MAGIC[1]), r.is_data.eq(rx == P.T_DATA), r.is_one.eq(rx == 1),
+                         r.count_bad.eq((rx == 0) | (rx > self.max_count))]
 
-        def fail(code, ses, s, on_byte=True):
-            """Drop the frame, report it, and hunt for the next magic (from this byte on, if
-            ``on_byte``: it may start a real frame)."""
-            with m.If(self.err.valid & ~self.err.ready):
-                m.d.sync += self.err_lost.eq(1)
+    def _selftest_ports(self, m, r: _Rx):
+        """With ``selftest``: the SELFTEST type compare, the ``cmd`` register's handshake and
+        ``pending``."""
+        with m.If(self.i.ready):
+            m.d.sync += r.is_selftest.eq(self.i.payload == P.T_SELFTEST)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += self.cmd.valid.eq(0)
+        m.d.comb += self.pending.eq((r.rp != r.cp) | r.read_valid | self.o.valid)
+
+    def _fail(self, m, r: _Rx, code, ses, s, on_byte=True):
+        """Drop the frame, report it, and hunt for the next magic (from this byte on, if
+        ``on_byte``: it may start a real frame)."""
+        with m.If(self.err.valid & ~self.err.ready):
+            m.d.sync += self.err_lost.eq(1)
+        with m.Else():
+            m.d.sync += [self.err.valid.eq(1), r.err_code.eq(code), r.err_seq.eq(s), r.err_session.eq(ses)]
+        m.d.sync += [r.wp.eq(r.cp), r.wp_inc.eq(r.cp + 1)]
+        if on_byte:
+            with m.If(r.is_magic0):
+                m.next = "MAGIC1"
             with m.Else():
-                m.d.sync += [self.err.valid.eq(1), err_code.eq(code), err_seq.eq(s), err_session.eq(ses)]
-            m.d.sync += [wp.eq(cp), wp_inc.eq(cp + 1)]
-            if on_byte:
-                with m.If(is_magic0):
-                    m.next = "MAGIC1"
-                with m.Else():
+                m.next = "MAGIC0"
+        else:
+            m.next = "MAGIC0"
+
+    def _hunt_states(self, m, r: _Rx, chk):
+        """MAGIC0, MAGIC1: hunt for the magic (a first magic byte where the second is expected
+        may start the frame); TYPE: DATA, or with ``selftest`` SELFTEST (``is_cmd``)."""
+        with m.State("MAGIC0"):
+            with m.If(r.got & r.is_magic0):
+                m.next = "MAGIC1"
+        with m.State("MAGIC1"):
+            with m.If(r.got):
+                with m.If(r.is_magic1):
+                    m.d.comb += chk.start.eq(1)
+                    m.next = "TYPE"
+                with m.Elif(~r.is_magic0):
                     m.next = "MAGIC0"
-            else:
+            with m.Elif(r.timed_out):
+                m.next = "MAGIC0"
+        with m.State("TYPE"):
+            with m.If(r.got):
+                m.d.comb += chk.valid.eq(1)
+                with m.If(r.is_data):
+                    if self.selftest:
+                        m.d.sync += r.is_cmd.eq(0)
+                    m.next = "SESSION0"
+                if self.selftest:
+                    with m.Elif(r.is_selftest):
+                        m.d.sync += r.is_cmd.eq(1)
+                        m.next = "SESSION0"
+                with m.Else():
+                    self._fail(m, r, P.E_TYPE, P.NO_SESSION, P.NO_SEQ)
+            with m.Elif(r.timed_out):
+                self._fail(m, r, P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
+
+    def _header_states(self, m, r: _Rx, chk):
+        """SESSION0, SESSION1, SEQ: the header bytes stored as they come; COUNT: the count
+        checked (a SELFTEST frame has count 1 and a payload of its own, CMD)."""
+        # (state, where the byte goes, next state, the session an error frame names when the
+        # frame times out here)
+        for state, dest, after, known in (("SESSION0", r.session[:8], "SESSION1", P.NO_SESSION),
+                                          ("SESSION1", r.session[8:], "SEQ", P.NO_SESSION),
+                                          ("SEQ", r.seq, "COUNT", r.session)):
+            with m.State(state):
+                with m.If(r.got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += dest.eq(r.byte)
+                    m.next = after
+                with m.Elif(r.timed_out):
+                    self._fail(m, r, P.E_TIMEOUT, known, P.NO_SEQ, on_byte=False)
+        with m.State("COUNT"):
+            with m.If(r.got):
+                m.d.comb += chk.valid.eq(1)
+                m.d.sync += [r.count.eq(r.byte), r.inf_left.eq(r.byte - 1), r.inf_last.eq(r.is_one),
+                             r.byte_left.eq(self.in_bytes - 1), r.byte_last.eq(self.in_bytes == 1)]
+                bad_count = r.count_bad
+                if self.selftest:
+                    m.d.sync += [r.cmd_left.eq(P.SELFTEST_CMD_BYTES - 1),
+                                 r.cmd_last.eq(P.SELFTEST_CMD_BYTES == 1)]
+                    bad_count = Mux(r.is_cmd, ~r.is_one, r.count_bad)
+                with m.If(bad_count):
+                    self._fail(m, r, P.E_COUNT, r.session, r.seq)
+                if self.selftest:
+                    with m.Elif(r.is_cmd):
+                        m.next = "CMD"
+                with m.Else():
+                    m.next = "PAYLOAD"
+            with m.Elif(r.timed_out):
+                self._fail(m, r, P.E_TIMEOUT, r.session, r.seq, on_byte=False)
+
+    def _body_states(self, m, r: _Rx, chk, wr: _WritePort):
+        """PAYLOAD: ``count`` inferences of ``in_bytes`` written to the buffer (``E_OVERFLOW``
+        when it is full); CRC: its four bytes; with ``selftest`` CMD: a SELFTEST payload
+        shifted into ``cmd_buf``."""
+        with m.State("PAYLOAD"):
+            with m.If(r.got):
+                m.d.comb += chk.valid.eq(1)
+                with m.If(r.wp_inc == r.rp):
+                    self._fail(m, r, P.E_OVERFLOW, r.session, r.seq)
+                with m.Else():
+                    m.d.comb += wr.en.eq(1)
+                    m.d.sync += [r.wp.eq(r.wp_inc), r.wp_inc.eq(r.wp_inc + 1),
+                                 r.byte_left.eq(r.byte_left - 1), r.byte_last.eq(r.byte_left == 1)]
+                    with m.If(r.byte_last):
+                        m.d.sync += [r.byte_left.eq(self.in_bytes - 1), r.byte_last.eq(self.in_bytes == 1),
+                                     r.inf_left.eq(r.inf_left - 1), r.inf_last.eq(r.inf_left == 1)]
+                        with m.If(r.inf_last):
+                            m.d.sync += r.crc_left.eq(3)
+                            m.next = "CRC"
+            with m.Elif(r.timed_out):
+                self._fail(m, r, P.E_TIMEOUT, r.session, r.seq, on_byte=False)
+        with m.State("CRC"):
+            with m.If(r.got):
+                m.d.comb += chk.valid.eq(1)
+                m.d.sync += r.crc_left.eq(r.crc_left - 1)
+                with m.If(r.crc_left == 0):
+                    m.next = "SETTLE"
+            with m.Elif(r.timed_out):
+                self._fail(m, r, P.E_TIMEOUT, r.session, r.seq, on_byte=False)
+        if self.selftest:
+            with m.State("CMD"):
+                with m.If(r.got):
+                    m.d.comb += chk.valid.eq(1)
+                    m.d.sync += [r.cmd_buf.eq(Cat(r.cmd_buf[8:], r.byte)), r.cmd_left.eq(r.cmd_left - 1),
+                                 r.cmd_last.eq(r.cmd_left == 1)]
+                    with m.If(r.cmd_last):
+                        m.d.sync += r.crc_left.eq(3)
+                        m.next = "CRC"
+                with m.Elif(r.timed_out):
+                    self._fail(m, r, P.E_TIMEOUT, r.session, r.seq, on_byte=False)
+
+    def _check_states(self, m, r: _Rx, tags):
+        """SETTLE, CHECK: the CRC's compare (three LUT levels from its register) is registered
+        in SETTLE and decided on in CHECK, so that it does not run on into the error and
+        buffer-pointer logic. A good frame is committed (``cp``) with its tag, or a SELFTEST
+        frame's command released on ``cmd``."""
+        with m.State("SETTLE"):
+            m.next = "CHECK"
+        with m.State("CHECK"):
+            with m.If(~r.crc_ok):
+                self._fail(m, r, P.E_CRC, r.session, r.seq, on_byte=False)
+            if self.selftest:
+                with m.Elif(r.is_cmd & self.cmd.valid):
+                    self._fail(m, r, P.E_OVERFLOW, r.session, r.seq, on_byte=False)
+                with m.Elif(r.is_cmd):
+                    m.d.sync += [self.cmd.valid.eq(1),
+                                 self.cmd.payload.as_value().eq(Cat(r.session, r.seq, r.cmd_buf)),
+                                 self.session.eq(r.session)]
+                    m.next = "MAGIC0"
+            with m.Elif(~tags.w_rdy):
+                self._fail(m, r, P.E_OVERFLOW, r.session, r.seq, on_byte=False)
+            with m.Else():
+                m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(r.session, r.seq, r.count))]
+                m.d.sync += [r.cp.eq(r.wp), self.session.eq(r.session)]
                 m.next = "MAGIC0"
 
-        m.d.comb += [chk.data.eq(byte), wr.data.eq(byte), wr.addr.eq(wp)]
-        timed_out = idle[tbits]
-        if self.selftest:
-            is_cmd = Signal()
-            cmd_left = Signal(range(P.SELFTEST_CMD_BYTES))
-            cmd_last = Signal()
-            is_selftest = Signal()
-            with m.If(self.i.ready):
-                m.d.sync += is_selftest.eq(rx == P.T_SELFTEST)
-            cmd_buf = Signal(8 * P.SELFTEST_CMD_BYTES)
-            with m.If(self.cmd.valid & self.cmd.ready):
-                m.d.sync += self.cmd.valid.eq(0)
-            m.d.comb += self.pending.eq((rp != cp) | read_valid | self.o.valid)
-        with m.FSM() as fsm:
-            with m.State("MAGIC0"):
-                with m.If(got & is_magic0):
-                    m.next = "MAGIC1"
-            with m.State("MAGIC1"):
-                with m.If(got):
-                    with m.If(is_magic1):
-                        m.d.comb += chk.start.eq(1)
-                        m.next = "TYPE"
-                    with m.Elif(~is_magic0):
-                        m.next = "MAGIC0"
-                with m.Elif(timed_out):
-                    m.next = "MAGIC0"
-            with m.State("TYPE"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    with m.If(is_data):
-                        if self.selftest:
-                            m.d.sync += is_cmd.eq(0)
-                        m.next = "SESSION0"
-                    if self.selftest:
-                        with m.Elif(is_selftest):
-                            m.d.sync += is_cmd.eq(1)
-                            m.next = "SESSION0"
-                    with m.Else():
-                        fail(P.E_TYPE, P.NO_SESSION, P.NO_SEQ)
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, P.NO_SESSION, P.NO_SEQ, on_byte=False)
-            # the header bytes stored as they come: (state, where the byte goes, next state, the
-            # session an error frame names when the frame times out here)
-            for state, dest, after, known in (("SESSION0", session[:8], "SESSION1", P.NO_SESSION),
-                                              ("SESSION1", session[8:], "SEQ", P.NO_SESSION),
-                                              ("SEQ", seq, "COUNT", session)):
-                with m.State(state):
-                    with m.If(got):
-                        m.d.comb += chk.valid.eq(1)
-                        m.d.sync += dest.eq(byte)
-                        m.next = after
-                    with m.Elif(timed_out):
-                        fail(P.E_TIMEOUT, known, P.NO_SEQ, on_byte=False)
-            with m.State("COUNT"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    m.d.sync += [count.eq(byte), inf_left.eq(byte - 1), inf_last.eq(is_one),
-                                 byte_left.eq(self.in_bytes - 1), byte_last.eq(self.in_bytes == 1)]
-                    bad_count = count_bad
-                    if self.selftest:     # a SELFTEST frame has count 1 and a payload of its own
-                        m.d.sync += [cmd_left.eq(P.SELFTEST_CMD_BYTES - 1), cmd_last.eq(P.SELFTEST_CMD_BYTES == 1)]
-                        bad_count = Mux(is_cmd, ~is_one, count_bad)
-                    with m.If(bad_count):
-                        fail(P.E_COUNT, session, seq)
-                    if self.selftest:
-                        with m.Elif(is_cmd):
-                            m.next = "CMD"
-                    with m.Else():
-                        m.next = "PAYLOAD"
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, session, seq, on_byte=False)
-            with m.State("PAYLOAD"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    with m.If(wp_inc == rp):
-                        fail(P.E_OVERFLOW, session, seq)
-                    with m.Else():
-                        m.d.comb += wr.en.eq(1)
-                        m.d.sync += [wp.eq(wp_inc), wp_inc.eq(wp_inc + 1), byte_left.eq(byte_left - 1),
-                                     byte_last.eq(byte_left == 1)]
-                        with m.If(byte_last):
-                            m.d.sync += [byte_left.eq(self.in_bytes - 1), byte_last.eq(self.in_bytes == 1),
-                                         inf_left.eq(inf_left - 1), inf_last.eq(inf_left == 1)]
-                            with m.If(inf_last):
-                                m.d.sync += crc_left.eq(3)
-                                m.next = "CRC"
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, session, seq, on_byte=False)
-            with m.State("CRC"):
-                with m.If(got):
-                    m.d.comb += chk.valid.eq(1)
-                    m.d.sync += crc_left.eq(crc_left - 1)
-                    with m.If(crc_left == 0):
-                        m.next = "SETTLE"
-                with m.Elif(timed_out):
-                    fail(P.E_TIMEOUT, session, seq, on_byte=False)
-            if self.selftest:
-                with m.State("CMD"):
-                    with m.If(got):
-                        m.d.comb += chk.valid.eq(1)
-                        m.d.sync += [cmd_buf.eq(Cat(cmd_buf[8:], byte)), cmd_left.eq(cmd_left - 1),
-                                     cmd_last.eq(cmd_left == 1)]
-                        with m.If(cmd_last):
-                            m.d.sync += crc_left.eq(3)
-                            m.next = "CRC"
-                    with m.Elif(timed_out):
-                        fail(P.E_TIMEOUT, session, seq, on_byte=False)
-            # the CRC's compare (three LUT levels from its register) is registered in SETTLE and
-            # decided on in CHECK (it ran on into the error and buffer-pointer logic: 10.4 ns,
-            # five LUTs, in the AD autoencoder)
-            with m.State("SETTLE"):
-                m.next = "CHECK"
-            with m.State("CHECK"):
-                with m.If(~crc_ok):
-                    fail(P.E_CRC, session, seq, on_byte=False)
-                if self.selftest:
-                    with m.Elif(is_cmd & self.cmd.valid):
-                        fail(P.E_OVERFLOW, session, seq, on_byte=False)
-                    with m.Elif(is_cmd):
-                        m.d.sync += [self.cmd.valid.eq(1), self.cmd.payload.as_value().eq(Cat(session, seq, cmd_buf)),
-                                     self.session.eq(session)]
-                        m.next = "MAGIC0"
-                with m.Elif(~tags.w_rdy):
-                    fail(P.E_OVERFLOW, session, seq, on_byte=False)
-                with m.Else():
-                    m.d.comb += [tags.w_en.eq(1), tags.w_data.eq(Cat(session, seq, count))]
-                    m.d.sync += [cp.eq(wp), self.session.eq(session)]
-                    m.next = "MAGIC0"
-        m.d.sync += crc_ok.eq(chk.match_detected)
-        m.d.comb += [checking.eq(fsm.ongoing("SETTLE") | fsm.ongoing("CHECK")),
-                     self.in_frame.eq(~fsm.ongoing("MAGIC0") & ~fsm.ongoing("MAGIC1"))]
-        with m.If(fsm.ongoing("MAGIC0") | got):
-            m.d.sync += idle.eq(0)
-        with m.Elif(~timed_out):
-            m.d.sync += idle.eq(idle + 1)
-        return m
+
+class _Rx:
+    """The deframer's registers, shared by its parts: the buffer's write, committed and read
+    pointers (``wp_inc``, wp + 1, is kept beside ``wp`` so that the overflow test compares
+    registers), the frame's header fields and counters (``inf_last``, ``byte_last``: their
+    ``== 0`` tests as registers), the idle counter (``timed_out``: its top bit), the error
+    report, the received byte with its comparisons, registered, and with ``selftest`` the
+    SELFTEST command's state. (A signal in a tuple assignment gets no name of its own from
+    Amaranth; the names given keep the Verilog's.)"""
+
+    def __init__(self, d: Deframer, abits: int):
+        self.wp, self.cp, self.rp = Signal(abits), Signal(abits), Signal(abits)
+        self.wp_inc = Signal(abits, init=1)
+        self.session, self.seq, self.count = Signal(16), Signal(8), Signal(8, name="count")
+        self.inf_left = Signal(8)
+        self.byte_left = Signal(range(d.in_bytes))
+        self.inf_last, self.byte_last = Signal(), Signal(name="byte_last")
+        self.crc_left = Signal(2)
+        tbits = max(1, (d.timeout - 1).bit_length())
+        self.idle = Signal(tbits + 1)
+        self.timed_out = self.idle[tbits]
+        self.read_valid = Signal()
+        self.err_code, self.err_seq, self.err_session = Signal(8), Signal(8), Signal(16)
+        self.byte = Signal(8, name="rx_byte")
+        self.rx_valid, self.got, self.checking, self.crc_ok = Signal(name="rx_valid"), Signal(), Signal(), Signal()
+        self.is_magic0, self.is_magic1, self.is_data, self.is_one, self.count_bad = (Signal(name=n) for n in (
+            "is_magic0", "is_magic1", "is_data", "is_one", "count_bad"))
+        if d.selftest:
+            self.is_cmd = Signal()
+            self.cmd_left = Signal(range(P.SELFTEST_CMD_BYTES))
+            self.cmd_last = Signal()
+            self.is_selftest = Signal()
+            self.cmd_buf = Signal(8 * P.SELFTEST_CMD_BYTES)
 
 
 class BytesToLanes(wiring.Component):
@@ -375,8 +419,8 @@ class BytesToLanes(wiring.Component):
 
     A byte is taken into a register, and two cycles later shifted into the transfer's buffer
     under copies of a registered enable, one per 64-bit bank (:func:`~.replicate.banks_of`):
-    the shift enable, a LUT of the input FIFO's level, routed to every buffer bit across the
-    chip (9.2 ns) limited the AD autoencoder to 76 MHz. One byte per 3 cycles at most (the UART
+    a shift enable computed from the input FIFO's level would be a LUT's output routed to every
+    buffer bit across the chip. One byte per 3 cycles at most (the UART
     delivers one per hundreds); ``o.valid`` rises 3 cycles after the transfer's last byte is
     taken, and no byte is taken while it is high. ``busy`` (not a port): a byte taken is not yet
     in the buffer, or a transfer waits on ``o``.
@@ -426,7 +470,7 @@ class LanesToBytes(wiring.Component):
 
     One byte per cycle; a transfer is taken when its last byte is loaded (``i.ready`` then).
     ``o`` is a register (latency 1): the byte select after the accelerator's output FIFO
-    never runs on into the framer's CRC (10.6 ns in the AD autoencoder, 94 MHz).
+    never runs on into the framer's CRC.
     """
 
     def __init__(self, *, elem_shape, lanes: int):

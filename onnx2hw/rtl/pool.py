@@ -213,10 +213,11 @@ class GlobalAvgPoolUnit(wiring.Component):
     the last input transfer of a channel group to its output: 2 cycles (3 with the partial sums
     in block RAM). Per-channel partial sums live in a ``C/simd``-deep RAM (a register when
     ``C/simd`` is 1), read into a register as the transfer is taken and written back, with the
-    sum, the cycle after: no path runs from the RAM through the adder (the read-modify-write
-    in one cycle limited a MobileNet to 70 MHz). In block RAM the read register is the RAM's
-    own (5.8 ns clock-to-out), so the data lands in a fabric register first and the write is
-    a cycle later again (that path, 12.9 ns, limited the MobileNet to 77 MHz). Groups come
+    sum, the cycle after: no path runs from the RAM through the adder (a read-modify-write in
+    one cycle would be the block's longest path). In block RAM the read register is the RAM's
+    own (late clock-to-out, :mod:`~.ram_outreg`), so the data lands in a fabric register first
+    and the write is a cycle later again (the RAM's late data through the adder would be too
+    long a path). Groups come
     back at least 2 cycles apart (more than 16 in block RAM), so a read never needs a write
     still in flight. Sums of the image's last pixel go to an output FIFO of one entry more
     than the sums in flight; the input stalls on the last pixel only while that FIFO (with
@@ -316,7 +317,7 @@ class GlobalAvgPoolUnit(wiring.Component):
             with m.If(fire):
                 m.d.sync += [part.eq(rp.data), x1.eq(x), a1.eq(cf), f1.eq(first), l1.eq(last)]
             if self._lands(getattr(platform, "family", "ecp5")):
-                # in block RAM (CF > 16): the read data (5.8 ns clock-to-out) lands in a fabric
+                # in block RAM (CF > 16): the read data (late after the clock) lands in a fabric
                 # register first, and the sum is written a cycle later; a group's next read is
                 # still at least 3 cycles after its read, after the write
                 # (part and part2 without reset: the block's output register takes part2,
@@ -342,9 +343,9 @@ class GlobalAvgPoolUnit(wiring.Component):
 
 
 def bench_config():
-    """MLPerf-Tiny-sized configurations: ``[(name, factory, feeds, expect)]`` (one image each;
-    ResNet-8's and DS-CNN's global average pools, a 2x2 max pool and a 3x3 stride-2 average pool
-    of CNN-sized feature maps)."""
+    """Configurations the size of small CNN layers: ``[(name, factory, feeds, expect)]`` (one
+    image each; global average pools of small vision and keyword-spotting networks, a 2x2 max
+    pool and a 3x3 stride-2 average pool of CNN-sized feature maps)."""
     rng = np.random.default_rng(2)
     cfgs = (
         ("maxpool_2x2_32x32x16_simd8", MaxPoolUnit, dict(height=32, width=32, channels=16,

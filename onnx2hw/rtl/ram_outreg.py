@@ -1,11 +1,11 @@
 """ECP5 block-RAM output registers: a netlist pass between Yosys and nextpnr.
 
 Yosys maps every memory onto ``DP16KD`` with ``REGMODE = NOREG``: the read data leaves the
-block 5.61 ns after the clock (nextpnr-ecp5, speed grade 6), so at 100 MHz the route to the
-first register after it has 4.4 ns, and a placer that puts that register 40-60 columns away
-(ResNet-8 r18: 5.78 ns) misses the clock. The block has an output register of its own
+block 5.61 ns after the clock (nextpnr-ecp5's timing model, speed grade 6), so at 100 MHz the
+route to the first register after it has 4.4 ns, and a placer that puts that register tens of
+columns away misses the clock. The block has an output register of its own
 (``REGMODE = OUTREG``, clocked by the read port's clock and enabled by its ``OCE`` pin): its
-clock-to-out is 0.97 ns (nextpnr-ecp5 here, one block feeding one register either way).
+clock-to-out is 0.97 ns in the same model.
 
 :func:`absorb_output_registers` moves a register into the block when nothing can tell the
 difference: every used data output of the read port drives exactly one flip-flop's ``DI`` and

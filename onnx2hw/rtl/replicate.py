@@ -1,9 +1,9 @@
 """Register replicas for high-fanout control, and memories split into banks that each read
 their own replica of the address.
 
-In a 40k-LUT design a register driving hundreds of cells (the address of a 640-bit-wide LUT
-RAM, the select of a 640-bit multiplexer) is one net spread across the MVU's whole area: 17 ns
-routed where a local net takes 1-3 ns. Neither Yosys nor nextpnr duplicates registers, and Yosys'
+A register driving hundreds of cells (the address of a 640-bit-wide LUT RAM, the select of a
+640-bit multiplexer) is one net spread across a block's whole area, many times the delay of a
+local net. Neither Yosys nor nextpnr duplicates registers, and Yosys'
 ``opt_merge`` merges identical ones, so the replicas are marked (wire attribute
 :data:`REPLICA_ATTR`) and :data:`YOSYS_KEEP_REPLICAS`, run right after ``proc``, puts ``keep`` on
 the flip-flops that drive marked wires: ``opt_merge`` leaves two cells alone when both have
@@ -23,7 +23,7 @@ YOSYS_KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1 t:$dff %i"
 #: attribute of a memory with one read and one write port whose read data is never used in a
 #: cycle that writes the address read: Yosys otherwise keeps the old word on such a collision
 #: by registering the write and multiplexing it after the RAM's read data (a LUT between a block
-#: RAM's 5.8 ns clock-to-out and its first register, and a register per bit)
+#: RAM's late read data and its first register, see :mod:`~.ram_outreg`, and a register per bit)
 COLLISION_X_ATTR = "onnx2hw_collision_x"
 #: Yosys commands (after ``proc``): gather each memory into one cell and mark the read of the
 #: memories with :data:`COLLISION_X_ATTR` undefined on a collision
@@ -40,8 +40,8 @@ def replicas(m, nxt, count: int, name: str, init: int = 0, copy: bool = False) -
 
     ``copy``: ``nxt`` is itself a register (the replicas follow it a cycle late); they then
     take no reset (the reset holds ``nxt`` at its ``init`` for longer than a cycle): a reset
-    gated into each replica's data became one LUT that Yosys shared between all the replicas
-    of a wide ROM's address, routed 8.9 ns across the AD autoencoder."""
+    gated into each replica's data becomes one LUT that Yosys shares between all the replicas,
+    a net across the chip again."""
     nxt = Value.cast(nxt)
     out = []
     for k in range(count):
@@ -71,7 +71,7 @@ def banked_memory(m, width: int, depth: int, *, addr_next, init=None, write=None
     the cycle before takes the pending data instead of the RAM's, so reads see exactly what an
     immediate write would give. That choice is a register per bank (``en`` and an unchanged
     address, computed a cycle ahead): a compare of the bank's address registers after the RAM's
-    read, routed to all its bits, limited the AD autoencoder to 93 MHz."""
+    read would be a LUT routed to all its bits."""
     slices = banks_of(width)
     addrs = replicas(m, addr_next, len(slices), f"{name}_a")
     out = Signal(width, name=f"{name}_q")

@@ -1,6 +1,8 @@
 """Sliding-window generator (im2col on a stream) with line buffers in block RAM."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from amaranth.hdl import C, Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
@@ -175,58 +177,44 @@ class SlidingWindow(wiring.Component):
 
     # -- hardware -----------------------------------------------------------------------
     def elaborate(self, platform):
-        g = self.geom
+        """The line buffer, its writer, the reader's control, pipeline and loop state."""
         m = Module()
-        H, W, CF = g.height, g.width, g.fold
-        KH, KW, SH, SW = g.kh, g.kw, g.sh, g.sw
-        PT, PL, PB, PR = g.pads
-        OH, OW = g.out_h, g.out_w
-        R = self.buffer_rows
-        WCF = W * CF
-        D = R * WCF
+        g = self.geom
         word = self.elem_shape.width * g.simd
+        buf = _line_buffer(m, self.buffer_rows * g.width * g.fold, word, getattr(platform, "family", "ecp5"))
+        w_row, w_col, w_img_done, release = self._writer(m, buf)
+        loops = _Loops(g, self.buffer_rows)
+        ctl = _control(m, loops, w_row, w_col)
+        freed = _freed_rows(m, loops)
+        self._reader(m, buf, loops, ctl, freed, release)
+        loops.advance(m, ctl.issue, self.depthwise)
+        m.d.sync += loops.ahead.eq(loops.ahead + w_img_done - ctl.img_done)
+        return m
 
-        # Reads and writes never meet on one address (a row is read only once written and
-        # rewritten only once released). The read port is asynchronous plus a register (r1)
-        # that Yosys merges into the block RAM; with ``no_rw_check`` it then adds no
-        # read-during-write bypass (a multiplexer after the RAM's slow clock-to-out).
-        # On ECP5 the buffer is split by width (:func:`_buffer_slices`), each slice with its own
-        # copies of the write address and enable, read address and read enable.
-        family = getattr(platform, "family", "ecp5")
-        land = lands(D, word, family)
-        slices = _buffer_slices(D, word, family)[0]
-        ports = []
-        for k, (lo, hi) in enumerate(slices):
-            mem = memory.Memory(shape=unsigned(hi - lo), depth=D, init=[], attrs={"no_rw_check": 1})
-            m.submodules["mem" if len(slices) == 1 else f"mem{k}"] = mem
-            ports.append((mem.write_port(), mem.read_port(domain="comb")))
+    def _writer(self, m, buf: _LineBuffer):
+        """Write the input into the line buffer, a row only while it has a free row (``credit``;
+        ``release`` returns the rows the reader freed). Returns the write position's row and
+        column counters, the pulse that ends an image, and ``release``.
 
-        def wrap_add(x, c):
-            """``(x + c) mod D`` for ``x`` in ``[0, D)`` and a constant: the compare and both
-            sums are computed in parallel from ``x`` and one multiplexer picks."""
-            c %= D
-            if c == 0:
-                return x
-            return Mux(x >= D - c, x - (D - c), x + c)
-
-        # ---------------- writer ----------------
-        w_cf = Counter(CF, "w_cf")
-        w_col = Counter(W, "w_col")
+        The write is carried out a cycle late, from registers: the input handshake drives a
+        flip-flop, not the write enable of every distributed-RAM cell. The reader reads an
+        address only cycles after its write counted it written."""
+        g = self.geom
+        R, H = self.buffer_rows, g.height
+        w_cf = Counter(g.fold, "w_cf")
+        w_col = Counter(g.width, "w_col")
         w_row = Counter(H, "w_row")
-        w_addr = Counter(D, "w_addr")
+        w_addr = Counter(buf.depth, "w_addr")
         credit = Signal(range(R + H + 2), init=R)
         row_start = Signal(init=1)              # next input transfer starts a row
         release = Signal(range(H + 1))          # rows freed by the reader (see rel0)
         w_fire = Signal()
         w_img_done = Signal()
-        # The write is carried out a cycle late, from registers: the input handshake drives a
-        # flip-flop, not the write enable of every distributed-RAM cell (4.9 ns routed in a KWS
-        # DS-CNN). The reader reads an address only cycles after its write counted it written.
-        w_ens = replicas(m, w_fire, len(slices), "w_en")
-        w_as = replicas(m, w_addr.value, len(slices), "w_a", copy=True)
-        w_d = Signal(word, name="w_d", reset_less=True)
+        w_ens = replicas(m, w_fire, len(buf.slices), "w_en")
+        w_as = replicas(m, w_addr.value, len(buf.slices), "w_a", copy=True)
+        w_d = Signal(self.elem_shape.width * g.simd, name="w_d", reset_less=True)
         m.d.sync += w_d.eq(self.i.payload.as_value())
-        for (wp, _), (lo, hi), a, e in zip(ports, slices, w_as, w_ens):
+        for (wp, _), (lo, hi), a, e in zip(buf.ports, buf.slices, w_as, w_ens):
             m.d.comb += [wp.addr.eq(a), wp.data.eq(w_d[lo:hi]), wp.en.eq(e)]
         m.d.comb += [
             self.i.ready.eq(~row_start | (credit != 0)),
@@ -241,143 +229,75 @@ class SlidingWindow(wiring.Component):
                     m.d.sync += w_row.wrap()
         # both sums from registers; the input handshake only selects
         m.d.sync += credit.eq(Mux(w_fire & row_start, credit + release - 1, credit + release))
+        return w_row, w_col, w_img_done, release
 
-        # ---------------- reader (window generator) ----------------
-        # Four stages under the global enable ``en``: (0) loop counters -> read address,
-        # padding flag; (1) line-buffer read; (2) data register; (3) output register with the
-        # padding substituted.
-        ushape = _signed_for(-PT - 1, (OH - 1) * SH + KH + 1)
-        vshape = _signed_for(-PL - 1, (OW - 1) * SW + KW + 1)
-        u = Signal(ushape, init=-PT)            # input row of window top
-        v = Signal(vshape, init=-PL)            # input column of window left
-        ih = Signal(ushape, init=-PT)           # input row of the next element
-        iw = Signal(vshape, init=-PL)           # input column of the next element
-        cshape = _signed_for(-PL * CF - CF, ((OW - 1) * SW + KW + 1) * CF)
-        vcf = Signal(cshape, init=-PL * CF)     # v * CF
-        coff = Signal(cshape, init=-PL * CF)    # iw * CF
-        abits = max(1, clog2(D))
-        top_init = (-PT % R) * WCF
-        next_base = Signal(range(max(D, 2)), init=(H * WCF) % D)  # row 0 of the next image
-        top_addr = Signal(range(max(D, 2)), init=top_init)      # row u
-        row_addr = Signal(range(max(D, 2)), init=top_init)      # row ih
-        r_kh = Counter(KH, "r_kh")
-        r_kw = Counter(KW, "r_kw")
-        r_cf = Counter(CF, "r_cf")
-        r_ow = Counter(OW, "r_ow")
-        r_oh = Counter(OH, "r_oh")
-        ahead = Signal(_signed_for(-1, R + 2))  # images finished by writer minus reader
-
-        # The current window's data is written once input pixel (``need``, ``ncol``) -- its
-        # last row and column, clipped to the image -- is complete. ``ok`` is that test
-        # registered: on a move to the next window of the output row it takes the same test
-        # for that window (``ncol_n``, computed in parallel); after a move to another output
-        # row it is cleared for one cycle (one bubble per output row).
-        def clip(x, hi):
-            return Mux(x > hi, hi, Mux(x < 0, 0, x))
-        need = Signal(range(H), init=min(max(0, KH - 1 - PT), H - 1))
-        ncol = Signal(range(W), init=min(max(0, KW - 1 - PL), W - 1))
-        ncol_n = Signal(range(W), init=min(max(0, SW + KW - 1 - PL), W - 1))
-        ok = Signal()
-        en = Signal()
-        s_v = Signal()      # the skid register holds a window element the output could not take
-        issue = Signal()
-        win_move = Signal()
-        row_move = Signal()
-        img_done = Signal()
-        win_done = r_kh.last & r_kw.last & r_cf.last
-        m.d.comb += [
-            en.eq(~s_v),
-            issue.eq(en & ok),
-            win_move.eq(issue & win_done),
-            row_move.eq(win_move & r_ow.last),
-            img_done.eq(row_move & r_oh.last),
-        ]
-        w_row_s = Cat(w_row.value, C(0, 1)).as_signed()
-        w_col_s = Cat(w_col.value, C(0, 1)).as_signed()
-
-        def written(col):
-            return (ahead > 0) | ((ahead == 0) & (
-                (w_row_s > need) | ((w_row_s == need) & (w_col_s > col))))
-        m.d.sync += ok.eq(~row_move & Mux(win_move, written(ncol_n), written(ncol)))
-
-        # Row release: rows [lo(oh), lo(oh+1)) are no longer needed once output row oh is read.
-        lo_shape = unsigned(clog2(H + 1) + 1)
-
-        def clip_row(x):
-            return Mux(x < 0, 0, Mux(x > H, H, x))
-        # ``lo_now``/``lo_next`` (so the rows freed by the current output row) are registers of
-        # ``u``: one cycle late after a row move, which the bubble after every row move covers.
-        lo_now = Signal(lo_shape)
-        lo_next = Signal(lo_shape)
-        m.d.sync += [
-            lo_now.eq(clip_row(u)),
-            lo_next.eq(Mux(r_oh.last, H, clip_row(u + SH))),
-        ]
-
+    def _reader(self, m, buf: _LineBuffer, loops: _Loops, ctl: _Control, freed, release):
+        """The reader's four stages under ``ctl.en``: (0) read address ``a0`` and padding flag,
+        (1) the line buffer's read register ``r1``, (2) the data register ``d2`` (with block
+        RAM after a landing register ``l1`` beside the RAM: its read data comes late, so the
+        route to ``d2`` starts from a flip-flop), (3) the output register with the padding
+        substituted. The rows ``freed`` by an output row travel with its last element
+        (``rel0``, ``rel1``) into ``release``: the writer may overwrite them only after that
+        element has been read."""
+        g = self.geom
+        word = self.elem_shape.width * g.simd
+        en = ctl.en
+        abits = max(1, clog2(buf.depth))
         a0 = Signal(abits)
         p0, p1, p2, v0, v1, v2 = Signal(), Signal(), Signal(), Signal(), Signal(), Signal()
         rel0, rel1 = Signal.like(release), Signal.like(release)
         d2 = Signal(word)
-        padded = (ih < 0) | (ih > H - 1) | (iw < 0) | (iw > W - 1)
-        pad_raw = 0
-        mask = (1 << self.elem_shape.width) - 1
-        for j in range(g.simd):
-            pad_raw |= (self.pad_value & mask) << (j * self.elem_shape.width)
-        # Stage 1 (r1) is the line buffer's read register; its data goes straight into a
-        # register (d2) and padding is substituted in the output stage. Rows released by an
-        # output row travel with its last element (rel0, rel1): the writer may overwrite them
-        # only after that element has been read.
+        padded = (loops.ih < 0) | (loops.ih > g.height - 1) | (loops.iw < 0) | (loops.iw > g.width - 1)
         r1 = Signal(word, reset_less=True)   # no reset: a read-port reset would keep l1 out of
         #                                      the block RAM's output register (see ram_outreg)
-        # A line buffer in block RAM: its read data (5.8 ns clock-to-out) lands in a register of
-        # its own (l1), placed beside the RAM, before the data register (20 columns routed from
-        # the RAM to d2 limited ResNet-8 to 90 MHz).
-        l1, pl, vl = (Signal(word, reset_less=True), Signal(), Signal()) if land else (r1, p1, v1)
-        # Output: a skid register (s_d, s_v) beside the output register, so that the reader
-        # pipeline's enable is the register ~s_v and o.ready reaches only the output and skid
-        # flags (not every pipeline register: 11 ns routed from a KWS DS-CNN MVU's ready).
-        # With s_v low the pipeline advances and its element (v2, out_d) goes to the output
-        # register when that is free or taken, else into the skid register; the skid drains
-        # first. Same cycle behaviour as one output register while o.ready stays high.
-        # The data registers after the RAM's read register, the skid register and the output
-        # register are split into banks (``banks_of``), each with its own copies of s_v, p2 and
-        # o.valid: one s_v driving every output bit's multiplexer was routed 11 ns across a
-        # ResNet-8 (82 MHz).
+        l1, pl, vl = (Signal(word, reset_less=True), Signal(), Signal()) if buf.land else (r1, p1, v1)
+        # The skid register (s_d, ctl.s_v) beside the output register: with s_v low the pipeline
+        # advances and its element (v2, out_d) goes to the output register when that is free or
+        # taken, else into the skid register; the skid drains first. Same cycle behaviour as one
+        # output register while o.ready stays high.
         s_d = Signal(word)
         take = ~self.o.valid | self.o.ready
-        s_v_next = Mux(take, 0, Mux(en & v2, 1, s_v))
-        o_v_next = Mux(take, s_v | (en & v2), self.o.valid)
+        s_v_next = Mux(take, 0, Mux(en & v2, 1, ctl.s_v))
+        o_v_next = Mux(take, ctl.s_v | (en & v2), self.o.valid)
         p2_next = Mux(en, pl, p2)
-        m.d.sync += [s_v.eq(s_v_next), self.o.valid.eq(o_v_next), p2.eq(p2_next)]
-        a0_next = Mux(en, (row_addr + coff + r_cf.value)[:abits], a0)
+        m.d.sync += [ctl.s_v.eq(s_v_next), self.o.valid.eq(o_v_next), p2.eq(p2_next)]
+        a0_next = Mux(en, (loops.row_addr + loops.coff + loops.r_cf.value)[:abits], a0)
         m.d.sync += a0.eq(a0_next)
-        # the read address and r1's enable: a copy per slice (the one register itself when one)
-        a0s = replicas(m, a0_next, len(slices), "a0") if len(slices) > 1 else [a0]
-        r_ens = [~h for h in replicas(m, s_v_next, len(slices), "r1_hold")] if len(slices) > 1 else [en]
-        for (_, rp), (lo, hi), a, e in zip(ports, slices, a0s, r_ens):
-            m.d.comb += rp.addr.eq(a)
-            with m.If(e):
-                m.d.sync += r1[lo:hi].eq(rp.data)
+        _read_slices(m, buf, (a0, a0_next), r1, en, s_v_next)
         with m.If(en):
             m.d.sync += [
-                p0.eq(padded), v0.eq(issue),
-                rel0.eq(Mux(row_move, lo_next - lo_now, 0)),
+                p0.eq(padded), v0.eq(ctl.issue),
+                rel0.eq(Mux(ctl.row_move, freed, 0)),
                 p1.eq(p0), v1.eq(v0), rel1.eq(rel0), v2.eq(vl),
             ]
-        if land:
+        if buf.land:
             with m.If(en):
                 m.d.sync += [pl.eq(p1), vl.eq(v1)]
+        self._output(m, buf, (s_v_next, o_v_next, p2_next), r1, l1, (d2, s_d))
+        m.d.sync += release.eq(Mux(en, rel1, 0))
+
+    def _output(self, m, buf: _LineBuffer, nexts, r1, l1, data_regs):
+        """The landing, data, skid and output registers after the RAM's read register ``r1``,
+        split into banks (``banks_of``), each with its own copies of the flags that enable and
+        select it (``nexts``: the next values of s_v, o.valid and p2): one flag driving every
+        output bit's multiplexer is a long route; per-bank copies keep it local. The landing
+        register ``l1`` of each RAM slice has a load enable of its own (so that nothing but the
+        RAM's data and the next stage pulls it in placement), positive, no reset, one per slice:
+        the block's own output register can take it (:mod:`~.ram_outreg`)."""
+        word = self.elem_shape.width * self.geom.simd
+        s_v_next, o_v_next, p2_next = nexts
+        d2, s_d = data_regs
         banks = banks_of(word)
         svs, ovs, p2s = (replicas(m, nxt, len(banks), name)
                          for nxt, name in ((s_v_next, "s_v"), (o_v_next, "o_v"), (p2_next, "p2")))
-        # The landing register of each RAM slice has a load enable of its own (so that nothing
-        # but the RAM's data and the next stage pulls it in placement: 4.6 ns routed from a RAM,
-        # ResNet-8), positive, no reset, one per slice: the block's own output register can
-        # take it (:mod:`~.ram_outreg`).
-        if land:
-            for (lo, hi), load in zip(slices, replicas(m, ~s_v_next, len(slices), "l1_load", init=1)):
+        if buf.land:
+            for (lo, hi), load in zip(buf.slices, replicas(m, ~s_v_next, len(buf.slices), "l1_load", init=1)):
                 with m.If(load):
                     m.d.sync += l1[lo:hi].eq(r1[lo:hi])
+        pad_raw = 0
+        mask = (1 << self.elem_shape.width) - 1
+        for j in range(self.geom.simd):
+            pad_raw |= (self.pad_value & mask) << (j * self.elem_shape.width)
         payload = self.o.payload.as_value()
         for b, (lo, hi) in enumerate(banks):
             out_d = Mux(p2s[b], C(pad_raw, word)[lo:hi], d2[lo:hi])
@@ -385,71 +305,238 @@ class SlidingWindow(wiring.Component):
                 m.d.sync += [d2[lo:hi].eq(l1[lo:hi]), s_d[lo:hi].eq(out_d)]
             with m.If(~ovs[b] | self.o.ready):
                 m.d.sync += payload[lo:hi].eq(Mux(svs[b], s_d[lo:hi], out_d))
-        m.d.sync += release.eq(Mux(en, rel1, 0))
 
-        # Loop state transitions on issue; every "last" test is a registered flag.
-        def step_kw():
-            m.d.sync += r_kw.inc() + [iw.eq(iw + 1), coff.eq(coff + CF)]
 
-        def restart_kw():
-            m.d.sync += r_kw.clear() + [iw.eq(v), coff.eq(vcf)]
+class _LineBuffer(NamedTuple):
+    """The line buffer: ``depth`` words, split by width into ``slices`` (bit ranges), one
+    memory each with its (write, read) ``ports``; ``land``: its read data lands in a fabric
+    register before any logic (block RAM)."""
+    depth: int
+    slices: list
+    ports: list
+    land: bool
 
-        def step_kh():
-            m.d.sync += r_kh.inc() + [ih.eq(ih + 1), row_addr.eq(wrap_add(row_addr, WCF))]
 
-        def restart_kh():
-            m.d.sync += r_kh.clear() + [ih.eq(u), row_addr.eq(top_addr)]
+def _line_buffer(m, depth: int, word: int, family: str) -> _LineBuffer:
+    """The line buffer's memories.
 
-        def next_window():
-            m.d.sync += r_kh.clear() + r_kw.clear() + r_cf.clear()
-            with m.If(~r_ow.last):
-                m.d.sync += r_ow.inc() + [v.eq(v + SW), iw.eq(v + SW), vcf.eq(vcf + SW * CF),
-                                          coff.eq(vcf + SW * CF), ih.eq(u), row_addr.eq(top_addr),
-                                          ncol.eq(ncol_n),
-                                          ncol_n.eq(clip(v + (2 * SW + KW - 1), W - 1))]
-            with m.Else():
-                m.d.sync += r_ow.clear() + [v.eq(-PL), iw.eq(-PL), vcf.eq(-PL * CF),
-                                            coff.eq(-PL * CF), ncol.eq(ncol.init),
-                                            ncol_n.eq(ncol_n.init)]
-                with m.If(~r_oh.last):
-                    nt = wrap_add(top_addr, SH * WCF)
-                    m.d.sync += r_oh.inc() + [u.eq(u + SH), ih.eq(u + SH), top_addr.eq(nt),
-                                              row_addr.eq(nt),
-                                              need.eq(clip(u + (SH + KH - 1), H - 1))]
-                with m.Else():
-                    nt = wrap_add(next_base, (-PT % R) * WCF)
-                    m.d.sync += r_oh.clear() + [
-                        u.eq(-PT), ih.eq(-PT), next_base.eq(wrap_add(next_base, H * WCF)),
-                        top_addr.eq(nt), row_addr.eq(nt), need.eq(need.init)]
+    Reads and writes never meet on one address (a row is read only once written and rewritten
+    only once released). The read port is asynchronous plus a register (r1) that Yosys merges
+    into the block RAM; with ``no_rw_check`` it then adds no read-during-write bypass (a
+    multiplexer after the RAM's slow clock-to-out). On ECP5 the buffer is split by width
+    (:func:`_buffer_slices`), each slice with its own copies of the write address and enable,
+    read address and read enable."""
+    land = lands(depth, word, family)
+    slices = _buffer_slices(depth, word, family)[0]
+    ports = []
+    for k, (lo, hi) in enumerate(slices):
+        mem = memory.Memory(shape=unsigned(hi - lo), depth=depth, init=[], attrs={"no_rw_check": 1})
+        m.submodules["mem" if len(slices) == 1 else f"mem{k}"] = mem
+        ports.append((mem.write_port(), mem.read_port(domain="comb")))
+    return _LineBuffer(depth, slices, ports, land)
 
+
+def _read_slices(m, buf: _LineBuffer, addr, r1, en, s_v_next):
+    """Read every slice of the line buffer into its bits of ``r1``; ``addr``: the read address
+    register and its next value. With several slices, each has its own copy of the address and
+    of r1's enable (the next value of ``~s_v``); with one, the register and ``en`` themselves."""
+    a0, a0_next = addr
+    a0s = replicas(m, a0_next, len(buf.slices), "a0") if len(buf.slices) > 1 else [a0]
+    r_ens = [~h for h in replicas(m, s_v_next, len(buf.slices), "r1_hold")] if len(buf.slices) > 1 else [en]
+    for (_, rp), (lo, hi), a, e in zip(buf.ports, buf.slices, a0s, r_ens):
+        m.d.comb += rp.addr.eq(a)
+        with m.If(e):
+            m.d.sync += r1[lo:hi].eq(rp.data)
+
+
+def _wrap_add(x, c: int, depth: int):
+    """``(x + c) mod depth`` for ``x`` in ``[0, depth)`` and a constant: the compare and both sums
+    are computed in parallel from ``x`` and one multiplexer picks."""
+    c %= depth
+    if c == 0:
+        return x
+    return Mux(x >= depth - c, x - (depth - c), x + c)
+
+
+def _clip(x, hi: int):
+    """``x`` clipped to ``[0, hi]``."""
+    return Mux(x > hi, hi, Mux(x < 0, 0, x))
+
+
+class _Loops:
+    """The reader's loop state: the window's top-left input pixel (``u``, ``v``), the next
+    element's input row and column (``ih``, ``iw``; ``vcf = v*CF``, ``coff = iw*CF``), the
+    line-buffer addresses of row 0 of the next image, of row ``u`` and of row ``ih``, the loop
+    counters (each ``last`` test a registered flag), the last input pixel the current window
+    needs (``need``, ``ncol``; ``ncol_n`` for the next window of the output row) and ``ahead``
+    (images finished by the writer minus the reader). :meth:`advance` steps it on ``issue``."""
+
+    def __init__(self, g: Geometry, rows: int):
+        self.g, self.rows = g, rows
+        PT, PL = g.pads[0], g.pads[1]
+        CF = g.fold
+        self.wcf = g.width * CF
+        self.depth = D = rows * self.wcf
+        ushape = _signed_for(-PT - 1, (g.out_h - 1) * g.sh + g.kh + 1)
+        vshape = _signed_for(-PL - 1, (g.out_w - 1) * g.sw + g.kw + 1)
+        self.u = Signal(ushape, init=-PT)            # input row of window top
+        self.v = Signal(vshape, init=-PL)            # input column of window left
+        self.ih = Signal(ushape, init=-PT)           # input row of the next element
+        self.iw = Signal(vshape, init=-PL)           # input column of the next element
+        cshape = _signed_for(-PL * CF - CF, ((g.out_w - 1) * g.sw + g.kw + 1) * CF)
+        self.vcf = Signal(cshape, init=-PL * CF)     # v * CF
+        self.coff = Signal(cshape, init=-PL * CF)    # iw * CF
+        top_init = (-PT % rows) * self.wcf
+        self.next_base = Signal(range(max(D, 2)), init=(g.height * self.wcf) % D)  # row 0 of the next image
+        self.top_addr = Signal(range(max(D, 2)), init=top_init)      # row u
+        self.row_addr = Signal(range(max(D, 2)), init=top_init)      # row ih
+        self.r_kh = Counter(g.kh, "r_kh")
+        self.r_kw = Counter(g.kw, "r_kw")
+        self.r_cf = Counter(CF, "r_cf")
+        self.r_ow = Counter(g.out_w, "r_ow")
+        self.r_oh = Counter(g.out_h, "r_oh")
+        self.ahead = Signal(_signed_for(-1, rows + 2))  # images finished by writer minus reader
+        self.need = Signal(range(g.height), init=min(max(0, g.kh - 1 - PT), g.height - 1))
+        self.ncol = Signal(range(g.width), init=min(max(0, g.kw - 1 - PL), g.width - 1))
+        self.ncol_n = Signal(range(g.width), init=min(max(0, g.sw + g.kw - 1 - PL), g.width - 1))
+
+    def advance(self, m, issue, depthwise: bool):
+        """Step to the next window element on ``issue``: order ``(kh, kw, cf)``, channels
+        fastest, or with ``depthwise`` ``(cf, kh, kw)``, columns fastest."""
         with m.If(issue):
-            if not self.depthwise:          # (kh, kw, cf), cf fastest
-                with m.If(~r_cf.last):
-                    m.d.sync += r_cf.inc()
-                with m.Elif(~r_kw.last):
-                    m.d.sync += r_cf.clear()
-                    step_kw()
-                with m.Elif(~r_kh.last):
-                    m.d.sync += r_cf.clear()
-                    restart_kw()
-                    step_kh()
+            if not depthwise:               # (kh, kw, cf), cf fastest
+                with m.If(~self.r_cf.last):
+                    m.d.sync += self.r_cf.inc()
+                with m.Elif(~self.r_kw.last):
+                    m.d.sync += self.r_cf.clear()
+                    self._step_kw(m)
+                with m.Elif(~self.r_kh.last):
+                    m.d.sync += self.r_cf.clear()
+                    self._restart_kw(m)
+                    self._step_kh(m)
                 with m.Else():
-                    next_window()
+                    self._next_window(m)
             else:                           # (cf, kh, kw), kw fastest
-                with m.If(~r_kw.last):
-                    step_kw()
-                with m.Elif(~r_kh.last):
-                    restart_kw()
-                    step_kh()
-                with m.Elif(~r_cf.last):
-                    m.d.sync += r_cf.inc()
-                    restart_kw()
-                    restart_kh()
+                with m.If(~self.r_kw.last):
+                    self._step_kw(m)
+                with m.Elif(~self.r_kh.last):
+                    self._restart_kw(m)
+                    self._step_kh(m)
+                with m.Elif(~self.r_cf.last):
+                    m.d.sync += self.r_cf.inc()
+                    self._restart_kw(m)
+                    self._restart_kh(m)
                 with m.Else():
-                    next_window()
+                    self._next_window(m)
 
-        m.d.sync += ahead.eq(ahead + w_img_done - img_done)
-        return m
+    def _step_kw(self, m):
+        """Next kernel column."""
+        m.d.sync += self.r_kw.inc() + [self.iw.eq(self.iw + 1), self.coff.eq(self.coff + self.g.fold)]
+
+    def _restart_kw(self, m):
+        """Back to the window's first column."""
+        m.d.sync += self.r_kw.clear() + [self.iw.eq(self.v), self.coff.eq(self.vcf)]
+
+    def _step_kh(self, m):
+        """Next kernel row."""
+        m.d.sync += self.r_kh.inc() + [self.ih.eq(self.ih + 1),
+                                       self.row_addr.eq(_wrap_add(self.row_addr, self.wcf, self.depth))]
+
+    def _restart_kh(self, m):
+        """Back to the window's top row."""
+        m.d.sync += self.r_kh.clear() + [self.ih.eq(self.u), self.row_addr.eq(self.top_addr)]
+
+    def _next_window(self, m):
+        """The next window of the output row, else the first of the next output row, else the
+        first of the next image (whose row 0 follows this image's last row in the buffer)."""
+        g, D, WCF = self.g, self.depth, self.wcf
+        PT, PL, SH, SW, CF = g.pads[0], g.pads[1], g.sh, g.sw, g.fold
+        u, v, top_addr, next_base = self.u, self.v, self.top_addr, self.next_base
+        m.d.sync += self.r_kh.clear() + self.r_kw.clear() + self.r_cf.clear()
+        with m.If(~self.r_ow.last):
+            m.d.sync += self.r_ow.inc() + [
+                v.eq(v + SW), self.iw.eq(v + SW), self.vcf.eq(self.vcf + SW * CF),
+                self.coff.eq(self.vcf + SW * CF), self.ih.eq(u), self.row_addr.eq(top_addr),
+                self.ncol.eq(self.ncol_n), self.ncol_n.eq(_clip(v + (2 * SW + g.kw - 1), g.width - 1))]
+        with m.Else():
+            m.d.sync += self.r_ow.clear() + [
+                v.eq(-PL), self.iw.eq(-PL), self.vcf.eq(-PL * CF), self.coff.eq(-PL * CF),
+                self.ncol.eq(self.ncol.init), self.ncol_n.eq(self.ncol_n.init)]
+            with m.If(~self.r_oh.last):
+                nt = _wrap_add(top_addr, SH * WCF, D)
+                m.d.sync += self.r_oh.inc() + [
+                    u.eq(u + SH), self.ih.eq(u + SH), top_addr.eq(nt), self.row_addr.eq(nt),
+                    self.need.eq(_clip(u + (SH + g.kh - 1), g.height - 1))]
+            with m.Else():
+                nt = _wrap_add(next_base, (-PT % self.rows) * WCF, D)
+                m.d.sync += self.r_oh.clear() + [
+                    u.eq(-PT), self.ih.eq(-PT), next_base.eq(_wrap_add(next_base, g.height * WCF, D)),
+                    top_addr.eq(nt), self.row_addr.eq(nt), self.need.eq(self.need.init)]
+
+
+class _Control(NamedTuple):
+    """The reader's control: pipeline enable, skid flag, element issued, last element of an
+    output row, last element of an image."""
+    en: Signal
+    s_v: Signal
+    issue: Signal
+    row_move: Signal
+    img_done: Signal
+
+
+def _control(m, loops: _Loops, w_row: Counter, w_col: Counter) -> _Control:
+    """Issue an element while the pipeline is enabled (``en``: the skid register ``s_v`` is
+    empty, so ``o.ready`` reaches only the output and skid flags) and the window's data is
+    written (``ok``).
+
+    The current window's data is written once input pixel (``need``, ``ncol``) -- its last row
+    and column, clipped to the image -- is complete. ``ok`` is that test registered: on a move
+    to the next window of the output row it takes the same test for that window (``ncol_n``,
+    computed in parallel); after a move to another output row it is cleared for one cycle (one
+    bubble per output row)."""
+    ok = Signal()
+    en = Signal()
+    s_v = Signal()      # the skid register holds a window element the output could not take
+    issue = Signal()
+    win_move = Signal()
+    row_move = Signal()
+    img_done = Signal()
+    win_done = loops.r_kh.last & loops.r_kw.last & loops.r_cf.last
+    m.d.comb += [
+        en.eq(~s_v),
+        issue.eq(en & ok),
+        win_move.eq(issue & win_done),
+        row_move.eq(win_move & loops.r_ow.last),
+        img_done.eq(row_move & loops.r_oh.last),
+    ]
+    w_row_s = Cat(w_row.value, C(0, 1)).as_signed()
+    w_col_s = Cat(w_col.value, C(0, 1)).as_signed()
+
+    def written(col):
+        return (loops.ahead > 0) | ((loops.ahead == 0) & (
+            (w_row_s > loops.need) | ((w_row_s == loops.need) & (w_col_s > col))))
+    m.d.sync += ok.eq(~row_move & Mux(win_move, written(loops.ncol_n), written(loops.ncol)))
+    return _Control(en, s_v, issue, row_move, img_done)
+
+
+def _freed_rows(m, loops: _Loops):
+    """The number of input rows output row ``oh`` releases once read: rows
+    ``[lo(oh), lo(oh+1))``, from registers of ``u`` (one cycle late after a row move, which the
+    bubble after every row move covers)."""
+    H = loops.g.height
+    lo_shape = unsigned(clog2(H + 1) + 1)
+    lo_now = Signal(lo_shape)
+    lo_next = Signal(lo_shape)
+    m.d.sync += [
+        lo_now.eq(_clip_row(loops.u, H)),
+        lo_next.eq(Mux(loops.r_oh.last, H, _clip_row(loops.u + loops.g.sh, H))),
+    ]
+    return lo_next - lo_now
+
+
+def _clip_row(x, height: int):
+    """``x`` clipped to ``[0, height]`` (the low bound tested first)."""
+    return Mux(x < 0, 0, Mux(x > height, height, x))
 
 
 def _first_transfers(g: Geometry) -> int:
@@ -463,16 +550,16 @@ def _buffer_slices(depth: int, word: int, family: str) -> tuple[list[tuple[int, 
     """The bit ranges a ``depth`` x ``word`` line buffer is split into on ECP5 (in block RAM
     :func:`~._linebuf.ebr_slices`, else 64-bit :func:`~.replicate.banks_of`; one on iCE40) and
     their summed :func:`~._linebuf.ram_cost` (Yosys maps each slice on its own). One write address
-    across a 12-block buffer was routed 12.8 ns (ResNet-8), across a 256-bit distributed RAM
-    buffer 9.8 ns (KWS DS-CNN)."""
+    driving every block or distributed-RAM cell of a wide buffer is a net across the chip; each
+    slice has its own copies."""
     if family != "ecp5":
         return [(0, word)], ram_cost(depth, word, family)
     whole = ram_cost(depth, word, family)
     slices = ebr_slices(depth, word) if whole.ebr else banks_of(word)
     costs = [ram_cost(depth, hi - lo, family) for lo, hi in slices]
     total = RamCost(*(sum(getattr(c, f) for c in costs) for f in ("ebr", "lutram", "lut", "ff")))
-    # (the logic beside block RAM slices is the whole buffer's: 327 LUT4 measured for a 120 x 128
-    # window in two slices, where summing ram_cost's per-memory logic overshoots by 33 %)
+    # (the logic beside block RAM slices is the whole buffer's: Yosys shares it between the
+    # slices, so summing ram_cost's per-memory logic would overshoot)
     return slices, RamCost(total.ebr, total.lutram, whole.lut if whole.ebr else total.lut, total.ff)
 
 
@@ -509,9 +596,9 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
 
 
 def bench_config():
-    """MLPerf-Tiny-sized configurations: ``[(name, factory, feeds, expect)]`` (one image each;
-    ResNet-8 3x3 convolutions, a stride-2 downsampling conv, DS-CNN's 25x5x64 depthwise layer
-    and a 96x96x8 MobileNet depthwise layer)."""
+    """Configurations the size of small vision and keyword-spotting layers:
+    ``[(name, factory, feeds, expect)]`` (one image each; a 32x32x16 3x3 convolution, a stride-2
+    downsampling convolution, a 25x5x64 and a 96x96x8 depthwise layer)."""
     rng = np.random.default_rng(1)
     out = []
     for name, kw in (
