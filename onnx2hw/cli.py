@@ -7,7 +7,10 @@ never a traceback for bad input.
 Ctrl-C (SIGINT) and SIGTERM end a verb as an exception (:class:`onnx2hw.children.Interrupted`),
 so the cleanups run: the external tools are ended with their process groups, temporary files
 are removed, a build directory stays marked incomplete. One line says what was interrupted and
-the exit status is 128 + the signal (130, 143).
+the exit status is 128 + the signal (130, 143) -- also when the exception was lost (a signal
+landing in a finalizer) and the verb went on: a received signal always ends the command so
+(:class:`onnx2hw.children.SignalsRaise`). The handlers are installed first, before the verbs
+are loaded; this module imports only what that needs, so an early Ctrl-C is handled too.
 """
 from __future__ import annotations
 
@@ -15,12 +18,9 @@ import argparse
 import importlib
 import signal
 import sys
-import threading
 
-from .children import Interrupted, activities_of
+from .children import Interrupted, SignalsRaise, activities_of
 from .commands import UsageError
-from .files import check_output_file
-from .ir.errors import ModelError
 
 __all__ = ["main", "VERBS", "UsageError"]
 
@@ -43,45 +43,48 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> int:
+def _error(message) -> tuple[int, str]:
     first = " ".join(str(message).split())  # one line
-    print(f"error: {first}", file=sys.stderr)
-    return 2
+    return 2, f"error: {first}"
 
 
-def _on_signal(signum, frame):
-    # the first signal starts the cleanups; later ones must not interrupt them
-    for s in SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum)
-
-
-def _interrupted(exc: KeyboardInterrupt) -> int:
+def _interrupted(exc: KeyboardInterrupt) -> tuple[int, str]:
     signum = getattr(exc, "signum", signal.SIGINT)
     acts = activities_of(exc)
     during = f" during {', '.join(reversed(acts))}" if acts else ""
-    print(f"error: interrupted by {signal.Signals(signum).name}{during}", file=sys.stderr)
-    return 128 + signum
+    return 128 + signum, f"error: interrupted by {signal.Signals(signum).name}{during}"
 
 
-def main(argv=None) -> int:
+def _run(argv) -> tuple[int, str | None]:
+    """Run the verb: its exit status and error line (``None``: none); an interrupt goes on."""
+    from .files import check_output_file   # numpy and the IR load under the signal handlers
+    from .ir.errors import ModelError
     args = _parser().parse_args(argv)
-    handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        handlers = {s: signal.signal(s, _on_signal) for s in SIGNALS}
     try:
         if args.verb in FILE_OUTPUT_VERBS and getattr(args, "output", None) is not None:
             check_output_file(args.output, "--output")
-        return int(args._run(args) or 0)
+        return int(args._run(args) or 0), None
     except (ModelError, UsageError, ValueError, TypeError) as exc:
         return _error(str(exc))
     except OSError as exc:
         return _error(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
-    except KeyboardInterrupt as exc:
-        return _interrupted(exc)
-    finally:
-        for s, h in handlers.items():
-            signal.signal(s, h)
+
+
+def main(argv=None) -> int:
+    with SignalsRaise(SIGNALS) as signals:
+        try:
+            try:
+                status, line = _run(argv)
+            finally:
+                signals.disarm()   # from here a signal is only recorded, and reported below
+        except KeyboardInterrupt as exc:
+            status, line = _interrupted(exc)
+        else:
+            if signals.received is not None:   # its exception was lost, or it came at the end
+                status, line = _interrupted(Interrupted(signals.received))
+    if line:
+        print(line, file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

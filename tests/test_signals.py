@@ -1,21 +1,26 @@
 """Ctrl-C and SIGTERM: the CLI ends its child tools with it, says in one line what was
-interrupted, exits 130/143, and leaves a build directory that `run` refuses; a rerun succeeds."""
+interrupted, exits 130/143, and leaves a build directory that `run` refuses; a rerun succeeds.
+A signal whose exception Python drops (it landed in a finalizer) still ends the command so."""
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
 
 import onnx2hw.build as build_mod
+import onnx2hw.commands.boards as boards_cmd
+import onnx2hw.commands.synth as synth_cmd
 from _paths import EXAMPLES
 from onnx2hw import ModelError, open_build
-from onnx2hw.children import activity, run_child
+from onnx2hw.children import activity, run_child, shielded
 from onnx2hw.build_info import INCOMPLETE, read_build_info
 from onnx2hw.cli import main
 
@@ -152,3 +157,167 @@ def test_interrupted_synth_ends_its_tools_and_the_rerun_succeeds(tmp_path, capsy
         capsys.readouterr()
         result = open_build(out)
         assert result.bitstream.stat().st_size > 1000 and read_build_info(out)["build"]["complete"]
+
+
+class _SignalsOnDel:
+    """Sends ``signum`` to this process from its finalizer: the handler's exception is raised
+    inside ``__del__``, where Python drops it ("Exception ignored")."""
+
+    def __init__(self, signum=signal.SIGINT):
+        self.signum = signum
+
+    def __del__(self):
+        os.kill(os.getpid(), self.signum)
+
+
+def _lose_a_signal(how: str, signum=signal.SIGINT) -> None:
+    """Deliver ``signum`` inside a finalizer run by reference counting, a weakref callback, or
+    the cyclic garbage collector."""
+    if how == "__del__":
+        _SignalsOnDel(signum)
+    elif how == "weakref":
+        class Target:
+            pass
+        target = Target()
+        weakref.finalize(target, os.kill, os.getpid(), signum)
+        del target
+    else:
+        cycle = _SignalsOnDel(signum)
+        cycle.me = cycle
+        del cycle
+        gc.collect()
+
+
+def _one_error_line(err: str) -> str:
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[-1:], err
+    return lines[-1]
+
+
+@pytest.mark.parametrize("how", ["__del__", "weakref", "gc"])
+def test_a_signal_lost_in_a_finalizer_still_ends_the_verb(monkeypatch, capsys, how):
+    """The verb goes on after the lost raise and returns 0; the command exits 130 all the same,
+    with one line, and the handlers and the unraisable hook are restored."""
+    went_on = []
+
+    def verb(args):
+        _lose_a_signal(how)
+        went_on.append(signal.getsignal(signal.SIGINT))
+        return 0
+
+    monkeypatch.setattr(boards_cmd, "run", verb)
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook)
+    assert main(["boards"]) == 130
+    assert _one_error_line(capsys.readouterr().err) == "error: interrupted by SIGINT"
+    assert went_on and went_on[0] not in (signal.SIG_IGN, signal.SIG_DFL), "signals ignored after the lost raise"
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
+def test_a_second_signal_raises_after_a_lost_one(monkeypatch, capsys):
+    reached = []
+
+    def verb(args):
+        _lose_a_signal("__del__")
+        os.kill(os.getpid(), signal.SIGTERM)   # `kill PID` after the lost Ctrl-C
+        reached.append("after the second signal")
+        return 0
+
+    monkeypatch.setattr(boards_cmd, "run", verb)
+    assert main(["boards"]) == 143
+    assert not reached
+    assert _one_error_line(capsys.readouterr().err) == "error: interrupted by SIGTERM"
+
+
+def test_a_signal_lost_in_compile_stops_synth_before_the_build(tmp_path, monkeypatch, capsys):
+    """As Ctrl-C 1.3 s into `synth`: the signal lands in a finalizer during the compile; the build
+    is not begun (no directory, no tool started) and the command exits 130 with one line."""
+    out = tmp_path / "b"
+    compile_design = synth_cmd.design_of
+
+    def design_of(args, target):
+        design = compile_design(args, target)
+        _lose_a_signal("__del__")
+        return design
+
+    def tools(*a, **k):
+        raise AssertionError("the tools ran after the interrupt")
+
+    monkeypatch.setattr(synth_cmd, "design_of", design_of)
+    monkeypatch.setattr(build_mod, "run_build", tools)
+    assert main(["synth", MLP_INT8, "-o", str(out)]) == 130
+    assert _one_error_line(capsys.readouterr().err) == "error: interrupted by SIGINT"
+    assert not out.exists()
+
+
+def test_a_signal_lost_in_the_build_stops_it_at_the_next_step(tmp_path, monkeypatch, capsys):
+    """Lost inside the build, the signal is raised on entering the next step: the step's tool
+    never starts, the line names the build, the directory stays incomplete."""
+    out, started = tmp_path / "b", tmp_path / "started"
+
+    def tools(plan, build_dir, name, progress=None, timeout=3600, after_synthesis=None, **retry):
+        build_dir.mkdir(parents=True, exist_ok=True)
+        _lose_a_signal("gc")
+        with activity("place and route (stand-in)"):
+            run_child(["touch", str(started)])
+        raise AssertionError("the build went on after the interrupt")
+
+    monkeypatch.setattr(build_mod, "run_build", tools)
+    assert main(["synth", MLP_INT8, "-o", str(out)]) == 130
+    assert _one_error_line(capsys.readouterr().err) == (
+        f"error: interrupted by SIGINT during building {out} (left incomplete: run synth again)")
+    assert not started.exists() and (out / INCOMPLETE).exists()
+
+
+def test_signals_during_a_cleanup_do_not_cut_it_short(monkeypatch, capsys):
+    """While an interrupt is handled (``except``/``finally``) or inside ``shielded()``, a further
+    signal is recorded, not raised; the first interrupt is the one reported."""
+    done = []
+
+    def verb(args):
+        with shielded():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("shielded")
+        try:
+            with activity("the step"):     # the recorded signal is raised on entering a step
+                done.append("the step ran")
+        except KeyboardInterrupt:
+            done.append("raised at the step")
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("except")
+            raise
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("finally")
+
+    monkeypatch.setattr(boards_cmd, "run", verb)
+    assert main(["boards"]) == 143
+    assert done == ["shielded", "raised at the step", "except", "finally"]
+    assert _one_error_line(capsys.readouterr().err) == "error: interrupted by SIGTERM"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.3, 0.8, 1.3, 1.8, 2.3, 2.8])
+def test_synth_interrupted_early_exits_130_with_one_line(tmp_path, delay):
+    """A real `synth` process sent SIGINT while it starts, compiles or elaborates (Yosys starts
+    some seconds in): exit 130, one line, no traceback, no bitstream."""
+    out = tmp_path / "b"
+    cli = subprocess.Popen([sys.executable, "-m", "onnx2hw.cli", "synth", MLP_INT8, "-o", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(delay)
+        assert cli.poll() is None, cli.communicate()
+        os.killpg(cli.pid, signal.SIGINT)
+        _, err = cli.communicate(timeout=30)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.wait()
+    assert cli.returncode == 130, err
+    assert _one_error_line(err).startswith("error: interrupted by SIGINT"), err
+    assert not list(out.glob("*.bit"))
+    if out.exists():
+        assert (out / INCOMPLETE).exists()
