@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import NamedTuple
 
 from .files import write_json, write_text
 
@@ -152,32 +153,132 @@ def write_report(report: dict, build_dir) -> tuple[Path, Path]:
     return d / "report.json", d / "report.html"
 
 
+#: the pipeline diagram: one column per stage, read left to right in rows that wrap
+_DIAGRAM_WIDTH = 1200   # px the rows fit in
+_FONT_PX = 12
+_LINE_PX = 15           # between text baselines
+_GAP_PX = 32            # between columns (the arrows) and between rows
+_COLUMN_PX = (150, 260)  # a column's width: its widest detail line, within these bounds
+_BOX_PX = (12, 56)      # a box's height: the stage's cycles scaled to the slowest stage's
+_MARGIN_PX = 10
+_BREAKS = "_/.:-"       # a name breaks onto its second line after one of these where it can
+_NARROW = frozenset("ijlI.,:;!|'`ftr()[] ·")
+_WIDE = frozenset("mwMW@%×…")
+
+
+def _text_px(text: str, bold: bool = False) -> float:
+    """``text``'s width in px at the diagram's font size, estimated on the wide side (the
+    default sans-serif may be DejaVu Sans, wider than Arial or Helvetica)."""
+    em = sum(0.36 if c in _NARROW else 1.0 if c in _WIDE else 0.8 if c.isupper() else 0.66 for c in text)
+    return em * _FONT_PX * (1.1 if bold else 1.0)
+
+
+def _head(text: str, px: float, bold: bool) -> str:
+    """The longest start of ``text`` within ``px``, ending after a break character when that
+    keeps at least half of it."""
+    n = 0
+    while n < len(text) and _text_px(text[:n + 1], bold) <= px:
+        n += 1
+    cut = max((k + 1 for k in range(n) if text[k] in _BREAKS), default=0)
+    return text[:cut] if n < len(text) and cut >= n / 2 else text[:n]
+
+
+def _tail(text: str, px: float, bold: bool) -> str:
+    """The longest end of ``text`` within ``px`` after an ellipsis (``…end``), starting after a
+    break character when that keeps at least half of it."""
+    n = 0
+    while n < len(text) and _text_px("…" + text[len(text) - n - 1:], bold) <= px:
+        n += 1
+    end = text[len(text) - n:]
+    cut = next((k + 1 for k in range(len(end)) if end[k] in _BREAKS and k + 1 < len(end)), None)
+    return "…" + (end[cut:] if cut is not None and len(end) - cut >= n / 2 else end)
+
+
+def _fit(text: str, px: float, *, lines: int = 1, bold: bool = False) -> list[str]:
+    """``text`` in at most ``lines`` (1 or 2) lines of ``px``: broken after a break character
+    where it can be, a middle part that does not fit replaced by '…'."""
+    if _text_px(text, bold) <= px:
+        return [text]
+    if lines == 1:
+        return [_head(text, px - _text_px("…", bold), bold) + "…"]
+    head = _head(text, px, bold)
+    rest = text[len(head):]
+    return [head, rest if _text_px(rest, bold) <= px else _tail(rest, px, bold)]
+
+
+def _stage_details(s: dict) -> list[str]:
+    products = f', {s["mul"].upper()} products' if s.get("mul") else ""
+    return [s["op"], f'PE {s["pe"]} × SIMD {s["simd"]}{products}', f'{s["cycles"]:,} cycles',
+            f'{s["lut"]:,} LUT · {s["dsp"]} DSP · {s["bram"]} BRAM']
+
+
+class _Grid(NamedTuple):
+    """Where the diagram's stages go: ``col`` px wide columns, ``per_row`` to a row, rows
+    ``row_h`` px high (the box area ``_BOX_PX[1]``, then the text lines)."""
+    col: float
+    per_row: int
+    row_h: float
+    worst: int    # the slowest stage's cycles
+
+    def at(self, k: int) -> tuple[float, float]:
+        """Stage ``k``'s column's left edge and row's top."""
+        row, c = divmod(k, self.per_row)
+        return _MARGIN_PX + c * (self.col + _GAP_PX), _MARGIN_PX + row * (self.row_h + _GAP_PX)
+
+    def box_top(self, k: int, cycles: int) -> float:
+        top = self.at(k)[1] + _BOX_PX[1]
+        return top - max(_BOX_PX[0], _BOX_PX[1] * cycles / self.worst)
+
+
+def _stage_svg(k: int, s: dict, name: list[str], detail: list[str], grid: _Grid) -> str:
+    """Stage ``k``: its box, and below it its name (bold) and figures; its title (a tooltip)
+    in full."""
+    x, top = grid.at(k)
+    y = grid.box_top(k, s["cycles"])
+    base = top + _BOX_PX[1] + 8 - 3
+    weights = [' font-weight="bold"'] * len(name) + [""] * len(detail)
+    lines = "".join(f'<text x="{x + grid.col / 2:.0f}" y="{base + (i + 1) * _LINE_PX:.0f}" text-anchor="middle"{w}>'
+                    f'{html.escape(t)}</text>' for i, (t, w) in enumerate(zip(name + detail, weights)))
+    fill = "#f4a582" if s["cycles"] == grid.worst else "#92c5de"
+    return (f'<g class="stage"><title>{html.escape(chr(10).join([s["name"], *_stage_details(s)]))}</title>'
+            f'<rect x="{x:.0f}" y="{y:.0f}" width="{grid.col:.0f}" height="{top + _BOX_PX[1] - y:.0f}" rx="6" '
+            f'fill="{fill}" stroke="#333"/>{lines}</g>')
+
+
+def _flow_svg(k: int, next_cycles: int, grid: _Grid) -> str:
+    """The arrow from stage ``k`` to the next: across the gap to the next column, or from the
+    end of a row through the gap below it to the top of the next row's first box."""
+    x, top = grid.at(k)
+    right, y = x + grid.col, top + _BOX_PX[1] - _BOX_PX[0] / 2
+    if (k + 1) % grid.per_row:
+        return (f'<line x1="{right:.0f}" y1="{y:.0f}" x2="{right + _GAP_PX - 4:.0f}" y2="{y:.0f}" stroke="#333" '
+                f'marker-end="url(#arrow)"/>')
+    turn, below, first = right + _GAP_PX / 2, top + grid.row_h + _GAP_PX / 2, _MARGIN_PX + grid.col / 2
+    into = grid.box_top(k + 1, next_cycles) - 4
+    return (f'<polyline points="{right:.0f},{y:.0f} {turn:.0f},{y:.0f} {turn:.0f},{below:.0f} {first:.0f},'
+            f'{below:.0f} {first:.0f},{into:.0f}" fill="none" stroke="#333" marker-end="url(#arrow)"/>')
+
+
 def _svg_pipeline(stages: list[dict]) -> str:
-    """Stages as boxes left to right, box height scaled by cycles (the slowest is full height)."""
-    w, gap, top, hmax = 150, 30, 20, 120
-    worst = max(s["cycles"] for s in stages) or 1
-    parts = []
-    for k, s in enumerate(stages):
-        x = 10 + k * (w + gap)
-        h = max(30, hmax * s["cycles"] / worst)
-        y = top + hmax - h
-        hot = s["cycles"] == worst
-        parts.append(
-            f'<rect x="{x}" y="{y:.0f}" width="{w}" height="{h:.0f}" rx="6" '
-            f'fill="{"#f4a582" if hot else "#92c5de"}" stroke="#333"/>'
-            f'<text x="{x + w / 2}" y="{top + hmax + 18}" text-anchor="middle" font-weight="bold">'
-            f'{html.escape(s["name"])}</text>'
-            f'<text x="{x + w / 2}" y="{top + hmax + 34}" text-anchor="middle">{html.escape(s["op"])} '
-            f'PE {s["pe"]} × SIMD {s["simd"]}{", " + s["mul"].upper() + " products" if s.get("mul") else ""}</text>'
-            f'<text x="{x + w / 2}" y="{top + hmax + 50}" text-anchor="middle">{s["cycles"]:,} cycles</text>'
-            f'<text x="{x + w / 2}" y="{top + hmax + 66}" text-anchor="middle">{s["lut"]:,} LUT · '
-            f'{s["dsp"]} DSP · {s["bram"]} BRAM</text>')
-        if k:
-            parts.append(f'<line x1="{x - gap}" y1="{top + hmax - 15}" x2="{x - 4}" y2="{top + hmax - 15}" '
-                         f'stroke="#333" marker-end="url(#arrow)"/>')
-    width = 20 + len(stages) * (w + gap)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + hmax + 80}" '
-            f'font-family="sans-serif" font-size="12"><defs><marker id="arrow" markerWidth="8" '
+    """The stages as boxes in rows read left to right (an arrow carries the flow on to the
+    next row), a box's height scaled by its cycles (the slowest stages are full height and
+    orange); below each box its name (two lines at most, shortened in the middle) and figures.
+    Every label stays within its column; hovering a stage shows its full name and figures."""
+    widest = max(_text_px(t) for s in stages for t in _stage_details(s))
+    col = min(max(_COLUMN_PX[0], widest), _COLUMN_PX[1])
+    room = _DIAGRAM_WIDTH - 2 * _MARGIN_PX - _GAP_PX   # the last gap: a row's arrow on to the next
+    per_row = max(1, min(len(stages), int((room + _GAP_PX) // (col + _GAP_PX))))
+    names = [_fit(s["name"], col, lines=2, bold=True) for s in stages]
+    details = [[_fit(t, col)[0] for t in _stage_details(s)] for s in stages]
+    text_lines = max(len(n) for n in names) + max(len(d) for d in details)
+    grid = _Grid(col, per_row, _BOX_PX[1] + 8 + text_lines * _LINE_PX, max(s["cycles"] for s in stages) or 1)
+    parts = [_stage_svg(k, *a, grid) for k, a in enumerate(zip(stages, names, details))]
+    parts += [_flow_svg(k, stages[k + 1]["cycles"], grid) for k in range(len(stages) - 1)]
+    rows = -(-len(stages) // per_row)
+    width = 2 * _MARGIN_PX + per_row * col + (per_row - 1) * _GAP_PX + (_GAP_PX if rows > 1 else 0)
+    height = 2 * _MARGIN_PX + rows * grid.row_h + (rows - 1) * _GAP_PX
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+            f'font-family="sans-serif" font-size="{_FONT_PX}"><defs><marker id="arrow" markerWidth="8" '
             f'markerHeight="8" refX="6" refY="3" orient="auto"><path d="M0,0 L6,3 L0,6 z"/></marker></defs>'
             + "".join(parts) + "</svg>")
 
@@ -287,7 +388,9 @@ achieved Fmax {fmax}{_pnr_runs_html(r)}</p>
 <p><b>Throughput:</b> {tp["inferences_per_s"]:,.0f} inferences/s; initiation interval {tp["ii_cycles"]:,} cycles,
 latency {tp["latency_cycles"]:,} cycles{link}</p>
 {_throughput_html(r)}{_selftest_html(r)}
-<h2>Pipeline</h2>{_svg_pipeline(r["stages"])}{_host_html(r.get("host"))}
+<h2>Pipeline</h2>{_svg_pipeline(r["stages"])}
+<p>Box height: a stage's cycles per inference; orange: the slowest, which sets the initiation interval. Hover
+over a stage for its full name and figures.</p>{_host_html(r.get("host"))}
 <h2>Resources</h2><table>{bars}</table><p>Bars: used after place and route; red tick: the estimate.</p>
 <h2>Build time</h2><p>{times}</p></body></html>
 """
