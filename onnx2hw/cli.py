@@ -9,8 +9,8 @@ so the cleanups run: the external tools are ended with their process groups, tem
 are removed, a build directory stays marked incomplete. One line says what was interrupted and
 the exit status is 128 + the signal (130, 143) -- also when the exception was lost (a signal
 landing in a finalizer) and the verb went on: a received signal always ends the command so
-(:class:`onnx2hw.children.SignalsRaise`). The handlers are installed first, before the verbs
-are loaded; this module imports only what that needs, so an early Ctrl-C is handled too.
+(:class:`onnx2hw.children.SignalsRaise`). The handlers are installed before the verbs are
+loaded, so a Ctrl-C while they load is handled too.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ import sys
 
 from .children import Interrupted, SignalsRaise, activities_of
 from .commands import UsageError
+from .files import check_output_file
+from .ir.errors import ModelError
 
 __all__ = ["main", "VERBS", "UsageError"]
 
@@ -57,8 +59,6 @@ def _interrupted(exc: KeyboardInterrupt) -> tuple[int, str]:
 
 def _run(argv) -> tuple[int, str | None]:
     """Run the verb: its exit status and error line (``None``: none); an interrupt goes on."""
-    from .files import check_output_file   # numpy and the IR load under the signal handlers
-    from .ir.errors import ModelError
     args = _parser().parse_args(argv)
     try:
         if args.verb in FILE_OUTPUT_VERBS and getattr(args, "output", None) is not None:

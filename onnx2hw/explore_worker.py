@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .children import Interrupted
+from .children import Interrupted, SignalsRaise
 from .cli import main as cli_main   # `onnx2hw accuracy` itself runs in this child process
 from .design import MismatchError, compile as compile_design
 from .files import write_json
@@ -44,12 +44,6 @@ def _die_with_parent() -> None:
         return
     if os.getppid() != parent:   # the worker died before the request
         raise Interrupted(signal.SIGTERM)
-
-
-def _on_signal(signum, frame):
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, signal.SIG_IGN)
-    raise Interrupted(signum)
 
 
 def _build(spec: dict) -> dict:
@@ -106,21 +100,26 @@ KINDS = {"build": _build, "verify": _verify, "accuracy": _accuracy}
 def main(argv=None) -> int:
     kind, spec_path = (argv or sys.argv[1:])[:2]
     spec = json.loads(Path(spec_path).read_text())
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _on_signal)
-    try:
-        _die_with_parent()
-        result = {"status": "ok", **KINDS[kind](spec)}
-    except KeyboardInterrupt as exc:
-        print(f"interrupted by {signal.Signals(getattr(exc, 'signum', signal.SIGINT)).name}", file=sys.stderr)
-        return 128 + getattr(exc, "signum", signal.SIGINT)
-    except (ValueError, TypeError, OSError, AssertionError, RuntimeError) as exc:
-        traceback.print_exc()
-        text = str(exc) if not isinstance(exc, OSError) else f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
-        result = {"status": "failed", "error": " ".join(text.split()) or type(exc).__name__}
-    except Exception as exc:  # noqa: BLE001 - a task's bug is its one-line failure, not the sweep's end
-        traceback.print_exc()
-        result = {"status": "failed", "error": f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}"}
+    with SignalsRaise((signal.SIGINT, signal.SIGTERM)) as signals:
+        try:
+            try:
+                _die_with_parent()
+                result = {"status": "ok", **KINDS[kind](spec)}
+            finally:
+                signals.disarm()   # from here a signal is only recorded, and reported below
+            if signals.received is not None:   # its exception was lost, or it came at the end
+                raise Interrupted(signals.received)
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", signal.SIGINT)
+            print(f"interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+            return 128 + signum
+        except (ValueError, TypeError, OSError, AssertionError, RuntimeError) as exc:
+            traceback.print_exc()
+            text = str(exc) if not isinstance(exc, OSError) else f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")
+            result = {"status": "failed", "error": " ".join(text.split()) or type(exc).__name__}
+        except Exception as exc:  # noqa: BLE001 - a task's bug is its one-line failure, not the sweep's end
+            traceback.print_exc()
+            result = {"status": "failed", "error": f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())}"}
     write_json(spec["result"], result)
     return 0
 
