@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dsp, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds; default all)
        python -m bench mvu-cost      (refits the MVU's cost constants; run only when named)
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ BENCHES = {
     "golden": ("bench.golden", "bench_golden"),
     "quant": ("bench.quant", "bench_quant"),
     "rtl": ("bench.rtl", "bench_rtl"),
+    "dsp": ("bench.dsp", "bench_dsp"),
     "dataflow": ("bench.dataflow", "bench_dataflow"),
     "boards": ("bench.boards", "bench_boards"),
     "simbuild": ("bench.simbuild", "bench_simbuild"),

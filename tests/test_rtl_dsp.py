@@ -318,34 +318,6 @@ def test_wide_products_are_registered_dsp_pieces_on_ecp5():
         assert (prm["REG_INPUTA_CLK"], prm["REG_INPUTB_CLK"], prm["REG_PIPELINE_CLK"]) == ("CLK0",) * 3
 
 
-class FmaxProbe(wiring.Component):
-    """``n`` signed 18x18 products, each between fabric operand registers and a fabric product
-    register, with one clock enable: what :data:`onnx2hw.rtl._dsp.MEASURED_FMAX_MHZ` records."""
-
-    def __init__(self, n=1):
-        self.n = n
-        super().__init__({"a": In(signed(18)), "b": In(signed(18)), "en": In(1),
-                          "p": Out(signed(36)).array(n)})
-
-    def elaborate(self, platform):
-        m = Module()
-        for k in range(self.n):
-            ra, rb = Signal(signed(18), name=f"ra{k}"), Signal(signed(18), name=f"rb{k}")
-            m.d.sync += [ra.eq(self.a + k), rb.eq(self.b)]
-            m.d.sync += self.p[k].eq(dsp_product(m, ra, rb, platform=platform, en=self.en))
-        return m
-
-
-if __name__ == "__main__":   # the Fmax table of MEASURED_FMAX_MHZ (a few minutes)
-    for n in (1, 32):
-        for variant in ("PIPELINE", "OUTPUT", None):
-            if variant is not None:
-                dsp.PRODUCT_REGISTER = variant
-            plat = FAMILY if variant is not None else None
-            print(n, variant, [nextpnr_fmax(FmaxProbe(n), seed=s, platform=plat)
-                               for s in (1, 2, 3)], flush=True)
-
-
 # ---- DSP floorplan ----------------------------------------------------------------------------
 
 def test_85f_sites_are_the_devices_156_in_one_path_through_its_rows():

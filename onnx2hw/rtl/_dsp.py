@@ -63,9 +63,8 @@ simulated here (nor evaluated by Yosys ``sim``/``eval``: it is a blackbox). Simu
 (amaranth.sim, and cocotb/Verilator through ``verilog.convert``) runs with ``platform=None`` and
 gets the behavioural model: two ordinary register levels with the same enable.
 
-Measured (nextpnr-ecp5 via YoWASP, LFE5U-85F-6 CABGA381, out of context): signed 18x18 products
-between fabric registers (fabric operand registers -> ``dsp_product`` -> fabric product
-register): :data:`MEASURED_FMAX_MHZ`.
+``python -m bench dsp`` measures the Fmax of products between fabric registers for each choice of
+:data:`PRODUCT_REGISTER`.
 """
 from __future__ import annotations
 
@@ -74,7 +73,7 @@ import weakref
 from amaranth.hdl import ClockSignal, Const, Instance, Shape, Signal, Value
 
 __all__ = ["dsp_product", "registered_product", "dsp_sites", "plan_dsp_sites", "dsp_chunks", "product_dsps", "PRODUCT_LATENCY", "fits_port", "DSP_PORT_BITS",
-           "CHUNK", "PRODUCT_REGISTER", "MEASURED_FMAX_MHZ"]
+           "CHUNK", "PRODUCT_REGISTER"]
 
 #: operand width of one MULT18X18D port (signed or unsigned per SIGNEDA/SIGNEDB)
 DSP_PORT_BITS = 18
@@ -86,20 +85,6 @@ CHUNK = 17
 #: the shortest clock-to-out in nextpnr's model, but its CE select is never configured by the open
 #: flow). Same cycle behaviour either way; see "Which product register" in the module notes.
 PRODUCT_REGISTER = "PIPELINE"
-
-#: nextpnr-ecp5 Fmax (MHz; seeds 1, 2, 3) on the LFE5U-85F-6 (CABGA381, out of context) of ``n``
-#: signed 18x18 products, each between fabric operand registers and a fabric product register,
-#: by ``n`` then :data:`PRODUCT_REGISTER` (``None``: the behavioural registers, which Yosys maps
-#: to fabric flip-flops around a combinational MULT18X18D). The primitive's figures are nextpnr's
-#: model: it times fabric -> DSP input register and DSP product register -> fabric, not the path
-#: inside the DSP. Reproduce with ``python tests/test_rtl_dsp.py``.
-MEASURED_FMAX_MHZ = {
-    1: {"PIPELINE": (197.6, 197.8, 198.5), "OUTPUT": (500.0, 522.7, 508.9),
-        None: (139.2, 141.6, 140.6)},
-    32: {"PIPELINE": (185.1, 188.1, 186.5), "OUTPUT": (241.9, 240.8, 232.1),
-         None: (107.1, 106.5, 105.2)},
-}
-
 
 def _free_name(m, name: str) -> str:
     k = 0
