@@ -94,3 +94,61 @@ def test_every_kind_lowers_with_a_product_style_argument(kind):
 
     param = inspect.signature(kind.lower).parameters.get("mul")
     assert param is not None and param.default is None
+
+
+def test_every_float_op_declares_what_the_quantizer_needs():
+    """The post-training quantizer reads an op's handling from its pattern only: an op it removes
+    has a canonical function, a linear layer and a fused op have their own quantizer when they
+    stand alone (role layer), and the declarations are checked when a pattern is made."""
+    from onnx2hw.layers.base import FUSES, Linear, Pattern
+
+    floats = [p for p in PATTERNS.values() if p.ptq]
+    for p in floats:
+        assert p.ptq != "fold" or p.canonical is not None, f"{p.op_type} is removed but declares no canonical form"
+        assert p.linear is None or p.ptq == "layer", p.op_type
+        assert p.fuse is None or (p.fuse in FUSES and p.ptq == "layer"), p.op_type
+    assert {p.fuse for p in floats} == {None, *FUSES} and any(p.linear for p in floats)
+    for p in PATTERNS.values():
+        if not p.ptq:
+            assert (p.canonical, p.linear, p.fuse, p.const_inputs) == (None, None, None, None), p.op_type
+    for bad in (dict(linear=Linear()), dict(fuse="clamp"), dict(ptq="pass", linear=Linear()),
+                dict(ptq="layer", fuse="relu")):
+        with pytest.raises(ValueError, match="'Op'"):
+            Pattern("", "Op", "-", None, frozenset(), **bad)
+    with pytest.raises(ValueError, match="gram or mean"):
+        Linear(stat="max")
+
+
+def test_the_quantizer_names_no_float_op():
+    """quant/ptq.py and quant/_canonical.py branch on declarations, never on an op's name."""
+    import ast
+
+    for module in ("ptq.py", "_canonical.py"):
+        tree = ast.parse((ROOT / "onnx2hw" / "quant" / module).read_text())
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        assert not strings & ptq_ops(), (module, sorted(strings & ptq_ops()))
+
+
+@pytest.mark.parametrize("op", sorted(p.op_type for p in PATTERNS.values() if p.linear))
+def test_linear_declarations_match_the_canonical_forms(op):
+    """The weight and bias inputs and the output-channel axis a linear op declares are where its
+    canonical form puts them: 3 output channels from 4 input channels."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx2hw.quant._canonical import prepare
+
+    rng = np.random.default_rng(0)
+    weights = {"Gemm": (4, 3), "MatMul": (4, 3), "Conv": (3, 4, 1, 1)}[op]
+    x_shape = ["N", 4] if len(weights) == 2 else ["N", 4, 2, 2]
+    y_shape = ["N", 3] if len(weights) == 2 else ["N", 3, 2, 2]
+    nodes = [helper.make_node(op, ["x", "w"], ["h"], name="layer"), helper.make_node("Relu", ["h"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+                          [numpy_helper.from_array(rng.standard_normal(weights).astype(np.float32), "w")])
+    prepared = prepare(load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)))
+    node, form = prepared.nodes[0], PATTERNS[("", op)].linear
+    assert prepared.initializers[node.inputs[form.weight]].shape[form.axis] == 3
+    if form.bias is not None:
+        assert prepared.initializers[node.inputs[form.bias]].shape == (3,)
+    else:
+        assert len(node.inputs) == 2

@@ -387,3 +387,39 @@ def test_a_constant_along_width_is_not_folded_as_per_channel():
                         ["N", 1, 4, 4], ["N", 3, 4, 4])
     with pytest.raises(UnsupportedError, match="'add_w'"):
         quantize(model, {"x": rng.standard_normal((8, 1, 4, 4)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("factor, fused", [([0.5, 2.0, 4.0], True), (3.0, True), ([0.5, -2.0, 4.0], False)])
+def test_a_positive_rescale_after_a_matmul_shares_its_quantizer(factor, fused):
+    """MatMul -> Mul(constant) -> Relu: a positive scalar or per-channel factor joins the MatMul's
+    unit (no quantizer between; the importer folds it into the requantization scale), any other
+    factor is a unit of its own; the integer graph equals onnxruntime on the QDQ written."""
+    rng = np.random.default_rng(3)
+    model = _tiny_model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                         helper.make_node("Mul", ["h", "k"], ["s"], name="rescale"),
+                         helper.make_node("Relu", ["s"], ["y"], name="relu")],
+                        {"w": rng.standard_normal((8, 3)), "k": np.asarray(factor, np.float32)}, ["N", 8], ["N", 3])
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    q, y_f, y_q = _float_vs_quant(model, x, x)
+    reader = {i: n.op_type for n in q.graph.node for i in n.input}
+    assert reader["h_preact"] == "Mul" if fused else reader["h"] == "QuantizeLinear"
+    g = to_integer_graph(load(q))
+    got = ig.dequantize_outputs(g, execute(g, ig.quantize_inputs(g, {"x": x})))["y"]
+    assert lsb_apart(got, y_q, g.outputs[0].scale).max() <= 1
+
+
+def test_an_opset7_upsample_is_written_as_resize_and_a_linear_one_is_refused():
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((16, 2, 3, 3)).astype(np.float32)
+    model = _tiny_model([helper.make_node("Upsample", ["x"], ["u"], name="up", scales=[1.0, 1.0, 2.0, 2.0]),
+                         helper.make_node("Relu", ["u"], ["y"], name="relu")], {}, ["N", 2, 3, 3], ["N", 2, 6, 6],
+                        opset=7)
+    q, y_f, y_q = _float_vs_quant(model, x, x)
+    resize = next(n for n in q.graph.node if n.op_type == "Resize")
+    assert "Upsample" not in {n.op_type for n in q.graph.node}
+    np.testing.assert_array_equal(_inits(q)[resize.input[2]], [1, 1, 2, 2])
+    assert np.abs(y_q - y_f).max() < 0.02 * np.abs(y_f).max()
+    model = _tiny_model([helper.make_node("Upsample", ["x", "s"], ["y"], name="up_lin", mode="linear")],
+                        {"s": np.asarray([1, 1, 2, 2], np.float32)}, ["N", 2, 3, 3], ["N", 2, 6, 6], opset=9)
+    with pytest.raises(UnsupportedError, match=r"^node 'up_lin' \(Upsample\): mode 'linear' is not supported"):
+        quantize(model, {"x": x})

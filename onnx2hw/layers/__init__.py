@@ -10,10 +10,11 @@ Cast), :mod:`.qdq` (QuantizeLinear, DequantizeLinear), :mod:`.qonnx` (Quant, Bip
 Trunc).
 
 Everything that asks "is this op supported, and how?" reads :data:`PATTERNS`: the importers'
-handler tables (:func:`handlers`), the post-training quantizer's op sets (:func:`ptq_ops`),
-the pre-import check and ``inspect``'s column (:func:`support`), and the README's table
-(:func:`support_table`). To add a layer kind, add its module (node class, ``KIND``, ``PATTERNS``)
-and list it in :data:`KIND_MODULES`.
+handler tables (:func:`handlers`), the post-training quantizer (:func:`ptq_ops`; each float op's
+canonical form, linear weights, fusion and constant inputs, declared on its :class:`Pattern`
+and applied through :mod:`.canonical`), the pre-import check and ``inspect``'s column
+(:func:`support`), and the README's table (:func:`support_table`). To add a layer kind, add its
+module (node class, ``KIND``, ``PATTERNS``) and list it in :data:`KIND_MODULES`.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from types import MappingProxyType
 from . import activation, add, avg_pool, concat, conv, dense, lookup, max_pool, mul, qdq, qonnx, resize, shape
 from .add import Add
 from .avg_pool import AvgPool
-from .base import FLAVOURS, LayerKind, Lowered, Pattern
+from .base import FLAVOURS, LayerKind, Linear, Lowered, Pattern
 from .conv import Conv
 from .dense import Dense
 from .graph import PRE_OPS, InputQuant, IntegerGraph, OutputDequant, apply_pre, dequantize_outputs, quantize_inputs
@@ -31,7 +32,7 @@ from .types import (Act, IntType, Requant, TensorSpec, Thresholds, accumulator_b
                     elem_shape, int_type_for)
 
 __all__ = ["KINDS", "PATTERNS", "handlers", "support", "ptq_ops", "support_table",
-           "LayerKind", "Lowered", "Pattern", "Dense", "Conv", "MaxPool", "AvgPool", "Add",
+           "LayerKind", "Lowered", "Pattern", "Linear", "Dense", "Conv", "MaxPool", "AvgPool", "Add",
            "IntegerGraph", "InputQuant", "OutputDequant", "quantize_inputs", "dequantize_outputs", "apply_pre", "PRE_OPS",
            "IntType", "TensorSpec", "Requant", "Thresholds", "Act", "apply_act", "accumulator_bounds",
            "int_type_for", "elem_shape"]

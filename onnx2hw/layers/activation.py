@@ -15,6 +15,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from .builder import QT, Acc, Builder, node_error, scale_input
 from .base import Pattern
+from .canonical import Rewrite
 from .lookup import tabulate
 
 __all__ = ["PATTERNS"]
@@ -69,12 +70,46 @@ def _input_only(op: str):
     return handler
 
 
+# ---- canonical float forms (post-training quantizer) ------------------------------------------------
+
+def _canonical_clip(node: Node, rw: Rewrite) -> Node:
+    """The bounds as constant inputs (the opset-11 form; -inf / inf where absent), as Clip-13."""
+    lo, hi = node.attr("min"), node.attr("max")
+    if node.since_version >= 11 or (lo is None and hi is None):
+        lo = rw.const(node, 1, "min")
+        hi = rw.const(node, 2, "max")
+    lo = -np.inf if lo is None else float(np.asarray(lo))
+    hi = np.inf if hi is None else float(np.asarray(hi))
+    base = node.name or node.outputs[0]
+    ln, hn = rw.add(f"{base}.min", np.float32(lo)), rw.add(f"{base}.max", np.float32(hi))
+    return replace(node, inputs=(node.inputs[0], ln, hn), attrs={}, since_version=13)
+
+
+def _canonical_batchnorm(node: Node, rw: Rewrite) -> None:
+    """Folded into the linear layer that made its input (the only reader of that output)."""
+    layer = rw.linear_before(node.inputs[0])
+    if layer is None:
+        raise node_error(node, "can only fold a BatchNormalization whose input comes from a Conv or Gemm read by "
+                         "nothing else", UnsupportedError)
+    if node.attr("training_mode", 0) or (len(node.outputs) > 1 and any(node.outputs[1:])):
+        raise node_error(node, "training mode is not supported", UnsupportedError)
+    scale, bias, mean, var = (rw.const(node, i, what).astype(np.float64)
+                              for i, what in enumerate(("scale", "B", "mean", "var"), start=1))
+    k = scale / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+    if layer.channels != k.size:
+        raise node_error(node, f"{k.size} channels do not match {layer.node.name!r} with {layer.channels} outputs",
+                         UnsupportedError)
+    rw.fold(layer, node.outputs[0], "bnfold", centre=mean, scale=k, shift=bias)
+    return None
+
+
 _CLAMP = "folded into the output clamp, or a LookupUnit (of a dequantized tensor)"
 _INPUT = "folded into the host input quantizer (scaling of the model input)"
 PATTERNS = (
-    Pattern("", "Relu", _CLAMP, _relu, ptq="layer"),
-    Pattern("", "Clip", _CLAMP, _clip, ptq="layer"),
+    Pattern("", "Relu", _CLAMP, _relu, ptq="layer", fuse="clamp"),
+    Pattern("", "Clip", _CLAMP, _clip, ptq="layer", canonical=_canonical_clip, fuse="clamp", const_inputs=1),
     Pattern("", "Sub", _INPUT, _input_only("sub")),
     Pattern("", "Div", _INPUT, _input_only("div")),
-    Pattern("", "BatchNormalization", "folded into the preceding layer", _batchnorm, {"qonnx"}, ptq="fold"),
+    Pattern("", "BatchNormalization", "folded into the preceding layer", _batchnorm, {"qonnx"}, ptq="fold",
+            canonical=_canonical_batchnorm),
 )

@@ -25,6 +25,7 @@ from .builder import (Acc, Builder, Const, QConst, QT, Target, need, node_error,
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern
+from .canonical import Rewrite
 from .types import elem_shape
 
 __all__ = ["Add", "KIND", "PATTERNS"]
@@ -142,9 +143,20 @@ def _qlinear_add(b: Builder, node: Node):
     quantize_output(b, node, accumulate(b, node, x, y), 6, 7, x)
 
 
+def _canonical_add(node: Node, rw: Rewrite) -> Node | None:
+    """A scalar or per-channel constant added right after a linear layer shifts its bias; any other
+    Add sums two activations."""
+    if rw.fold_constant(node, "shift"):
+        return None
+    if any(i in rw.inits for i in node.inputs):
+        raise node_error(node, "Add of a constant is not supported (only the sum of two activations)",
+                         UnsupportedError)
+    return node
+
+
 PATTERNS = (
     Pattern("", "Add", "Fork + FIFO + AddUnit (residual), or a constant bias folded into its layer (or into the host "
-            "input quantizer)", _add, ptq="layer"),
+            "input quantizer)", _add, ptq="layer", canonical=_canonical_add),
     Pattern(MS, "QLinearAdd", "Fork + FIFO + AddUnit (residual)", _qlinear_add, {"qoperator"}),
 )
 

@@ -227,7 +227,7 @@ PATTERNS = (
     Pattern("", "AveragePool", "AvgPoolUnit + Requantize (1-D and 2-D)", _avgpool, ptq="layer"),
     Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize (1-D and 2-D)", _global_avgpool, ptq="layer"),
     Pattern("", "ReduceMean", "GlobalAvgPoolUnit + Requantize (mean over the spatial axes only)", _reduce_mean,
-            ptq="layer"),
+            ptq="layer", const_inputs=1),
     Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
     Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )

@@ -1,5 +1,6 @@
 """What every layer kind declares: :class:`LayerKind` (its IntegerGraph node), :class:`Pattern`
-(an ONNX op it is imported from), :class:`Lowered` (its RTL stage at one folding).
+(an ONNX op it is imported from, and what the post-training quantizer needs to know of its float
+form: :class:`Linear` for a linear layer), :class:`Lowered` (its RTL stage at one folding).
 
 A layer kind is a frozen dataclass deriving from :class:`LayerKind` whose first fields are
 ``name``, ``inputs`` (tensor names, port order) and ``output`` (a :class:`TensorSpec`). It
@@ -35,15 +36,39 @@ from ..rtl.thresholds import Thresholds as ThresholdsBlock
 from .types import (IntType, Requant, TensorSpec, Thresholds, accumulator_bounds, acc_bits_for,
                     act_range, window_out)
 
-__all__ = ["LayerKind", "Lowered", "Pattern", "FLAVOURS", "MUL_CHOICES", "divisors", "check_act", "check_linear",
-           "linear_problem", "act_blocks", "mvu_block", "linear_mul_options", "linear_mul", "sum_costs", "window_fill", "check_window",
-           "window_problem"]
+__all__ = ["LayerKind", "Lowered", "Pattern", "Linear", "FLAVOURS", "PTQ_ROLES", "FUSES", "MUL_CHOICES", "divisors",
+           "check_act", "check_linear", "linear_problem", "act_blocks", "mvu_block", "linear_mul_options", "linear_mul",
+           "sum_costs", "window_fill", "check_window", "window_problem"]
 
 #: product styles a layer's ``mul_options`` may offer: MULT18X18D blocks or LUT/carry logic
 MUL_CHOICES = ("dsp", "lut")
 
 #: the importers (quantized model formats) and ``float`` (ops the post-training quantizer takes)
 FLAVOURS = ("qdq", "qoperator", "qonnx", "float")
+
+
+#: what the post-training quantizer does with a float op (see :class:`Pattern`)
+PTQ_ROLES = ("layer", "pass", "fold")
+#: how a float op joins the quantizer unit before it (see :class:`Pattern`)
+FUSES = ("rescale", "clamp")
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A linear layer's canonical float form, as the post-training quantizer reads it: the weight
+    is input ``weight`` with its output channels along ``axis``; the bias is input ``bias``
+    (``None``: the form has none). ``stat`` is the statistic of the layer's input that low-bit
+    weight rounding uses: ``"gram"`` (``E[x x^T]``: sequential error-compensating rounding) or
+    ``"mean"`` (per input channel: bias correction)."""
+
+    weight: int = 1
+    axis: int = 0
+    bias: int | None = 2
+    stat: str = "mean"
+
+    def __post_init__(self):
+        if self.stat not in ("gram", "mean"):
+            raise ValueError(f"linear layer statistic must be gram or mean, not {self.stat!r}")
 
 
 @dataclass(frozen=True)
@@ -54,6 +79,18 @@ class Pattern:
     (``float`` = the post-training quantizer accepts the float op, with role ``ptq``:
     ``"layer"`` gets its own calibrated output quantizer, ``"pass"`` reuses its input's,
     ``"fold"`` is removed before quantizing). ``hardware`` says what it becomes.
+
+    What the post-training quantizer needs to know of a float op:
+
+    * ``canonical(node, rewrite)``: the node in the form the quantizer writes, or ``None`` when
+      it goes (folded, or a view of its input): checks, constant operands made explicit,
+      rewrites (:class:`onnx2hw.layers.canonical.Rewrite`). Without it the node stays as it is.
+    * ``linear``: a linear layer (:class:`Linear`): its weight is quantized, its bias int32.
+    * ``fuse``: the op joins the unit before it, which then has one output quantizer, after it:
+      ``"rescale"`` after a linear layer when it multiplies by a positive constant (folded into
+      the layer's requantization scale), ``"clamp"`` after a unit of role ``"layer"``.
+    * ``const_inputs``: inputs from this index on may be constants, written unquantized (a
+      shape, bounds, scales, axes, a slope).
     """
 
     domain: str
@@ -62,15 +99,29 @@ class Pattern:
     handler: Callable | None
     flavours: frozenset = frozenset(("qdq", "qoperator", "qonnx"))
     ptq: str | None = None
+    canonical: Callable | None = None
+    linear: Linear | None = None
+    fuse: str | None = None
+    const_inputs: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "flavours", frozenset(self.flavours) | ({"float"} if self.ptq else set()))
         if not self.flavours <= set(FLAVOURS):
             raise ValueError(f"pattern {self.op_type!r}: unknown flavours {sorted(self.flavours - set(FLAVOURS))!r}")
-        if self.ptq not in (None, "layer", "pass", "fold"):
+        if self.ptq not in (None,) + PTQ_ROLES:
             raise ValueError(f"pattern {self.op_type!r}: ptq role must be layer/pass/fold, not {self.ptq!r}")
         if self.flavours - {"float"} and self.handler is None:
             raise ValueError(f"pattern {self.op_type!r}: an importer flavour needs a handler")
+        self._check_ptq_facts()
+
+    def _check_ptq_facts(self):
+        declared = [k for k in ("canonical", "linear", "fuse", "const_inputs") if getattr(self, k) is not None]
+        if declared and not self.ptq:
+            raise ValueError(f"pattern {self.op_type!r}: {', '.join(declared)} need a ptq role")
+        if self.fuse not in (None,) + FUSES:
+            raise ValueError(f"pattern {self.op_type!r}: fuse must be rescale or clamp, not {self.fuse!r}")
+        if self.linear is not None and self.ptq != "layer":
+            raise ValueError(f"pattern {self.op_type!r}: a linear layer has ptq role layer, not {self.ptq!r}")
 
     @property
     def key(self) -> tuple[str, str]:

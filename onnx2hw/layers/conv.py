@@ -32,8 +32,9 @@ from .builder import (Acc, Builder, QConst, QT, Target, need, node_error, opt, p
                         quantize_output, real_view, scalar, int_view, zp_input)
 from ._exact import exact_conv
 from ._windows import as_image, spatial_out
-from .base import (MUL_CHOICES, LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors,
+from .base import (MUL_CHOICES, LayerKind, Linear, Lowered, Pattern, act_blocks, check_linear, divisors,
                    linear_mul, linear_mul_options, linear_problem, mvu_block, window_fill)
+from .canonical import Rewrite
 from .types import Act, IntType, acc_bits_for, accumulator_bounds, apply_act, elem_shape, readonly, window_out
 
 __all__ = ["Conv", "KIND", "PATTERNS"]
@@ -234,9 +235,20 @@ def _conv_integer(b: Builder, node: Node):
     b.set(node, accumulate(b, node, x, w, None))
 
 
+def _canonical_conv(node: Node, rw: Rewrite) -> Node:
+    """Constant float32 weights and a constant bias (zeros when the node has none)."""
+    w = rw.const(node, 1, "weight").astype(np.float32)
+    bias = rw.const(node, 2, "bias")
+    bias = np.zeros(w.shape[0], np.float32) if bias is None else bias.astype(np.float32)
+    base = node.name or node.outputs[0]
+    wn, bn = rw.add(f"{base}.weight", w), rw.add(f"{base}.bias", bias)
+    return replace(node, inputs=(node.inputs[0], wn, bn))
+
+
 _HW = "SlidingWindow + MatrixVectorUnit (grouped: one window per group; depthwise: DepthwiseUnit){}; 1-D and 2-D"
 PATTERNS = (
-    Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer"),
+    Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer", canonical=_canonical_conv,
+            linear=Linear(stat="mean")),
     Pattern("", "QLinearConv", _HW.format(" + Requantize"), _qlinear_conv, {"qoperator"}),
     Pattern("", "ConvInteger", _HW.format(""), _conv_integer, {"qoperator"}),
 )

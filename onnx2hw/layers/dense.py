@@ -8,7 +8,7 @@ rows x SIMD input columns per cycle) + Requantize or Thresholds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,8 +17,9 @@ from ..ir.graph import Node
 from .builder import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
                         real_view, scalar, int_view, zp_input)
 from ._exact import exact_dense
-from .base import (LayerKind, Lowered, Pattern, act_blocks, check_linear, divisors, linear_mul,
+from .base import (LayerKind, Linear, Lowered, Pattern, act_blocks, check_linear, divisors, linear_mul,
                    linear_mul_options, linear_problem, mvu_block)
+from .canonical import Rewrite
 from .types import Act, IntType, acc_bits_for, accumulator_bounds, apply_act, readonly
 
 __all__ = ["Dense", "KIND", "PATTERNS"]
@@ -164,10 +165,48 @@ def _qgemm(b: Builder, node: Node):
     quantize_output(b, node, acc, 7, 8, x)
 
 
+# ---- canonical float forms (post-training quantizer) ------------------------------------------------
+
+def _canonical_gemm(node: Node, rw: Rewrite) -> Node:
+    """``A @ W.T + c``: ``transB=1``, ``alpha = beta = 1``, a constant ``W`` of shape (N, K) and a
+    constant bias of N elements."""
+    if node.attr("transA", 0):
+        raise node_error(node, "transA=1 is not supported", UnsupportedError)
+    w = rw.const(node, 1, "weight")
+    if w.ndim != 2:
+        raise node_error(node, f"weight must be 2-D, not shape {w.shape!r}", UnsupportedError)
+    w = w.astype(np.float32)
+    if not node.attr("transB", 0):
+        w = w.T
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    n = w.shape[0]
+    c = rw.const(node, 2, "bias")
+    c = np.zeros(n, np.float32) if c is None else c.astype(np.float32) * np.float32(beta)
+    try:
+        c = np.broadcast_to(c, (1, n)).reshape(n) if c.ndim <= 2 and c.size in (1, n) else None
+    except ValueError:
+        c = None
+    if c is None:
+        raise node_error(node, f"bias must broadcast to ({n},) per output feature", UnsupportedError)
+    base = node.name or node.outputs[0]
+    wn = rw.add(f"{base}.weight", np.ascontiguousarray(w * np.float32(alpha), np.float32))
+    bn = rw.add(f"{base}.bias", np.ascontiguousarray(c, np.float32))
+    return replace(node, inputs=(node.inputs[0], wn, bn), attrs={"transB": 1})
+
+
+def _canonical_matmul(node: Node, rw: Rewrite) -> Node:
+    """An activation times a constant 2-D weight (K, N)."""
+    w = rw.inits.get(node.inputs[1])
+    if w is None or w.ndim != 2 or node.inputs[0] in rw.inits:
+        raise node_error(node, "only activation @ constant 2-D weight is supported", UnsupportedError)
+    return node
+
+
 _MVU = "MatrixVectorUnit + Requantize"
 PATTERNS = (
-    Pattern("", "Gemm", _MVU, _gemm, ptq="layer"),
-    Pattern("", "MatMul", _MVU + " (constant weights)", _matmul, ptq="layer"),
+    Pattern("", "Gemm", _MVU, _gemm, ptq="layer", canonical=_canonical_gemm, linear=Linear(stat="gram")),
+    Pattern("", "MatMul", _MVU + " (constant weights)", _matmul, ptq="layer", canonical=_canonical_matmul,
+            linear=Linear(axis=1, bias=None, stat="gram")),
     Pattern("", "QLinearMatMul", _MVU, _qlinear_matmul, {"qoperator"}),
     Pattern("", "MatMulInteger", "MatrixVectorUnit", _matmul_integer, {"qoperator"}),
     Pattern(MS, "QGemm", _MVU, _qgemm, {"qoperator"}),

@@ -151,7 +151,10 @@ _TABLE = "LookupUnit (the quantized function, tabulated)"
 _FLAVOURS = frozenset({"qdq", "qoperator"})
 #: elementwise functions that are always a table (Relu and Clip are declared by :mod:`.activation`)
 FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus")
-PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer") for op in FUNCTIONS)
+#: functions with a constant parameter input (PRelu's slope), written unquantized
+_PARAMETERS = {"PRelu": 1}
+PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer", const_inputs=_PARAMETERS.get(op))
+                 for op in FUNCTIONS)
 
 #: the layer kind this module declares
 KIND = Lookup

@@ -18,6 +18,7 @@ from ..rtl.stage import Block
 from .builder import QT, Builder, node_error, pads_of
 from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, check_window, window_fill, window_problem
+from .canonical import Rewrite
 from .types import elem_shape, window_out
 
 __all__ = ["MaxPool", "KIND", "PATTERNS"]
@@ -94,8 +95,14 @@ def _global_maxpool(b: Builder, node: Node):
     b.set(node, _emit(b, node, x, (h, w), (1, 1), (0, 0, 0, 0)))
 
 
+def _canonical_maxpool(node: Node, rw: Rewrite) -> Node:
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise node_error(node, "the Indices output is not supported", UnsupportedError)
+    return node
+
+
 PATTERNS = (
-    Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D)", _maxpool, ptq="pass"),
+    Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D)", _maxpool, ptq="pass", canonical=_canonical_maxpool),
     Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image or signal", _global_maxpool, ptq="pass"),
 )
 

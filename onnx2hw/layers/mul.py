@@ -31,6 +31,7 @@ from .builder import Acc, Builder, Const, QConst, QT, Target, node_error, scale_
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
 from .base import LayerKind, Lowered, Pattern, check_act
+from .canonical import Rewrite
 from .types import Requant, elem_shape
 
 __all__ = ["Mul", "KIND", "PATTERNS"]
@@ -158,10 +159,15 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     return b.emit(layer, v.onnx_shape, t)
 
 
+def _canonical_mul(node: Node, rw: Rewrite) -> Node | None:
+    """A scalar or per-channel constant factor right after a linear layer scales its weights and bias."""
+    return None if rw.fold_constant(node, "scale") else node
+
+
 PATTERNS = (
     Pattern("", "Mul", "Requantize (a quantized tensor times a constant scalar or per-channel scale), or folded "
             "into the requantizer of the layer before it (positive rescale) or into the host input quantizer",
-            _mul, ptq="layer"),
+            _mul, ptq="layer", canonical=_canonical_mul, fuse="rescale", const_inputs=0),
 )
 
 #: the layer kind this module declares

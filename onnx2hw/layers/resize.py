@@ -21,6 +21,7 @@ from ..rtl.stage import Block
 from ..rtl.upsample import UpsampleUnit
 from .builder import QT, Builder, Const, QConst, node_error
 from .base import LayerKind, Lowered, Pattern
+from .canonical import Rewrite
 from .types import elem_shape
 
 __all__ = ["Resize", "KIND", "PATTERNS"]
@@ -127,10 +128,26 @@ def _resize(b: Builder, node: Node):
     b.set(node, replace(x, tensor=spec.name, onnx_shape=(c, oh, ow)))
 
 
+def _canonical_upsample(node: Node, rw: Rewrite) -> Node:
+    """Upsample (nearest; opset 7 scales attribute, opset 9 scales input) as the equivalent
+    Resize-13 (Upsample is gone from opset 10 on): asymmetric coordinates, nearest_mode floor."""
+    mode = node.attr("mode", "nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode != "nearest":
+        raise node_error(node, f"mode {mode!r} is not supported (only nearest)", UnsupportedError)
+    if node.since_version < 9:
+        scales = rw.add(f"{node.name or 'upsample'}_scales", np.asarray(node.attr("scales"), np.float32))
+    else:
+        scales = node.inputs[1]
+    return Node(node.name, "Resize", "", (node.inputs[0], "", scales), node.outputs[:1],
+                {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+                since_version=13)
+
+
 _HW = "UpsampleUnit (nearest, integer factors; one row buffered)"
 PATTERNS = (
-    Pattern("", "Resize", _HW, _resize, ptq="pass"),
-    Pattern("", "Upsample", _HW, _resize, ptq="pass"),
+    Pattern("", "Resize", _HW, _resize, ptq="pass", const_inputs=1),
+    Pattern("", "Upsample", _HW, _resize, ptq="pass", canonical=_canonical_upsample),
 )
 
 #: the layer kind this module declares

@@ -23,6 +23,7 @@ from ..ir.graph import Node
 from .builder import QT, Acc, Builder, Const, FloatIn, QConst, node_error
 from ._layout import flatten_perm
 from .base import Pattern
+from .canonical import Rewrite
 
 __all__ = ["PATTERNS"]
 
@@ -203,15 +204,52 @@ def _cast(b: Builder, node: Node):
     b.set(node, x)
 
 
+# ---- canonical float forms (post-training quantizer) ------------------------------------------------
+
+def _canonical_constant(node: Node, rw: Rewrite) -> None:
+    """A Constant becomes an initializer (float32 or int64 for the scalar and list forms)."""
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        v = node.attr(key)
+        if v is not None:
+            dtype = None if key == "value" else np.float32 if "float" in key else np.int64
+            rw.inits[node.outputs[0]] = np.asarray(v, dtype=dtype)
+            return None
+    raise node_error(node, "only tensor/float/int constants are supported", UnsupportedError)
+
+
+def _canonical_identity(node: Node, rw: Rewrite) -> Node | None:
+    """Removed (its readers read its input), but kept as an Identity where it makes a graph output."""
+    if rw.is_output(node.outputs[0]):
+        return Node(node.name, "Identity", "", node.inputs[:1], node.outputs[:1], since_version=node.since_version)
+    rw.alias(node.outputs[0], node.inputs[0])
+    return None
+
+
+def _canonical_dropout(node: Node, rw: Rewrite) -> Node | None:
+    """Inference Dropout is an Identity."""
+    if len(node.outputs) > 1 and node.outputs[1]:
+        raise node_error(node, "the mask output is not supported", UnsupportedError)
+    if node.attr("training_mode") is not None or (len(node.inputs) > 2 and node.inputs[2]):
+        raise node_error(node, "training_mode is not supported", UnsupportedError)
+    return _canonical_identity(node, rw)
+
+
+def _canonical_reshape(node: Node, rw: Rewrite) -> Node:
+    if node.inputs[1] not in rw.inits:
+        raise node_error(node, "Reshape needs a constant shape", UnsupportedError)
+    return node
+
+
 _VIEW = "absorbed at compile time"
 PATTERNS = (
     Pattern("", "Flatten", _VIEW, _flatten, ptq="pass"),
-    Pattern("", "Reshape", _VIEW, _reshape, ptq="pass"),
+    Pattern("", "Reshape", _VIEW, _reshape, ptq="pass", canonical=_canonical_reshape, const_inputs=1),
     Pattern("", "Squeeze", _VIEW, _squeeze),
     Pattern("", "Unsqueeze", _VIEW, _unsqueeze),
     Pattern("", "Transpose", "absorbed (NHWC <-> NCHW: stream order; constants: folded)", _transpose, ptq="pass"),
-    Pattern("", "Identity", "removed", _identity, ptq="pass"),
-    Pattern("", "Dropout", "removed (inference)", _identity, ptq="fold"),
-    Pattern("", "Constant", "constant input, folded at compile time", _constant, ptq="fold"),
+    Pattern("", "Identity", "removed", _identity, ptq="pass", canonical=_canonical_identity),
+    Pattern("", "Dropout", "removed (inference)", _identity, ptq="fold", canonical=_canonical_dropout),
+    Pattern("", "Constant", "constant input, folded at compile time", _constant, ptq="fold",
+            canonical=_canonical_constant),
     Pattern("", "Cast", "removed (integer layer output)", _cast),
 )

@@ -2,24 +2,25 @@
 
 Our own PTQ, not onnxruntime's (onnxruntime is only a test oracle):
 
-1. :func:`onnx2hw.ir.load` the float model; fold ``BatchNormalization`` into the ``Conv``/``Gemm``
-   before it, drop ``Identity``/``Dropout`` (see :mod:`onnx2hw.quant._canonical`).
-2. Cut the graph into *units*: a primary node (``Conv``, ``Gemm``, ``MatMul``, ``Add``,
-   ``AveragePool``, ``GlobalAveragePool``, ``Concat`` (one common output grid its inputs are
-   requantized onto), ``Mul`` by a constant, the tabulated activations, standalone ``Relu``/``Clip``)
-   plus the ``Relu``/``Clip`` that is the only reader of its output (fused: the quantizer sits
-   *after* the activation). A ``Mul`` by a positive constant (scalar or per channel) that is the only
-   reader of a ``Conv``/``Gemm``/``MatMul`` is fused into that unit too (no quantizer between: the
-   importer folds it into the layer's requantization scale). ``MaxPool``, ``GlobalMaxPool``, ``Resize``/``Upsample`` (nearest),
-   ``Flatten``, ``Reshape`` and kept ``Identity`` pass their input's quantization parameters
-   through (exact for integers). The op roles are the layer registry's (:func:`onnx2hw.layers.ptq_ops`).
+1. :func:`onnx2hw.ir.load` the float model and bring it into canonical form
+   (:mod:`onnx2hw.quant._canonical`: each op's ``canonical`` function, declared with the op in
+   :mod:`onnx2hw.layers`, e.g. BatchNormalization folded into the Conv/Gemm before it).
+2. Cut the graph into *units* by the ops' declared roles (:class:`onnx2hw.layers.Pattern`): a
+   node of role ``layer`` (Conv, Gemm, Add, Concat, the tabulated activations, ...) gets its own
+   output quantizer; a node of role ``pass`` (MaxPool, Resize, Reshape, ...) reuses its input's
+   quantization parameters (exact for integers). A unit also takes the only reader of its output
+   when that op declares ``fuse``: a positive constant rescale after a linear layer (no quantizer
+   between: the importer folds it into the layer's requantization scale), then a clamp
+   (Relu/Clip) after a ``layer`` node (the quantizer sits *after* the clamp).
 3. Calibrate the float range of every graph input and unit output by running
    :func:`onnx2hw.golden.execute` on the calibration data (``minmax`` or ``percentile`` 99.99);
    0 is always inside the range.
 4. Write QDQ ONNX the way onnxruntime's QDQ format does: each graph input and unit output is
-   followed by ``QuantizeLinear -> DequantizeLinear``; weights are stored quantized and read
-   through ``DequantizeLinear`` (axis 0 = output channel when per-channel; ``MatMul`` weights axis 1);
-   biases are int32 with scale ``s_in * s_w`` (float32 product), zero point 0.
+   followed by ``QuantizeLinear -> DequantizeLinear``; a linear layer's weight (its declared
+   :class:`~onnx2hw.layers.Linear` input) is stored quantized and read through
+   ``DequantizeLinear`` (per channel along its declared output-channel axis); biases are int32
+   with scale ``s_in * s_w`` (float32 product), zero point 0. Other constant inputs an op
+   declares (``const_inputs``: shapes, bounds, scales) stay float.
 
 Number formats
 --------------
@@ -57,8 +58,10 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
 from ..ir.names import FreshNames
 from ..ir.simplify import simplify
-from ..layers import ptq_ops
+from ..layers import Linear
+from ..layers.canonical import channel_vector
 from . import _canonical
+from ._canonical import pattern
 from .calib import METHODS as _METHODS, check_feeds, collect_ranges, load_npz as _load_npz
 from .partition import split
 
@@ -69,15 +72,6 @@ WEIGHT_BITS = (8, 4)
 ACT_BITS = (8, 4)
 METHODS = _METHODS
 
-#: primary ops of a unit that gets its own calibrated output quantizer
-_REQUANT_OPS = ptq_ops("layer")
-#: ops whose output reuses the input's quantization parameters
-_PASS_OPS = ptq_ops("pass")
-_ACTS = frozenset({"Relu", "Clip"})
-#: layers a positive constant Mul right after is fused with (the importer folds it into their scale)
-_LINEAR = frozenset({"Conv", "Gemm", "MatMul"})
-#: ops whose constant inputs after the first (shape, bounds, scales, slope, factor) stay float constants
-_PARAM_OPS = frozenset({"Reshape", "Clip", "Resize", "Upsample", "Mul", "PRelu", "ReduceMean"})
 _FLT32_TINY = float(np.finfo(np.float32).tiny)
 #: per-channel weight scales are at least the per-tensor scale / 2**_CH_FLOOR_LOG2
 _CH_FLOOR_LOG2 = 10
@@ -186,10 +180,11 @@ def _mse_scale(rows: np.ndarray, qmax: int) -> np.ndarray:
 def _round_weights(w, wq, scale, axis: int, bits: int, stat: np.ndarray):
     """Error-compensating rounding for low-bit weights, with the scales kept.
 
-    * ``Gemm``/``MatMul`` (``stat`` = input Gram matrix ``E[x x^T]``): GPTQ-style sequential rounding
-      (quantize one input column at a time and spread its output error over the columns not yet
-      quantized through the Cholesky factor of the inverse Gram matrix).
-    * ``Conv`` (``stat`` = per-input-channel mean): bias correction, ``b -= sum((Wq - W) * E[x])``.
+    * ``stat`` = the input's Gram matrix ``E[x x^T]`` (a 2-D weight, declared ``"gram"``): GPTQ-style
+      sequential rounding (quantize one input column at a time and spread its output error over
+      the columns not yet quantized through the Cholesky factor of the inverse Gram matrix).
+    * ``stat`` = the per-input-channel mean (a weight ``(Cout, Cin_g, *kernel)``, declared
+      ``"mean"``): bias correction, ``b -= sum((Wq - W) * E[x])``.
 
     Returns ``(q, bias_delta)``: integer weights and the float correction to add to the bias.
     """
@@ -235,14 +230,14 @@ def _tensor(name: str, values, onnx_type: int, dims=None) -> onnx.TensorProto:
 @dataclasses.dataclass
 class _Unit:
     node: Node
-    acts: tuple[Node, ...]  # fused after the node, in order: a positive constant Mul (linear layers), Relu/Clip
-    out: str  # float output of the unit (after the fused activation)
+    fused: tuple[Node, ...]  # after the node, in order: a positive rescale (linear layers), a clamp
+    out: str  # float output of the unit (after its fused ops)
 
 
-def _positive_scale(layer: Node, node: Node, graph: Graph) -> bool:
-    """``node`` is ``Mul(layer output, c)`` by a positive finite constant, a scalar or one value per
-    output channel of ``layer`` (it then folds into the layer's requantization scale)."""
-    if node.op_type != "Mul" or len(node.inputs) != 2 or node.inputs[0] != layer.outputs[0]:
+def _positive_rescale(layer: Node, node: Node, graph: Graph) -> bool:
+    """``node`` is ``op(layer output, c)`` by a positive finite constant, a scalar or one value per
+    output channel of the linear ``layer`` (it then folds into the layer's requantization scale)."""
+    if len(node.inputs) != 2 or node.inputs[0] != layer.outputs[0]:
         return False
     c = graph.initializers.get(node.inputs[1])
     if c is None or not np.all(np.isfinite(c)) or not np.all(np.asarray(c) > 0):
@@ -250,40 +245,38 @@ def _positive_scale(layer: Node, node: Node, graph: Graph) -> bool:
     c = np.asarray(c)
     if c.size == 1:
         return True
-    w = graph.initializers.get(layer.inputs[1]) if len(layer.inputs) > 1 else None
-    if w is None or np.ndim(w) != 2 and layer.op_type != "Conv":
-        return False
-    n = {"Conv": w.shape[0], "MatMul": w.shape[-1], "Gemm": w.shape[0] if layer.attr("transB", 0) else w.shape[-1]}
-    per_channel = (n[layer.op_type],) + (1,) * (2 if layer.op_type == "Conv" else 0)
-    return c.shape in (per_channel, (1,) + per_channel)
+    form = pattern(layer).linear
+    w = graph.initializers[layer.inputs[form.weight]]
+    return channel_vector(c, w.shape[form.axis], w.ndim - 2) is not None
 
 
 def _units(graph: Graph) -> list[_Unit]:
+    """The graph's nodes, each with the ops fused after it (module docstring, step 2)."""
     readers: dict[str, list[Node]] = {}
     for n in graph.nodes:
         for i in n.inputs:
             if i:
                 readers.setdefault(i, []).append(n)
     outputs = set(graph.output_names)
+
+    def only_reader(out: str, fuse: str) -> Node | None:
+        r = readers.get(out, [])
+        return r[0] if out not in outputs and len(r) == 1 and pattern(r[0]).fuse == fuse else None
+
     fused: set[int] = set()
     units = []
     for node in graph.nodes:
         if id(node) in fused:
             continue
-        out = node.outputs[0]
-        acts = []
-        if node.op_type in _LINEAR and out not in outputs:
-            r = readers.get(out, [])
-            if len(r) == 1 and _positive_scale(node, r[0], graph):  # folded into the layer's requantizer
-                acts.append(r[0])
-                out = r[0].outputs[0]
-        if node.op_type in _REQUANT_OPS - _ACTS and out not in outputs:
-            r = readers.get(out, [])
-            if len(r) == 1 and r[0].op_type in _ACTS:
-                acts.append(r[0])
-                out = r[0].outputs[0]
-        fused.update(id(a) for a in acts)
-        units.append(_Unit(node, tuple(acts), out))
+        spec, out, after = pattern(node), node.outputs[0], []
+        if spec.linear and (r := only_reader(out, "rescale")) and _positive_rescale(node, r, graph):
+            after.append(r)
+            out = r.outputs[0]
+        if spec.ptq == "layer" and spec.fuse != "clamp" and (r := only_reader(out, "clamp")):
+            after.append(r)
+            out = r.outputs[0]
+        fused.update(id(a) for a in after)
+        units.append(_Unit(node, tuple(after), out))
     return units
 
 
@@ -307,146 +300,179 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     feeds = check_feeds(calib, graph)
     g = _canonical.prepare(graph)
     units = _units(g)
+    stats = _rounding_stats(units) if weight_bits <= 4 else {}
+    qp = _calibrate(g, units, feeds, act_bits, method, progress, stats)
+    writer = _Writer(g, qp, weight_bits, per_channel, stats)
+    for t in g.input_names:
+        writer.qdq(t, t)
+    for u in units:
+        writer.unit(u)
+    return _model(graph, writer, weight_bits, act_bits, per_channel, method, parts.tail)
 
-    # which tensors get their own quantizer, and which inherit one
+
+def _rounding_stats(units: list[_Unit]) -> dict[str, str]:
+    """Linear layer input -> the statistic its error-compensating rounding needs (see _round_weights)."""
+    return {u.node.inputs[0]: pattern(u.node).linear.stat for u in units if pattern(u.node).linear}
+
+
+def _calibrate(g: Graph, units: list[_Unit], feeds, act_bits: int, method: str, progress: bool,
+               stats: dict) -> dict[str, QParams]:
+    """Quantization parameters of the graph inputs and every unit output: calibrated, or a
+    ``pass`` unit's input's; fills ``stats`` in place."""
     own = list(g.input_names)
     inherit: dict[str, str] = {}
     for u in units:
-        if u.node.op_type in _PASS_OPS:
+        if pattern(u.node).ptq == "pass":
             inherit[u.out] = u.node.inputs[0]
         else:
             own.append(u.out)
-    stats = {}
-    if weight_bits <= 4:  # statistics for error-compensating rounding (see _round_weights)
-        for u in units:
-            if u.node.op_type in ("Gemm", "MatMul"):
-                stats[u.node.inputs[0]] = "gram"
-            elif u.node.op_type == "Conv":
-                stats[u.node.inputs[0]] = "mean"
     ranges = collect_ranges(g, feeds, own, method, progress, stats)
     qp: dict[str, QParams] = {t: act_qparams(*ranges[t], act_bits, t) for t in own}
     for u in units:  # topological: a pass unit's input already has its parameters
         if u.out in inherit:
             qp[u.out] = qp[inherit[u.out]]
-    return _write(graph, g, units, qp, weight_bits, act_bits, per_channel, method, stats, parts.tail)
+    return qp
 
 
-def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], weight_bits: int,
-           act_bits: int, per_channel: bool, method: str, stats: dict, tail: Graph | None) -> onnx.ModelProto:
-    names = FreshNames(g)
-    outputs = set(g.output_names)
-    nodes: list[onnx.NodeProto] = []
-    inits: list[onnx.TensorProto] = []
-    dq_name: dict[str, str] = {}  # float tensor -> its dequantized copy
+def _attrs(node: Node) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in node.attrs.items()}
 
-    def qdq(t: str, produced_as: str) -> None:
-        p = qp[t]
+
+class _Writer:
+    """The QDQ core's nodes and initializers, written one unit at a time in graph order."""
+
+    def __init__(self, g: Graph, qp: dict[str, QParams], weight_bits: int, per_channel: bool, stats: dict):
+        self.g, self.qp, self.weight_bits, self.per_channel, self.stats = g, qp, weight_bits, per_channel, stats
+        self.names = FreshNames(g)
+        self.outputs = set(g.output_names)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.dq_name: dict[str, str] = {}  # float tensor -> its dequantized copy
+
+    def qdq(self, t: str, produced_as: str) -> None:
+        """``QuantizeLinear -> DequantizeLinear`` of tensor ``t`` (made as ``produced_as``) with its
+        calibrated parameters; the dequantized copy keeps the name ``t`` when it is a graph output."""
+        p, names = self.qp[t], self.names
         sn, zn = names.fresh(f"{t}_scale"), names.fresh(f"{t}_zero_point")
-        inits.extend([_tensor(sn, p.scale, TensorProto.FLOAT), _tensor(zn, p.zero_point, p.onnx_type, [])])
+        self.inits.extend([_tensor(sn, p.scale, TensorProto.FLOAT), _tensor(zn, p.zero_point, p.onnx_type, [])])
         qn = names.fresh(f"{t}_quantized")
-        dn = t if t in outputs else names.fresh(f"{t}_dequantized")
-        nodes.append(helper.make_node("QuantizeLinear", [produced_as, sn, zn], [qn], name=names.fresh(f"{t}_QuantizeLinear")))
-        nodes.append(helper.make_node("DequantizeLinear", [qn, sn, zn], [dn], name=names.fresh(f"{t}_DequantizeLinear")))
-        dq_name[t] = dn
+        dn = t if t in self.outputs else names.fresh(f"{t}_dequantized")
+        self.nodes.append(helper.make_node("QuantizeLinear", [produced_as, sn, zn], [qn],
+                                           name=names.fresh(f"{t}_QuantizeLinear")))
+        self.nodes.append(helper.make_node("DequantizeLinear", [qn, sn, zn], [dn],
+                                           name=names.fresh(f"{t}_DequantizeLinear")))
+        self.dq_name[t] = dn
 
-    def attrs(node: Node) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in node.attrs.items()}
-
-    for t in g.input_names:
-        qdq(t, t)
-    n_layers = 0
-    for u in units:
-        node = u.node
-        ins = list(node.inputs)
-        label = f"node {node.name!r} ({node.op_type})"
-        if node.op_type in ("Conv", "Gemm", "MatMul"):
-            n_layers += 1
-            x = ins[0]
-            if x not in dq_name:
-                raise UnsupportedError(f"{label}: its input {x!r} is not a quantized activation")
-            w = g.initializers[ins[1]]
-            axis = 1 if node.op_type == "MatMul" else 0
-            min_scale = 0.0
-            if len(ins) > 2 and ins[2]:  # keep round(bias / (s_in * s_w)) inside int32
-                b_abs = np.abs(np.asarray(g.initializers[ins[2]], np.float64))
-                min_scale = (b_abs if per_channel else b_abs.max()) / (float(qp[x].scale) * _BIAS_MAX)
-            wq, ws = weight_qparams(w, weight_bits, per_channel, axis, f"{label} weight", min_scale)
-            bias_fix = None
-            if x in stats:
-                wq, bias_fix = _round_weights(w, wq, ws, axis, weight_bits, stats[x])
-            wtype = TensorProto.INT8 if weight_bits == 8 else TensorProto.INT4
-            wn = names.fresh(f"{ins[1]}_quantized")
-            wsn, wzn = names.fresh(f"{ins[1]}_scale"), names.fresh(f"{ins[1]}_zero_point")
-            inits += [_tensor(wn, wq, wtype), _tensor(wsn, ws, TensorProto.FLOAT),
-                      _tensor(wzn, np.zeros(ws.shape, np.int64), wtype)]
-            wdq = names.fresh(f"{ins[1]}_dequantized")
-            ch_attr = {"axis": axis} if ws.ndim else {}
-            nodes.append(helper.make_node("DequantizeLinear", [wn, wsn, wzn], [wdq],
-                                          name=names.fresh(f"{ins[1]}_DequantizeLinear"), **ch_attr))
-            new_ins = [dq_name[x], wdq]
-            if len(ins) > 2 and ins[2]:
-                b = np.asarray(g.initializers[ins[2]], np.float64)
-                if bias_fix is not None:
-                    b = b + bias_fix
-                bs = _check_scale(qp[x].scale * ws, f"{label} bias")  # float32 product
-                bq = np.rint(b / bs.astype(np.float64))
-                if np.any(np.abs(bq) > (1 << 31) - 1):
-                    raise ModelError(f"{label}: bias does not fit int32 at scale s_in * s_w "
-                                     f"(max |bias/scale| = {float(np.max(np.abs(bq))):.3g})")
-                bn = names.fresh(f"{ins[2]}_quantized")
-                bsn, bzn = names.fresh(f"{ins[2]}_scale"), names.fresh(f"{ins[2]}_zero_point")
-                inits += [_tensor(bn, bq, TensorProto.INT32), _tensor(bsn, bs, TensorProto.FLOAT),
-                          _tensor(bzn, np.zeros(bs.shape, np.int64), TensorProto.INT32)]
-                bdq = names.fresh(f"{ins[2]}_dequantized")
-                nodes.append(helper.make_node("DequantizeLinear", [bn, bsn, bzn], [bdq],
-                                              name=names.fresh(f"{ins[2]}_DequantizeLinear"), **ch_attr))
-                new_ins.append(bdq)
-        else:
-            new_ins = []
-            for i, name in enumerate(ins):
-                if not name:  # an omitted optional input (Resize's roi)
-                    new_ins.append(name)
-                elif name in dq_name:
-                    new_ins.append(dq_name[name])
-                elif name in g.initializers and node.op_type in _PARAM_OPS and (i > 0 or node.op_type == "Mul"):
-                    new_ins.append(name)
-                    inits.append(numpy_helper.from_array(np.asarray(g.initializers[name]), name))
-                else:
-                    raise UnsupportedError(f"{label}: its input {name!r} is not a quantized activation")
+    def unit(self, u: _Unit) -> None:
+        """One unit: its node on dequantized inputs, the ops fused after it, its output quantizer."""
+        node, spec = u.node, pattern(u.node)
+        ins = self.linear_inputs(node, spec.linear) if spec.linear else self.plain_inputs(node, spec.const_inputs)
         # the unit's float output gets a fresh name when the dequantized copy must carry the original
-        float_out = names.fresh(f"{u.out}_float") if u.out in outputs else u.out
-        mid = names.fresh(f"{node.outputs[0]}_preact") if u.acts else float_out
-        op_type, node_attrs = node.op_type, attrs(node)
-        if op_type == "Upsample":  # removed from opset 10 on: the same nearest mapping as a Resize
-            op_type, new_ins, node_attrs = _upsample_as_resize(node, new_ins, g, inits, names)
-        nodes.append(helper.make_node(op_type, new_ins, [mid], name=node.name or names.fresh(node.op_type),
-                                      **node_attrs))
-        prev = mid
-        for k, act in enumerate(u.acts):
-            dst = float_out if k == len(u.acts) - 1 else names.fresh(f"{act.outputs[0]}_preact")
-            act_ins = [prev] + list(act.inputs[1:])
-            for extra in act_ins[1:]:
-                if extra:
-                    inits.append(numpy_helper.from_array(np.asarray(g.initializers[extra], np.float32), extra))
-            nodes.append(helper.make_node(act.op_type, act_ins, [dst], name=act.name or names.fresh(act.op_type),
-                                          **attrs(act)))
-            prev = dst
-        qdq(u.out, float_out)
+        float_out = self.names.fresh(f"{u.out}_float") if u.out in self.outputs else u.out
+        mid = self.names.fresh(f"{node.outputs[0]}_preact") if u.fused else float_out
+        self.nodes.append(helper.make_node(node.op_type, ins, [mid], name=node.name or self.names.fresh(node.op_type),
+                                           **_attrs(node)))
+        self.fused(u.fused, mid, float_out)
+        self.qdq(u.out, float_out)
 
+    def activation(self, node: Node, name: str) -> str:
+        """The dequantized copy of ``node``'s input ``name``."""
+        if name not in self.dq_name:
+            raise UnsupportedError(f"node {node.name!r} ({node.op_type}): its input {name!r} is not a quantized "
+                                   "activation")
+        return self.dq_name[name]
+
+    def plain_inputs(self, node: Node, const_inputs: int | None) -> list[str]:
+        """Dequantized activations; constants where the op declares them (written as they are)."""
+        ins = []
+        for i, name in enumerate(node.inputs):
+            if not name or name in self.dq_name:  # "": an omitted optional input (Resize's roi)
+                ins.append(self.dq_name.get(name, name))
+            elif name in self.g.initializers and const_inputs is not None and i >= const_inputs:
+                self.inits.append(numpy_helper.from_array(np.asarray(self.g.initializers[name]), name))
+                ins.append(name)
+            else:
+                ins.append(self.activation(node, name))
+        return ins
+
+    def linear_inputs(self, node: Node, form: Linear) -> list[str]:
+        """A linear layer's inputs: the dequantized activation, its weight quantized (symmetric,
+        per tensor or per output channel) and its bias as int32 at scale ``s_in * s_w``."""
+        ins, label = node.inputs, f"node {node.name!r} ({node.op_type})"
+        x = ins[0]
+        dx = self.activation(node, x)
+        bias = ins[form.bias] if form.bias is not None and len(ins) > form.bias and ins[form.bias] else None
+        w = self.g.initializers[ins[form.weight]]
+        min_scale = 0.0
+        if bias:  # keep round(bias / (s_in * s_w)) inside int32
+            b_abs = np.abs(np.asarray(self.g.initializers[bias], np.float64))
+            min_scale = (b_abs if self.per_channel else b_abs.max()) / (float(self.qp[x].scale) * _BIAS_MAX)
+        wq, ws = weight_qparams(w, self.weight_bits, self.per_channel, form.axis, f"{label} weight", min_scale)
+        bias_fix = None
+        if x in self.stats:
+            wq, bias_fix = _round_weights(w, wq, ws, form.axis, self.weight_bits, self.stats[x])
+        wtype = TensorProto.INT8 if self.weight_bits == 8 else TensorProto.INT4
+        new_ins = [dx, self.dequantized_const(ins[form.weight], wq, ws, wtype, form.axis)]
+        if bias:
+            new_ins.append(self.int32_bias(label, bias, bias_fix, self.qp[x].scale * ws))
+        return new_ins
+
+    def int32_bias(self, label: str, name: str, fix, scale) -> str:
+        """The bias constant ``name`` (plus the rounding correction ``fix``) as int32 at ``scale``."""
+        b = np.asarray(self.g.initializers[name], np.float64)
+        if fix is not None:
+            b = b + fix
+        bs = _check_scale(scale, f"{label} bias")  # float32 product
+        bq = np.rint(b / bs.astype(np.float64))
+        if np.any(np.abs(bq) > (1 << 31) - 1):
+            raise ModelError(f"{label}: bias does not fit int32 at scale s_in * s_w "
+                             f"(max |bias/scale| = {float(np.max(np.abs(bq))):.3g})")
+        return self.dequantized_const(name, bq, bs, TensorProto.INT32, 0)
+
+    def dequantized_const(self, name: str, q, scale: np.ndarray, qtype: int, axis: int) -> str:
+        """Integers ``q`` stored as ``qtype`` with zero point 0, read through a DequantizeLinear
+        (along ``axis`` when ``scale`` is per channel); returns the dequantized tensor's name."""
+        names = self.names
+        qn, sn, zn = (names.fresh(f"{name}_{s}") for s in ("quantized", "scale", "zero_point"))
+        self.inits += [_tensor(qn, q, qtype), _tensor(sn, scale, TensorProto.FLOAT),
+                       _tensor(zn, np.zeros(scale.shape, np.int64), qtype)]
+        dq = names.fresh(f"{name}_dequantized")
+        self.nodes.append(helper.make_node("DequantizeLinear", [qn, sn, zn], [dq],
+                                           name=names.fresh(f"{name}_DequantizeLinear"),
+                                           **({"axis": axis} if scale.ndim else {})))
+        return dq
+
+    def fused(self, ops: tuple[Node, ...], mid: str, float_out: str) -> None:
+        """The ops fused after a unit's node, from ``mid`` to ``float_out``; their constant inputs
+        stay float32."""
+        prev = mid
+        for k, op in enumerate(ops):
+            dst = float_out if k == len(ops) - 1 else self.names.fresh(f"{op.outputs[0]}_preact")
+            op_ins = [prev] + list(op.inputs[1:])
+            for extra in op_ins[1:]:
+                if extra:
+                    value = np.asarray(self.g.initializers[extra], np.float32)
+                    self.inits.append(numpy_helper.from_array(value, extra))
+            self.nodes.append(helper.make_node(op.op_type, op_ins, [dst], name=op.name or self.names.fresh(op.op_type),
+                                               **_attrs(op)))
+            prev = dst
+
+
+def _model(orig: Graph, writer: _Writer, weight_bits: int, act_bits: int, per_channel: bool, method: str,
+           tail: Graph | None) -> onnx.ModelProto:
+    """The QDQ model: the written core, then the host's float tail as the model has it; opset
+    and IR version as 4-bit types need; the quantizer's options in the metadata; checked."""
+    nodes, inits = list(writer.nodes), list(writer.inits)
     four = weight_bits == 4 or act_bits == 4
     opset = max(int(orig.opsets.get("", 13)), 21 if four else 13)
-    outputs = [helper.make_tensor_value_info(v.name, TensorProto.FLOAT, list(v.shape) if v.shape is not None else None)
-               for v in orig.outputs]
-    if tail is not None:  # the host's float part, as the model has it, after the quantized core
+    outputs = [_float_info(v) for v in orig.outputs]
+    if tail is not None:
         rest = to_model(tail).graph
         nodes.extend(rest.node)
         inits.extend(rest.initializer)
         outputs = list(rest.output)
-    graph = helper.make_graph(
-        nodes, (orig.name or "model") + "_qdq",
-        [helper.make_tensor_value_info(v.name, TensorProto.FLOAT, list(v.shape) if v.shape is not None else None)
-         for v in orig.inputs],
-        outputs, _dedupe(inits))
+    graph = helper.make_graph(nodes, (orig.name or "model") + "_qdq", [_float_info(v) for v in orig.inputs],
+                              outputs, _dedupe(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="onnx2hw", producer_version="0.1")
     model.ir_version = max(int(orig.ir_version or 0), 10 if four else 7)
@@ -462,20 +488,8 @@ def _write(orig: Graph, g: Graph, units: list[_Unit], qp: dict[str, QParams], we
     return model
 
 
-def _upsample_as_resize(node: Node, ins: list, g: Graph, inits: list, names) -> tuple[str, list, dict]:
-    """Upsample (nearest; opset 7 scales attribute, opset 9 scales input) as the equivalent
-    Resize-13: asymmetric coordinates, nearest_mode floor (ONNX's Upsample semantics)."""
-    mode = node.attr("mode", "nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if mode != "nearest":
-        raise UnsupportedError(f"node {node.name!r} (Upsample): mode {mode!r} is not supported (only nearest)")
-    if node.since_version < 9:
-        sn = names.fresh(f"{node.name or 'upsample'}_scales")
-        inits.append(_tensor(sn, np.asarray(node.attr("scales"), np.float32), TensorProto.FLOAT))
-    else:
-        sn = ins[1]
-    return "Resize", [ins[0], "", sn], {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
-                                       "nearest_mode": "floor"}
+def _float_info(v) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(v.name, TensorProto.FLOAT, list(v.shape) if v.shape is not None else None)
 
 
 def _dedupe(inits: list[onnx.TensorProto]) -> list[onnx.TensorProto]:
