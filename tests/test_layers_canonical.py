@@ -115,3 +115,20 @@ def test_prepare_removes_views_but_keeps_an_identity_that_makes_an_output():
                         helper.make_node("Identity", ["y"], ["z"], name="out")],
                        {}, ["N", 4], ["N", 4], outputs=("z",)))
     assert [(n.op_type, n.inputs) for n in g.nodes] == [("Relu", ("x",)), ("Identity", ("y",))]
+
+
+def test_a_constant_map_does_not_fold_into_a_layer_a_later_node_also_reads():
+    """Conv -> h, Mul(h, c) -> m, Add(h, m): h is read after the Mul too, so the Mul stays a
+    node of its own and the graph keeps computing h (and quantizes: the float graph equals it)."""
+    from onnx2hw.golden import execute
+
+    rng = np.random.default_rng(3)
+    inits = {"w": rng.standard_normal((3, 2, 1, 1)), "b": rng.standard_normal(3), "c": [[[2.0]], [[0.5]], [[4.0]]]}
+    g = _graph([helper.make_node("Conv", ["x", "w", "b"], ["h"], name="conv"),
+                helper.make_node("Mul", ["h", "c"], ["m"], name="mul"),
+                helper.make_node("Add", ["h", "m"], ["y"], name="add")], inits, ["N", 2, 4, 4], ["N", 3, 4, 4])
+    p = prepare(g)
+    assert [n.op_type for n in p.nodes] == ["Conv", "Mul", "Add"]
+    x = rng.standard_normal((2, 2, 4, 4)).astype(np.float32)
+    want = execute(g, {"x": x})["y"]
+    np.testing.assert_allclose(execute(p, {"x": x})["y"], want, rtol=1e-6)

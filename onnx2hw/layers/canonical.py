@@ -66,6 +66,8 @@ class Rewrite:
         self._names = FreshNames(graph)
         self._alias: dict[str, str] = {}
         self._linear_of = linear_of
+        #: the graph's nodes after the one being rewritten (their inputs as written)
+        self.rest: tuple[Node, ...] = ()
 
     def is_output(self, name: str) -> bool:
         return name in self._outputs
@@ -102,9 +104,11 @@ class Rewrite:
 
     def linear_before(self, x: str) -> LinearLayer | None:
         """The linear layer with a bias that made ``x``, when a map of ``x`` may fold into it:
-        ``x`` is no graph output and no canonical node so far reads it; ``None`` otherwise."""
+        ``x`` is no graph output and no other node reads it (no canonical node so far, and none
+        of the nodes still to come, :attr:`rest`); ``None`` otherwise."""
         index = next((i for i, n in enumerate(self.nodes) if x in n.outputs), None)
-        if index is None or x in self._outputs or any(x in n.inputs for n in self.nodes):
+        if index is None or x in self._outputs or any(x in n.inputs for n in self.nodes) \
+                or any(self.source(i) == x for n in self.rest for i in n.inputs if i):
             return None
         node = self.nodes[index]
         form = self._linear_of(node)

@@ -67,7 +67,8 @@ def prepare(graph: Graph) -> Graph:
     """Canonical float graph (see module docstring); raises on unsupported content."""
     check_float_model(graph)
     rw = Rewrite(graph, lambda node: pattern(node).linear)
-    for node in graph.nodes:
+    for k, node in enumerate(graph.nodes):
+        rw.rest = graph.nodes[k + 1:]
         node = dataclasses.replace(node, inputs=tuple(rw.source(i) if i else i for i in node.inputs))
         canonical = pattern(node).canonical
         node = canonical(node, rw) if canonical else node
