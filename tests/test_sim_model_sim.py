@@ -37,17 +37,24 @@ def _inputs(g, n, seed=0):
     return np.random.default_rng(seed).integers(spec.dtype.lo, spec.dtype.hi + 1, (n,) + spec.shape)
 
 
+def _assert_pysim_bit_exact(p, x, seed):
+    """The pipeline ``p`` in Amaranth's simulator under random stalls equals the golden integer
+    executor on the two inputs ``x``."""
+    g = p.graph
+    want = execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
+    li, lo = p.input_link, p.output_link
+    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
+                        src_pause="random", sink_pause="random", seed=seed, check_comb=False, idle_limit=1 << 20)
+    np.testing.assert_array_equal(from_transfers(out["o"], 2, g.output_specs[0].shape), want)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model", list(EXAMPLES))
 def test_example_bit_exact_pysim(model):
     p = _pipeline(model, EXAMPLES[model])
     g = p.graph
     x = _inputs(g, 2, seed=len(model))
-    want = execute_integer(g, {g.input_specs[0].name: x})[g.output_specs[0].name]
-    li, lo = p.input_link, p.output_link
-    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
-                        src_pause="random", sink_pause="random", seed=1, check_comb=False, idle_limit=1 << 20)
-    np.testing.assert_array_equal(from_transfers(out["o"], 2, g.output_specs[0].shape), want)
+    _assert_pysim_bit_exact(p, x, seed=1)
 
 
 @pytest.mark.slow
@@ -71,11 +78,7 @@ def test_qoperator_model_bit_exact_pysim(tmp_path):
     assert ig.source == "qoperator"
     p = compile_pipeline(ig, target_cycles=6000)
     x = _inputs(ig, 2, seed=5)
-    want = execute_integer(ig, {ig.input_specs[0].name: x})[ig.output_specs[0].name]
-    li, lo = p.input_link, p.output_link
-    got, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 2},
-                        src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
-    np.testing.assert_array_equal(from_transfers(got["o"], 2, ig.output_specs[0].shape), want)
+    _assert_pysim_bit_exact(p, x, seed=2)
 
 
 @pytest.mark.sim
