@@ -1,4 +1,5 @@
-"""A seeded mutation fuzzer over the example models: every mutant goes through load, inspect,
+"""A seeded mutation fuzzer over the example models (attributes, initializers, shapes, wiring, op and
+element types, and the quantizers' inputs and axes): every mutant goes through load, inspect,
 import or quantize, and compile (no simulation), and must either succeed or raise one
 ``ModelError`` naming what is wrong -- never another exception (a traceback for the user)."""
 from __future__ import annotations
@@ -23,6 +24,9 @@ MODELS = {"digits_mlp_int8.onnx": None, "digits_cnn_int8.onnx": None, "digits_cn
 MUTANTS_PER_MODEL = 80
 
 _INT_VALUES = (0, -1, 1, 2, 3, 7, 1 << 20, -(1 << 31))
+#: axis values a quantizer may be given: in range, negative, just past the rank, far past it
+_AXES = (1, -1, 4, -5, 1 << 40, -(1 << 40))
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 
 def _calib(name: str | None) -> dict | None:
@@ -35,7 +39,8 @@ def _calib(name: str | None) -> dict | None:
 def _mutate(model: onnx.ModelProto, rng: np.random.Generator) -> str:
     """Apply one random mutation in place; returns what was done (for the failure message)."""
     g = model.graph
-    kind = rng.integers(8)
+    qdq = [n for n in g.node if n.op_type in _QDQ]
+    kind = rng.integers(10 if qdq else 8)   # the quantizers' own mutations twice as likely as the others
     if kind == 0 and g.node:  # an int / ints attribute
         node = g.node[rng.integers(len(g.node))]
         ints = [a for a in node.attribute if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS)]
@@ -103,7 +108,34 @@ def _mutate(model: onnx.ModelProto, rng: np.random.Generator) -> str:
         vi.type.tensor_type.elem_type = int(rng.choice([TensorProto.DOUBLE, TensorProto.INT8, TensorProto.FLOAT16,
                                                         TensorProto.STRING]))
         return f"elem type of {vi.name}"
+    if kind >= 8:  # a quantizer, half the time one of a constant (weights, biases)
+        consts = {i.name for i in g.initializer}
+        if rng.random() < 0.5:
+            qdq = [n for n in qdq if n.input and n.input[0] in consts] or qdq
+        node = qdq[rng.integers(len(qdq))]
+        return "; ".join(_mutate_quantizer(node, g, rng) for _ in range(int(rng.integers(1, 3))))
     return "unchanged"
+
+
+def _mutate_quantizer(node: onnx.NodeProto, g: onnx.GraphProto, rng: np.random.Generator) -> str:
+    """One change to a QuantizeLinear / DequantizeLinear: a constant as its input, another
+    constant as its scale or zero point (per tensor where it was per axis, or the reverse),
+    or an ``axis`` in or out of range (ignored by the spec for a per-tensor scale)."""
+    choice = rng.integers(3)
+    if choice < 2 and g.initializer:
+        k = 0 if choice == 0 else int(rng.integers(1, 3))
+        while len(node.input) <= k:
+            node.input.append("")
+        node.input[k] = g.initializer[rng.integers(len(g.initializer))].name
+        return f"input {k} of {node.name} -> constant {node.input[k]}"
+    v = int(_AXES[rng.integers(len(_AXES))])
+    for a in node.attribute:
+        if a.name == "axis":
+            a.i = v
+            break
+    else:
+        node.attribute.append(onnx.helper.make_attribute("axis", v))
+    return f"axis of {node.name} -> {v}"
 
 
 def _through_the_flow(data: bytes, calib) -> None:

@@ -1,20 +1,62 @@
-"""The engine of the importers: symbolic interpretation of a quantized ONNX graph.
+"""The API the import side of every layer kind is written against: a :class:`Builder`
+interprets a quantized ONNX graph node by node, calling the handlers the kind modules declare
+(:class:`~onnx2hw.layers.base.Pattern`), and collects the IntegerGraph layers they emit. The
+importers of :mod:`onnx2hw.quant` run one with the handlers of their flavour
+(:func:`onnx2hw.layers.handlers`).
 
-Every ONNX value is interpreted as one of
+Every ONNX value is one of these frozen values (derive new ones with ``dataclasses.replace``):
 
-* :class:`QT`    — an integer tensor of the IntegerGraph (``real=False``) or its dequantized
-  float view ``scale * (q - zero_point)`` (``real=True``); a flatten is a view with a
-  permutation of the NHWC feature order;
-* :class:`QConst` — a quantized constant (weights, bias): integers + scale/zero point;
-* :class:`Const` — a plain constant (scales, shapes, clip bounds);
-* :class:`Acc`   — the float result of a linear layer (dense, conv, average pool, add) that
-  still awaits its output quantizer; ReLU/Clip narrow its real clamp bounds;
-* :class:`FloatIn` — a float model input, awaiting its input quantizer.
+* :class:`QT` -- a tensor of the IntegerGraph: its integer codes (``real=False``, what a
+  QuantizeLinear yields) or their float view ``scale * (q - zp)`` (``real=True``, what a
+  DequantizeLinear yields and a layer reads). ``onnx_shape`` is the ONNX shape without the batch
+  (NCHW unless ``hwc``), the IntegerGraph tensor is NHWC; ``perm`` marks a flattened image;
+* :class:`QConst` -- a quantized constant (weights, bias): integers, scale and zero point;
+* :class:`Const` -- a plain constant (scales, shapes, clip bounds);
+* :class:`FloatIn` -- a model input awaiting the quantizer the host will apply;
+* :class:`Acc` -- the result of a layer (dense, conv, add, a table...) awaiting its output
+  quantizer: the layer is emitted only then, when its output grid is known.
 
-Quantizing an :class:`Acc` emits one IntegerGraph layer (through the ``emit`` function of the
-layer kind that made it). Op handlers are declared by the modules of :mod:`onnx2hw.layers` as
-:class:`~onnx2hw.layers.base.Pattern` s; the importers of :mod:`onnx2hw.quant` run a
-:class:`Builder` with the handlers of their flavour.
+What a kind module takes from here, and what for:
+
+* reading a node: ``b.get(name, node)`` (any value), ``b.const`` / :func:`scalar` (a constant's
+  array), :func:`opt` (an optional input), :func:`need` (the value must be a dequantized
+  :class:`QT` or a :class:`QConst`, else the error every kind gives), ``b.natural`` (an image,
+  not a flattened or channels-last view);
+* QOperator forms (QLinearConv, QLinearAdd...): :func:`real_view` (an input with its scale/zero
+  point inputs), :func:`qconst` (an integer weight with its parameters), :func:`int_view`,
+  :func:`zp_input`, :func:`zp_type` (integer ops' zero points), :func:`quantize_output` (the
+  output scale/zero point inputs quantize the result);
+* linear layers: ``b.fold_weights`` (zero point folded out, per-channel scale), ``b.bias_of``,
+  ``b.clamp_acc`` (a ReLU/Clip after the layer), ``b.requant(acc, target)`` (integer bias and
+  :class:`~onnx2hw.layers.types.Requant` onto a :class:`Target`);
+* emitting: ``b.new_tensor(name, nhwc_shape, dtype)``, ``b.emit(layer, onnx_shape, target)``
+  (or ``b.layers.append`` for a layer that keeps its input's grid, such as MaxPool);
+* checks: :func:`node_error` (the one error form: ``node 'name' (Op): message``),
+  :func:`pads_of` (2-D ``pads``/``auto_pad``/``ceil_mode``), :func:`scale_input` (a constant
+  scaling of a model input folded into the host quantizer), :func:`quant_axis`.
+
+Writing the import side of a new kind, step by step:
+
+1. For each ONNX op, a handler ``_op(b, node)``: read the inputs (``need(node, b.get(...), QT,
+   "input")`` for activations, :class:`QConst` for weights), check attributes, and refuse what the
+   hardware cannot do with ``node_error(node, why, UnsupportedError)`` (a model that breaks the
+   ONNX spec: the default :class:`~onnx2hw.ir.errors.ModelError`).
+2. An op that computes a new value returns ``Acc(kind, emit, node, inputs, onnx_shape, ...)`` with
+   ``b.set(node, acc)``; the QuantizeLinear after it calls ``b.quantize``, which calls the
+   kind's ``emit(b, acc, target)`` once. An op that keeps its input's grid (a max pool, a
+   reshape) emits at once and sets the :class:`QT` of its output.
+3. ``emit`` builds the layer: ``bias, act = b.requant(acc, t)``, ``spec = b.new_tensor(t.name,
+   ..., t.dtype)``, the kind's node class named ``acc.node.name``, ``return b.emit(layer,
+   acc.onnx_shape, t)``.
+4. ``PATTERNS = (Pattern(domain, op_type, hardware, handler, flavours, ptq=...), ...)`` and
+   ``KIND`` in the module; the module in :data:`onnx2hw.layers.KIND_MODULES` and in the
+   independence contract of ``pyproject.toml``.
+
+Invariants: a handler raises only :class:`~onnx2hw.ir.errors.ModelError` (or its subclass
+``UnsupportedError``) for a bad model -- :meth:`Builder.run` names the node in a ``ValueError``
+or ``OverflowError`` of a kind's own checks, anything else is a bug; a layer reads only
+``real=True`` views and writes integer codes; a value, once set, is never changed (handlers
+derive new ones); the kind modules never import each other.
 """
 from __future__ import annotations
 
@@ -33,10 +75,10 @@ from . import types as it
 from ._layout import nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
 
-__all__ = ["QT", "QConst", "Const", "Acc", "FloatIn", "Target", "Builder", "qtype_of", "node_error",
-           "check_only_outputs",
-           "opt", "need", "real_view", "qconst", "zp_type", "scalar", "zp_input", "int_view", "pads_of",
-           "scale_input"]
+__all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "Target", "Value", "Handler",
+           "node_error", "need", "opt", "scalar", "qconst", "real_view", "int_view", "zp_input", "zp_type",
+           "quantize_output", "scale_input", "pads_of", "quant_axis", "along_axis", "qtype_of",
+           "check_only_outputs"]
 
 _ELEM_TYPES = {
     TensorProto.INT4: it.IntType(4, True), TensorProto.UINT4: it.IntType(4, False),
@@ -49,6 +91,7 @@ _NP_TYPES = {"int4": it.IntType(4, True), "uint4": it.IntType(4, False),
 
 
 def node_error(node: Node, message: str, cls=ModelError) -> ModelError:
+    """The error (``cls``: ``ModelError`` or ``UnsupportedError``) ``node 'name' (Op): message``."""
     return cls(f"node {node.name!r} ({node.op_type}): {message}")
 
 
@@ -83,11 +126,8 @@ class QConst:
     dtype: it.IntType
 
     def real(self) -> np.ndarray:
-        shape = [1] * self.q.ndim
-        s, z = self.scale, self.zp
-        if s.size > 1 or z.size > 1:
-            shape[self.axis] = -1
-        return (self.q - z.reshape(shape if z.size > 1 else ())) * s.reshape(shape if s.size > 1 else ())
+        return ((self.q - along_axis(self.zp, self.q.ndim, self.axis))
+                * along_axis(self.scale, self.q.ndim, self.axis))
 
 
 @dataclass(frozen=True)
@@ -117,7 +157,7 @@ class FloatIn:
 class Acc:
     """A pending linear layer; ``scale`` is the real value of one accumulator LSB per channel."""
 
-    kind: str                           # "dense" | "conv" | "avgpool" | "add"
+    kind: str                           # the layer kind that made it: "dense", "conv", "add", ...
     emit: Callable                      # emit(builder, acc, Target) -> QT: the layer kind's emitter
     node: Node
     inputs: tuple[QT, ...]
@@ -352,7 +392,10 @@ class Builder:
         onto the accumulator grid; one multiplier/shift when every channel shares them)."""
         if t.raw:
             return v.bias, None
-        bias = v.bias + np.rint(v.bias_real / v.scale).astype(np.int64)
+        extra = np.rint(v.bias_real / v.scale)
+        if not np.all(np.abs(extra) < 2.0 ** 62):
+            raise node_error(v.node, "the layer's bias is not finite, or too large for any accumulator")
+        bias = v.bias + extra.astype(np.int64)
         m, s = ratio_to_multiplier_shift(v.scale / t.scale, f"node {v.node.name!r} requantization")
         if np.all(m == m[0]) and np.all(s == s[0]):
             m, s = m[:1], s[:1]
@@ -482,8 +525,36 @@ def qconst(b: Builder, node: Node, q_name: str, scale, zp, axis: int) -> QConst:
     q = np.asarray(v.value, dtype=np.int64)
     s = np.asarray(scale, dtype=np.float64).reshape(-1) if np.asarray(scale).ndim else np.asarray(scale, np.float64)
     z = np.zeros_like(s, dtype=np.int64) if zp is None else np.asarray(zp, dtype=np.int64)
-    axis = axis + q.ndim if axis < 0 else axis
-    return QConst(q, s, z, axis, t)
+    return QConst(q, s, z, quant_axis(node, q.shape, s, z, axis), t)
+
+
+def quant_axis(node: Node, shape, scale, zp, axis: int) -> int:
+    """The axis of the quantization parameters ``scale``/``zp`` (``zp`` may be ``None``) of a
+    tensor of ``shape``, in ``0..rank-1``. Parameters of one element each are per tensor and
+    ``axis`` is ignored, as the ONNX spec says (0 is returned); otherwise ``axis`` must name a dim
+    (``-rank..rank-1``) whose length each parameter of more than one element has."""
+    sizes = (int(np.size(scale)), 1 if zp is None else int(np.size(zp)))
+    if max(sizes) == 1:
+        return 0
+    rank = len(shape)
+    if not -rank <= axis < rank:
+        raise node_error(node, f"axis {axis} is out of range for a tensor of rank {rank} (the scale or zero "
+                         f"point has one value per index of that axis)")
+    axis %= rank
+    if any(n not in (1, shape[axis]) for n in sizes):
+        raise node_error(node, f"scale of {sizes[0]} and zero point of {sizes[1]} values for axis {axis} of "
+                         f"length {shape[axis]} (shape {tuple(shape)!r})")
+    return axis
+
+
+def along_axis(values, ndim: int, axis: int) -> np.ndarray:
+    """``values`` (one, or one per index of ``axis``) shaped to broadcast against a tensor of rank ``ndim``."""
+    values = np.asarray(values)
+    if values.size == 1:
+        return values.reshape(())
+    shape = [1] * ndim
+    shape[axis] = -1
+    return values.reshape(shape)
 
 
 def real_view(b: Builder, node: Node, i_x: int, i_s: int, i_zp: int | None) -> QT:
@@ -506,6 +577,8 @@ def real_view(b: Builder, node: Node, i_x: int, i_s: int, i_zp: int | None) -> Q
 
 
 def need(node, x, kind, what):
+    """``x`` when it is a dequantized :class:`QT` (``kind=QT``) or a :class:`QConst`; else the
+    error saying that ``what`` would be a float op between quantized layers."""
     if not isinstance(x, kind):
         raise node_error(node, f"{what} must be {'a dequantized integer tensor' if kind is QT else 'a quantized constant'}"
                          f" (a float op between quantized layers cannot run in hardware)", UnsupportedError)
@@ -515,14 +588,18 @@ def need(node, x, kind, what):
 
 
 def scalar(b: Builder, node: Node, i: int, what: str) -> np.ndarray:
+    """Constant input ``i`` as float64 (``what`` names it in the error when it is not constant)."""
     return np.asarray(b.const(node.inputs[i], node, what), np.float64)
 
 
 def zp_input(b: Builder, node: Node, i: int):
+    """Constant zero point input ``i``, ``None`` when omitted."""
     return b.const(node.inputs[i], node, "zero point") if len(node.inputs) > i and node.inputs[i] else None
 
 
 def int_view(b: Builder, node: Node, zp_index: int) -> QT:
+    """Input 0 of an integer op (MatMulInteger, ConvInteger) as a view of scale 1 with the zero
+    point input ``zp_index``."""
     x = b.get(node.inputs[0], node)
     if not isinstance(x, QT) or x.real:
         raise node_error(node, f"input {node.inputs[0]!r} must be an integer tensor", UnsupportedError)
