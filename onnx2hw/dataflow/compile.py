@@ -97,78 +97,103 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
 
 def _assemble(ig: IntegerGraph, fold: Folding, family: str) -> Pipeline:
     """The pipeline of ``ig`` at the checked folding ``fold``: stages, forks, links and FIFOs."""
-    specs = ig.specs()
-    names = Sanitizer(reserved=(INPUT, OUTPUT))  # stage names never shadow the pseudo stages
-    stages: list[Stage] = []
-    producer: dict[str, tuple[str, int, int, int, bool]] = {}  # tensor -> (stage, port, lanes, bits, signed)
-    in_spec = ig.input_specs[0]
-    # tensor -> [(consuming layer, or None for the pipeline output; port)]: by object, not by
-    # name, so a layer may be called "output"
-    consumers: dict[str, list] = {}
+    a = _Assembly(ig, family)
+    a.add_input(fold)
     for layer in ig.layers:
-        for port, t in enumerate(layer.inputs):
-            consumers.setdefault(t, []).append((layer, port))
-    for t in (s.name for s in ig.output_specs):
-        consumers.setdefault(t, []).append((None, 0))
-    links: list[Link] = []
-    layer_stage: dict[str, Stage] = {}
-
-    def elements(tensor: str) -> int:
-        return int(np.prod(specs[tensor].shape))
-
-    first = next((layer for layer in ig.layers if in_spec.name in layer.inputs), None)
-    if first is None:
-        raise UnsupportedError("the model computes nothing from its input that hardware could build")
-    src_lanes_in = fold_entry(fold[first.name])[1]
-    producer[in_spec.name] = (INPUT, 0, src_lanes_in, elem_shape(in_spec.dtype).width, elem_shape(in_spec.dtype).signed)
-
-    def add_forks(tensor):
-        """Insert Forks so each consumer of ``tensor`` gets its own stream."""
-        src, port, lanes, bits, sg = producer[tensor]
-        cons = consumers.get(tensor, [])
-        sources = [(src, port)]
-        while len(sources) < len(cons):  # a chain of 2-way forks
-            s_name, s_port = sources.pop(0)
-            fk = _fork_stage(names(f"{FORK_OP}_{tensor}"), tensor, lanes, bits, sg, elements(tensor), family)
-            stages.append(fk)
-            links.append(Link(tensor, s_name, fk.name, 0, s_port, lanes, lanes, bits, sg, elements(tensor), LINK_FIFO))
-            sources += [(fk.name, 0), (fk.name, 1)]
-        return sources
-
-    routes: dict[str, list] = {}
-    routes[in_spec.name] = add_forks(in_spec.name)
-    for layer in ig.layers:
-        ins = [specs[n] for n in layer.inputs]
-        p, s, mul = fold_entry(fold[layer.name])
-        st = build_stage(names(layer.name), layer, ins, p, s, family, mul)
-        stages.append(st)
-        layer_stage[layer.name] = st
-        producer[layer.output.name] = (st.name, 0, st.out_lanes, st.out_bits, st.out_signed)
-        routes[layer.output.name] = add_forks(layer.output.name)
-    # connect every consumer to one route of its tensor
-    used: dict[str, int] = {}
-    forked = {t for t, r in routes.items() if len(r) > 1}
-    for tensor, cons in consumers.items():
-        _, _, lanes, bits, sg = producer[tensor]
-        for dst, port in cons:
-            idx = used.get(tensor, 0)
-            used[tensor] = idx + 1
-            src, sport = routes[tensor][idx]
-            dst_stage = None if dst is None else layer_stage[dst.name]
-            dst_name = OUTPUT if dst_stage is None else dst_stage.name
-            dst_lanes = lanes if dst_stage is None else dst_stage.in_lanes[port]
-            n = elements(tensor)
-            depth = LINK_FIFO
-            if tensor in forked:   # the FIFO sits after the width converter: words of dst_lanes
-                depth = -(-n // dst_lanes) + LINK_FIFO
-            elif dst_stage is not None and dst_stage.blocks[0].input_burst:
-                depth = n // dst_lanes + LINK_FIFO
-            links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
-    for link in links:
+        a.add_layer(layer, fold_entry(fold[layer.name]))
+    a.connect()
+    for link in a.links:
         if link.elements % link.src_lanes or link.elements % link.dst_lanes:
             raise ModelError(f"tensor {link.tensor!r}: {link.elements} elements do not divide into lanes "
                              f"{link.src_lanes}/{link.dst_lanes}")
     # the folding built: each layer's (pe, simd) and, where it has one, the product style used
-    return Pipeline(graph=ig, stages=tuple(stages), links=tuple(links), family=family,
+    return Pipeline(graph=ig, stages=tuple(a.stages), links=tuple(a.links), family=family,
                     folding={name: (st.pe, st.simd, st.mul) if st.mul else (st.pe, st.simd)
-                             for name, st in layer_stage.items()})
+                             for name, st in a.layer_stage.items()})
+
+
+class _Assembly:
+    """A pipeline being assembled: stages in graph order (each tensor's forks right after its
+    producer), then one link per consumer of every tensor."""
+
+    def __init__(self, ig: IntegerGraph, family: str):
+        self.ig, self.family = ig, family
+        self.specs = ig.specs()
+        self.names = Sanitizer(reserved=(INPUT, OUTPUT))  # stage names never shadow the pseudo stages
+        self.stages: list[Stage] = []
+        self.links: list[Link] = []
+        self.layer_stage: dict[str, Stage] = {}
+        #: tensor -> (stage, port, lanes, bits, signed)
+        self.producer: dict[str, tuple[str, int, int, int, bool]] = {}
+        #: tensor -> the (stage, port) each of its consumers reads, in consumer order
+        self.routes: dict[str, list] = {}
+        # tensor -> [(consuming layer, or None for the pipeline output; port)]: by object, not
+        # by name, so a layer may be called "output"
+        self.consumers: dict[str, list] = {}
+        for layer in ig.layers:
+            for port, t in enumerate(layer.inputs):
+                self.consumers.setdefault(t, []).append((layer, port))
+        for t in (s.name for s in ig.output_specs):
+            self.consumers.setdefault(t, []).append((None, 0))
+
+    def elements(self, tensor: str) -> int:
+        return int(np.prod(self.specs[tensor].shape))
+
+    def add_input(self, fold: Folding) -> None:
+        """The pipeline input, at the lanes of the first layer that reads it."""
+        in_spec = self.ig.input_specs[0]
+        first = next((layer for layer in self.ig.layers if in_spec.name in layer.inputs), None)
+        if first is None:
+            raise UnsupportedError("the model computes nothing from its input that hardware could build")
+        shape = elem_shape(in_spec.dtype)
+        self.producer[in_spec.name] = (INPUT, 0, fold_entry(fold[first.name])[1], shape.width, shape.signed)
+        self.routes[in_spec.name] = self.add_forks(in_spec.name)
+
+    def add_layer(self, layer, folding) -> None:
+        """The layer's stage at ``folding`` (pe, simd, mul), then the forks of its output."""
+        p, s, mul = folding
+        st = build_stage(self.names(layer.name), layer, [self.specs[n] for n in layer.inputs], p, s,
+                         self.family, mul)
+        self.stages.append(st)
+        self.layer_stage[layer.name] = st
+        self.producer[layer.output.name] = (st.name, 0, st.out_lanes, st.out_bits, st.out_signed)
+        self.routes[layer.output.name] = self.add_forks(layer.output.name)
+
+    def add_forks(self, tensor: str) -> list:
+        """Insert a chain of 2-way Forks so each consumer of ``tensor`` gets its own stream;
+        returns the (stage, port) of every stream."""
+        src, port, lanes, bits, sg = self.producer[tensor]
+        n = self.elements(tensor)
+        sources = [(src, port)]
+        while len(sources) < len(self.consumers.get(tensor, [])):
+            s_name, s_port = sources.pop(0)
+            fk = _fork_stage(self.names(f"{FORK_OP}_{tensor}"), tensor, lanes, bits, sg, n, self.family)
+            self.stages.append(fk)
+            self.links.append(Link(tensor, s_name, fk.name, 0, s_port, lanes, lanes, bits, sg, n, LINK_FIFO))
+            sources += [(fk.name, 0), (fk.name, 1)]
+        return sources
+
+    def connect(self) -> None:
+        """A link from one route of every tensor to each of its consumers."""
+        forked = {t for t, r in self.routes.items() if len(r) > 1}
+        for tensor, cons in self.consumers.items():
+            _, _, lanes, bits, sg = self.producer[tensor]
+            n = self.elements(tensor)
+            for (dst, port), (src, sport) in zip(cons, self.routes[tensor]):
+                dst_stage = None if dst is None else self.layer_stage[dst.name]
+                dst_name = OUTPUT if dst_stage is None else dst_stage.name
+                dst_lanes = lanes if dst_stage is None else dst_stage.in_lanes[port]
+                depth = _fifo_depth(n, dst_lanes, tensor in forked, dst_stage)
+                self.links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
+
+
+def _fifo_depth(elements: int, dst_lanes: int, forked: bool, dst_stage: Stage | None) -> int:
+    """Transfers the FIFO of a link holds: a fork's branch holds its whole tensor (the FIFO sits
+    after the width converter: words of ``dst_lanes``), so the branch consumed later never stalls
+    the other; so does the link into a stage whose first block reads its input in one burst;
+    any other link decouples its neighbours' stalls."""
+    if forked:
+        return -(-elements // dst_lanes) + LINK_FIFO
+    if dst_stage is not None and dst_stage.blocks[0].input_burst:
+        return elements // dst_lanes + LINK_FIFO
+    return LINK_FIFO
