@@ -243,10 +243,49 @@ def test_cli_run_errors(digits_build, tmp_path, capsys):
     np.savez(tmp_path / "x.npz", other=np.zeros((1, 64)), more=np.zeros(1))
     assert main(["run", str(d), "--port", "sim", "--inputs", str(tmp_path / "x.npz")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no array named 'input'" in err
+    assert err.count("\n") == 1 and "missing input(s) 'input'; unknown key(s) 'other', 'more'" in err
     np.savez(tmp_path / "x.npz", input=np.zeros((1, 64), np.float32))
     assert main(["run", str(d), "--port", "/dev/nonexistent-tty", "--inputs", str(tmp_path / "x.npz")]) == 2
     assert "cannot open serial port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arrays, raw, mention", [
+    ({"input": np.full((2, 64), "x")}, False, "input array 'input' has dtype 'str32'; the model input is float32"),
+    ({"input": np.full((2, 64), b"x")}, True, "raw input array 'input' has dtype 'bytes8'; the input takes uint8"),
+    ({"x": np.zeros((2, 64), np.float32), "y": np.zeros(2)}, False, "missing input(s) 'input'"),
+    ({"input": np.zeros((2, 8, 8), np.float32)}, False, "has shape (2, 8, 8); the input has rank 2 ([N, 64])"),
+    ({"input": np.zeros((2, 65), np.uint8)}, True, "has shape (2, 65); the input is [N, 64] (dim 1 must be 64)"),
+    ({"input": np.full((2, 64), -1)}, True, "has values outside uint8 [0, 255]"),
+])
+def test_cli_run_input_errors_are_one_line(digits_build, tmp_path, capsys, arrays, raw, mention):
+    """Every bad --inputs archive is refused before the board is opened, in the words of `sim`."""
+    from onnx2hw.cli import main
+
+    d, _design = digits_build
+    np.savez(tmp_path / "x.npz", **arrays)
+    argv = ["run", str(d), "--port", "/dev/nonexistent-tty", "--inputs", str(tmp_path / "x.npz")]
+    assert main(argv + ["--raw"] * raw) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1 and not captured.out
+    assert mention in captured.err, captured.err
+
+
+def test_cli_run_takes_a_labelled_test_set(digits_build, tmp_path, capsys):
+    """The inputs are the array named after the model input; other keys (labels) are left alone,
+    and an archive of one array is taken whatever its key."""
+    from onnx2hw.cli import main
+
+    d, design = digits_build
+    with np.load(EXAMPLES / "digits_test.npz") as f:
+        x, label = f["input"][:2], f["label"][:2]
+    for i, arrays in enumerate(({"input": x, "label": label}, {"digits": x})):
+        path = tmp_path / f"x{i}.npz"
+        np.savez(path, **arrays)
+        assert main(["run", str(d), "--port", "sim", "--baud", str(FAST), "--inputs", str(path),
+                     "-o", str(tmp_path / f"y{i}.npz")]) == 0
+        with np.load(tmp_path / f"y{i}.npz") as f:
+            np.testing.assert_array_equal(f["logits"], design.golden({"input": x})["logits"])
+    assert "2 inferences" in capsys.readouterr().out
 
 
 def test_cli_run_link_error_is_one_line(digits_build, tmp_path, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zipfile
 from functools import lru_cache
 
 import numpy as np
@@ -26,9 +27,23 @@ def _arrays(tmp_path, name: str, **arrays) -> str:
     return str(path)
 
 
+def _npy(tmp_path, name: str, array) -> str:
+    path = tmp_path / name
+    np.save(path, array)
+    return str(path)
+
+
 def _file(tmp_path, name: str, data: bytes | str) -> str:
     path = tmp_path / name
     path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return str(path)
+
+
+def _member(tmp_path, name: str, member: str, data: bytes) -> str:
+    """An .npz archive whose ``member`` is not in .npy format (numpy returns it as raw bytes)."""
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(member, data)
     return str(path)
 
 
@@ -153,11 +168,25 @@ CASES = {
                                      _arrays(t, "x.npz", input=GOOD)], "nobuild"),
     "run-build-without-description": lambda t: (["run", str(t), "--port", "sim", "--inputs",
                                                  _arrays(t, "x.npz", input=GOOD)], "accelerator.json"),
-    "run-inputs-wrong-rank": lambda t: (_run(t, GOOD.reshape(2, 8, 8)), "(N, 64)"),
+    "run-inputs-wrong-rank": lambda t: (_run(t, GOOD.reshape(2, 8, 8)), "rank 2 ([N, 64])"),
+    "run-inputs-wrong-shape": lambda t: (_run(t, GOOD[:, :9]), "dim 1 must be 64"),
+    "run-inputs-strings": lambda t: (_run(t, np.full((2, 64), "a")), "dtype 'str32'"),
+    "run-inputs-bytes": lambda t: (_run(t, np.full((2, 64), b"ab")), "dtype 'bytes16'"),
+    "run-inputs-object": lambda t: (_run(t, np.array([None, "x"], dtype=object)), "not a readable NumPy .npz"),
+    "run-inputs-member-not-an-array": lambda t: (["run", _build(t), "--port", "sim", "--inputs",
+                                                  _member(t, "x.npz", "input.npy", b"not an array")],
+                                                 "member 'input' is not a NumPy array"),
+    "run-inputs-missing-key": lambda t: (["run", _build(t), "--port", "sim", "--inputs",
+                                          _arrays(t, "x.npz", x=GOOD, y=GOOD)], "missing input(s) 'input'"),
+    "run-inputs-single-npy": lambda t: (["run", _build(t), "--port", "sim", "--inputs", _npy(t, "x.npy", GOOD)],
+                                        "single .npy array"),
+    "run-raw-inputs-float": lambda t: (_run(t, GOOD, "--raw"), "uint8 integer codes"),
+    "run-raw-inputs-out-of-range": lambda t: (_run(t, np.full((2, 64), 300), "--raw"), "outside uint8 [0, 255]"),
+    "run-raw-inputs-wrong-shape": lambda t: (_run(t, np.zeros((2, 9), np.uint8), "--raw"), "dim 1 must be 64"),
     "run-inputs-nan": lambda t: (_run(t, np.full((2, 64), np.nan, np.float32)), "NaN"),
     "run-inputs-complex": lambda t: (_run(t, GOOD.astype(np.complex64)), "complex64"),
     "run-inputs-int": lambda t: (_run(t, GOOD.astype(np.int16)), "--raw"),
-    "run-inputs-empty": lambda t: (_run(t, GOOD[:0]), "no inferences"),
+    "run-inputs-empty": lambda t: (_run(t, GOOD[:0]), "holds no samples"),
     "run-scale-zero": lambda t: (_run(t, GOOD, scale=0.0), "scale"),
     "run-baud-inf": lambda t: (_run(t, GOOD, "--baud", "inf"), "--baud"),
     "run-output-is-a-directory": lambda t: (_run(t, GOOD, "-o", str(t)), str(t)),
@@ -194,3 +223,28 @@ def test_inputs_are_not_modified(tmp_path, capsys):
     assert main(["quantize", FLOAT_MLP, "--calib", str(calib), "--weight-bits", "3", "-o", str(tmp_path / "q.onnx")])
     capsys.readouterr()
     assert calib.read_bytes() == before and not (tmp_path / "q.onnx").exists()
+
+
+#: bad input archives -> the arrays in them (or the raw bytes of a member named ``input.npy``)
+BAD_INPUTS = {
+    "strings": {"input": np.full((2, 64), "a")},
+    "member-not-an-array": b"not an array",
+    "missing-key": {"x": GOOD, "y": GOOD},
+    "wrong-shape": {"input": GOOD[:, :9]},
+    "wrong-rank": {"input": GOOD[0]},
+    "nan": {"input": np.full((2, 64), np.nan, np.float32)},
+    "empty": {"input": GOOD[:0]},
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_run_and_sim_word_input_errors_alike(case, tmp_path, capsys):
+    """`run` reads and checks its inputs as `sim` does: the same error line for the same file."""
+    content = BAD_INPUTS[case]
+    path = _member(tmp_path, "x.npz", "input.npy", content) if isinstance(content, bytes) else \
+        _arrays(tmp_path, "x.npz", **content)
+    errors = []
+    for argv in (["sim", MLP, "--inputs", path], ["run", _build(tmp_path), "--port", "sim", "--inputs", path]):
+        assert main(argv) == 2
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1] and errors[0].startswith("error: ") and errors[0].count("\n") == 1, errors

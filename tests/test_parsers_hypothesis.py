@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from _paths import EXAMPLES
 from onnx2hw.dataflow.fold import load_folding
 from onnx2hw.ir import ModelError, load
-from onnx2hw.quant.calib import check_feeds, load_npz
+from onnx2hw.quant.calib import InputSpec, check_arrays, check_feeds, load_npz
 
 # derandomized: the same examples in every run and on every machine (a seed that changes between
 # runs would make the suite pass on one and fail on the next)
@@ -49,13 +49,18 @@ def test_folding_file_is_checked_or_refused(tmp_path, doc, raw, use_raw):
 
 
 _arrays = hnp.arrays(dtype=st.sampled_from([np.float32, np.float64, np.float16, np.int8, np.uint8, np.int64,
-                                            np.complex64, np.bool_]),
+                                            np.complex64, np.bool_, np.dtype("U3"), np.dtype("S3")]),
                      shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
 
 
-def _npz_bytes(arrays: dict) -> bytes:
+def _npz_bytes(arrays: dict, junk: bytes | None = None) -> bytes:
+    """``arrays`` as an .npz archive, plus a member ``junk.npy`` holding ``junk`` (not .npy data:
+    numpy returns such a member as its raw bytes)."""
     buf = io.BytesIO()
     np.savez(buf, **arrays)
+    if junk is not None:
+        with zipfile.ZipFile(buf, "a") as z:
+            z.writestr("junk.npy", junk)
     return buf.getvalue()
 
 
@@ -72,11 +77,12 @@ _model_shaped = hnp.arrays(dtype=st.sampled_from([np.float32, np.float64]),
 @SETTINGS
 @given(arrays=st.dictionaries(st.sampled_from(["input", "x", "other"]), _arrays, max_size=2),
        shaped=st.none() | _model_shaped,
-       cut=st.integers(0, 400), flip=st.integers(0, 400), damage=st.sampled_from(["none", "truncate", "flip"]))
-def test_npz_inputs_are_checked_or_refused(tmp_path, mlp_graph, arrays, shaped, cut, flip, damage):
+       cut=st.integers(0, 400), flip=st.integers(0, 400), damage=st.sampled_from(["none", "truncate", "flip"]),
+       junk=st.none() | st.binary(max_size=16))
+def test_npz_inputs_are_checked_or_refused(tmp_path, mlp_graph, arrays, shaped, cut, flip, damage, junk):
     if shaped is not None:
         arrays = {**arrays, "input": shaped}
-    data = _npz_bytes(arrays)
+    data = _npz_bytes(arrays, junk)
     if damage == "truncate":
         data = data[:cut]
     elif damage == "flip" and data:
@@ -109,3 +115,23 @@ def test_npz_never_unpickles(tmp_path, mlp_graph):
         load_npz(path)
     with zipfile.ZipFile(path) as z:
         assert z.namelist() == ["input.npy"]
+
+
+_CODES = InputSpec("input", ("N", 4, 3), ("int4", -8, 7))
+
+
+@SETTINGS
+@given(x=_arrays | hnp.arrays(np.int64, st.tuples(st.integers(0, 2), st.just(4), st.just(3)),
+                              elements=st.integers(-9, 9)),
+       others=st.booleans())
+def test_integer_code_inputs_are_checked_or_refused(x, others):
+    """An input of integer codes (a model that takes them, ``run --raw``) takes integers of its
+    type's range in its shape, and nothing else."""
+    try:
+        out = check_arrays({"input": x, "label": np.zeros(1)}, [_CODES], "raw input", others=others)
+    except ModelError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("raw input ")
+        return
+    assert others and out["input"].dtype == np.int8 and out["input"].shape[1:] == (4, 3)
+    assert out["input"].shape[0] >= 1 and out["input"].min() >= -8 and out["input"].max() <= 7
+    np.testing.assert_array_equal(out["input"], x)

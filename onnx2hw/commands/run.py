@@ -9,8 +9,10 @@ import sys
 
 import numpy as np
 
+from ..build_info import host_converters
 from ..driver import Accelerator, LinkError, read_build_info
 from ..files import save_npz
+from ..quant.calib import InputSpec, check_arrays, load_npz
 from . import UsageError
 
 HELP = "run inferences on a built accelerator through its serial link (or --port sim)"
@@ -39,19 +41,34 @@ def configure(parser):
                              "run's bytes, with a margin for retries)")
 
 
-def _load_inputs(path, info, raw):
+def _input_spec(info: dict, raw: bool) -> InputSpec:
+    """What ``--inputs`` holds: the model's input (float, or the integer codes of a model that
+    takes them), or with ``--raw`` the accelerator's integer input tensor (NHWC)."""
     q = info["quant"]["input"]
-    try:
-        with np.load(path) as f:
-            arrays = {k: f[k] for k in f.files}
-    except Exception as e:  # noqa: BLE001 - a damaged archive may raise anything zipfile/zlib raise
-        raise UsageError(f"cannot read {path!r} as .npz: {e}") from None
-    for key in (q["name"], q["tensor"]):
-        if key in arrays:
-            return arrays[key]
-    if len(arrays) == 1:
-        return next(iter(arrays.values()))
-    raise UsageError(f"{path!r} has no array named {q['name']!r} (has {', '.join(sorted(arrays)) or 'none'})")
+    quantizer = host_converters(info["quant"])[0]
+    t, shape = quantizer.dtype, tuple(q["shape"])
+    if raw:
+        return InputSpec(q["name"], ("N", *shape), (str(t), t.lo, t.hi))
+    if q.get("model_shape"):
+        shape = tuple(q["model_shape"])
+    elif q["nchw_to_nhwc"]:   # the model's image is NCHW; the hardware's tensor is (H, W, C)
+        shape = (shape[2], shape[0], shape[1])
+    return InputSpec(q["name"], ("N", *shape), (str(t), *quantizer.clamp) if quantizer.integer_input else None)
+
+
+def _load_inputs(path: str, info: dict, raw: bool) -> np.ndarray:
+    """The checked inputs in ``path`` (read and checked as every verb's data; other keys, such as
+    the labels of a test set, are left alone): the array named after the model's input (or its
+    hardware tensor), or the archive's only array."""
+    spec = _input_spec(info, raw)
+    arrays = load_npz(path, "input")
+    if spec.name not in arrays:
+        tensor = info["quant"]["input"]["tensor"]
+        key = tensor if tensor in arrays else next(iter(arrays)) if len(arrays) == 1 else None
+        if key is not None:
+            arrays = {spec.name: arrays[key]}
+    hint = "; integer tensors for the hardware need --raw" if spec.codes is None else ""
+    return check_arrays(arrays, [spec], "raw input" if raw else "input", others=True, float_hint=hint)[spec.name]
 
 
 def _selftest(args, info) -> int:
@@ -87,8 +104,6 @@ def run(args) -> int:
     if not args.inputs:
         raise UsageError("--inputs X.npz is required (or --selftest)")
     x = _load_inputs(args.inputs, info, args.raw)
-    if x.ndim < 1 or len(x) == 0:
-        raise UsageError(f"{args.inputs!r}: no inferences (empty batch)")
     if args.batch is not None and args.batch < 1:
         raise UsageError(f"--batch must be at least 1, not {args.batch!r}")
     if args.retries < 0:

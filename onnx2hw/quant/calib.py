@@ -1,8 +1,11 @@
-"""Calibration data checks and activation-range collection (private to :mod:`onnx2hw.quant.ptq`)."""
+"""Every verb's input data read and checked (:func:`load_npz`, :func:`check_arrays`: calibration
+data, inputs of ``sim``, ``run`` and ``accuracy``), and the activation-range collection of
+:mod:`onnx2hw.quant.ptq`."""
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -12,7 +15,8 @@ from ..golden.host import batches, fixed_batch
 from ..ir.errors import ModelError
 from ..ir.graph import Graph
 
-__all__ = ["load_npz", "check_feeds", "collect_ranges", "fixed_batch", "METHODS", "PERCENTILE"]
+__all__ = ["load_npz", "InputSpec", "input_specs", "check_arrays", "check_feeds", "collect_ranges", "fixed_batch",
+           "METHODS", "PERCENTILE"]
 
 METHODS = ("minmax", "percentile")
 #: percentile of |x| (or of x for non-negative tensors) used by ``method="percentile"``
@@ -24,7 +28,8 @@ _KEEP = 1 << 21
 
 
 def load_npz(path: str | os.PathLike, what: str = "calibration") -> dict[str, np.ndarray]:
-    """Read an ``.npz`` of ``what`` data (no pickles) into a dict."""
+    """Read an ``.npz`` of ``what`` data (no pickles) into a dict of arrays: the one reader of
+    every verb's data files (check the arrays with :func:`check_arrays`)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ModelError(f"{what} file {path!r} does not exist")
@@ -34,31 +39,64 @@ def load_npz(path: str | os.PathLike, what: str = "calibration") -> dict[str, np
             raise ModelError(f"{what} file {path!r} is a single .npy array, not an .npz archive "
                              "keyed by the model's input names")
         with data:
-            return {k: data[k] for k in data.files}
+            arrays = {k: data[k] for k in data.files}
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure to parse the user's file (zipfile raises
         # NotImplementedError for odd compression flags, zlib.error for damaged data): one line
         raise ModelError(f"{what} file {path!r} is not a readable NumPy .npz archive "
                          f"({type(exc).__name__}: {exc})") from None
+    for k, v in arrays.items():  # numpy returns a member that is not in .npy format as its raw bytes
+        if not isinstance(v, np.ndarray):
+            raise ModelError(f"{what} file {path!r}: member {k!r} is not a NumPy array")
+    return arrays
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the array fed to one input must be: ``shape`` batch first (``None`` or a name for a
+    free dim; ``None`` for no shape at all), and ``codes``, the integer type ``(name, lo, hi)`` of
+    an input that takes integer codes (``None``: a float input)."""
+
+    name: str
+    shape: tuple | None
+    codes: tuple[str, int, int] | None = None
 
 
 #: integer model input types (ONNX elem_type -> numpy dtype): the feeds are the integer codes
 _INT_INPUTS = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16"}
 
 
-def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "calibration") -> dict[str, np.ndarray]:
-    """Match ``what`` arrays (calibration, input) to the model inputs by name, rank, fixed dims,
-    dtype and finite values.
+def input_specs(graph: Graph) -> list[InputSpec]:
+    """The :class:`InputSpec` of each input of ``graph``."""
+    specs = []
+    for vi in graph.inputs:
+        t = _INT_INPUTS.get(vi.elem_type)   # a model that takes integer codes (TFLite int8)
+        codes = None if t is None else (t, int(np.iinfo(t).min), int(np.iinfo(t).max))
+        specs.append(InputSpec(vi.name, None if vi.shape is None else tuple(vi.shape), codes))
+    return specs
 
-    Returns float32 arrays (any real floating dtype is converted: float64 and float16 are safe
-    here, the model computes in float32); integer, boolean and complex arrays are refused. The
-    leading (batch) dim must agree across inputs and be >= 1.
+
+def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "calibration") -> dict[str, np.ndarray]:
+    """:func:`check_arrays` against the inputs of ``graph``: one array per input, no other keys."""
+    return check_arrays(feeds, input_specs(graph), what)
+
+
+def check_arrays(feeds: Mapping[str, np.ndarray], inputs: list[InputSpec], what: str = "input", *,
+                 others: bool = False, float_hint: str = "") -> dict[str, np.ndarray]:
+    """The one checker of every verb's input data: ``what`` arrays (calibration, input) matched
+    to ``inputs`` by name, rank, fixed dims, dtype and values; keys that name no input are refused
+    unless ``others``. ``float_hint`` is added to the error for integers given to a float input.
+
+    Returns float32 arrays for float inputs (any real floating dtype is converted: float64 and
+    float16 are safe here, the model computes in float32; integer, boolean and complex arrays are
+    refused) and, for inputs of integer codes, integer arrays whose values lie in the type's
+    range. The leading (batch) dim must agree across inputs and be >= 1.
     """
-    names = graph.input_names
+    names = [spec.name for spec in inputs]
     missing = [n for n in names if n not in feeds]
     extra = [k for k in feeds if k not in names]
-    if missing or extra:
+    if missing or (extra and not others):
         parts = []
         if missing:
             parts.append(f"missing input(s) {', '.join(map(repr, missing))}")
@@ -67,40 +105,54 @@ def check_feeds(feeds: Mapping[str, np.ndarray], graph: Graph, what: str = "cali
         raise ModelError(f"{what} data does not match the model inputs ({'; '.join(parts)}; "
                          f"model inputs: {', '.join(map(repr, names))})")
     out, batch = {}, None
-    for vi in graph.inputs:
-        a = np.asarray(feeds[vi.name])
-        integer = _INT_INPUTS.get(vi.elem_type)  # a model that takes integer codes (TFLite int8)
-        if integer is not None:
-            if a.dtype.kind not in "iu":
-                raise ModelError(f"{what} array {vi.name!r} has dtype {a.dtype.name!r}; the model input is {integer}")
-        elif a.dtype.kind != "f":
-            raise ModelError(f"{what} array {vi.name!r} has dtype {a.dtype.name!r}; "
-                             "the model input is float32")
-        shape = vi.shape
-        if shape is not None:
-            if a.ndim != len(shape):
-                raise ModelError(f"{what} array {vi.name!r} has shape {a.shape!r}; the model input "
-                                 f"has rank {len(shape)} ({_fmt(shape)})")
-            for i, (got, want) in enumerate(zip(a.shape, shape)):
-                if i > 0 and isinstance(want, int) and want > 0 and got != want:
-                    raise ModelError(f"{what} array {vi.name!r} has shape {a.shape!r}; the model "
-                                     f"input is {_fmt(shape)} (dim {i} must be {want})")
-        if a.ndim == 0 or a.shape[0] == 0:
-            raise ModelError(f"{what} array {vi.name!r} holds no samples (shape {a.shape!r})")
+    for spec in inputs:
+        a = np.asarray(feeds[spec.name])
+        _check_dtype(a, spec, what, float_hint)
+        _check_shape(a, spec, what)
         if batch is not None and a.shape[0] != batch:
             raise ModelError(f"{what} arrays disagree on the number of samples "
-                             f"({vi.name!r} has {a.shape[0]}, others {batch})")
+                             f"({spec.name!r} has {a.shape[0]}, others {batch})")
         batch = a.shape[0]
-        if integer is not None:
-            info = np.iinfo(integer)
-            if a.size and (a.min() < info.min or a.max() > info.max):
-                raise ModelError(f"{what} array {vi.name!r} has values outside {integer} [{info.min}, {info.max}]")
-            out[vi.name] = np.ascontiguousarray(a, dtype=integer)
+        if spec.codes is not None:
+            t, lo, hi = spec.codes
+            if a.size and (a.min() < lo or a.max() > hi):
+                raise ModelError(f"{what} array {spec.name!r} has values outside {t} [{lo}, {hi}]")
+            out[spec.name] = np.ascontiguousarray(a, dtype=_holding(lo, hi))
             continue
         if not np.all(np.isfinite(a)):
-            raise ModelError(f"{what} array {vi.name!r} contains NaN or infinite values")
-        out[vi.name] = np.ascontiguousarray(a, dtype=np.float32)
+            raise ModelError(f"{what} array {spec.name!r} contains NaN or infinite values")
+        out[spec.name] = np.ascontiguousarray(a, dtype=np.float32)
     return out
+
+
+def _check_dtype(a: np.ndarray, spec: InputSpec, what: str, float_hint: str) -> None:
+    if spec.codes is not None:
+        if a.dtype.kind not in "iu":
+            raise ModelError(f"{what} array {spec.name!r} has dtype {a.dtype.name!r}; the input takes "
+                             f"{spec.codes[0]} integer codes")
+    elif a.dtype.kind != "f":
+        raise ModelError(f"{what} array {spec.name!r} has dtype {a.dtype.name!r}; the model input is float32"
+                         + (float_hint if a.dtype.kind in "iu" else ""))
+
+
+def _check_shape(a: np.ndarray, spec: InputSpec, what: str) -> None:
+    shape = spec.shape
+    if shape is not None:
+        if a.ndim != len(shape):
+            raise ModelError(f"{what} array {spec.name!r} has shape {a.shape!r}; the input has rank "
+                             f"{len(shape)} ({_fmt(shape)})")
+        for i, (got, want) in enumerate(zip(a.shape, shape)):
+            if i > 0 and isinstance(want, int) and want > 0 and got != want:
+                raise ModelError(f"{what} array {spec.name!r} has shape {a.shape!r}; the input is "
+                                 f"{_fmt(shape)} (dim {i} must be {want})")
+    if a.ndim == 0 or a.shape[0] == 0:
+        raise ModelError(f"{what} array {spec.name!r} holds no samples (shape {a.shape!r})")
+
+
+def _holding(lo: int, hi: int) -> type:
+    """The narrowest NumPy integer type holding ``[lo, hi]``."""
+    return next(t for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64)
+                if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max)
 
 
 def _fmt(shape) -> str:
