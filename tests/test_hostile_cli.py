@@ -9,6 +9,7 @@ import zipfile
 from functools import lru_cache
 
 import numpy as np
+import onnx
 import pytest
 
 from _paths import EXAMPLES
@@ -19,6 +20,8 @@ from onnx2hw.cli import main
 MLP = str(EXAMPLES / "digits_mlp_int8.onnx")
 FLOAT_MLP = str(EXAMPLES / "digits_mlp.onnx")
 CALIB = str(EXAMPLES / "digits_calib.npz")
+FLOAT_CNN = str(EXAMPLES / "digits_cnn.onnx")
+IMG_CALIB = str(EXAMPLES / "digits_img_calib.npz")
 
 
 def _arrays(tmp_path, name: str, **arrays) -> str:
@@ -45,6 +48,24 @@ def _member(tmp_path, name: str, member: str, data: bytes) -> str:
     with zipfile.ZipFile(path, "w") as z:
         z.writestr(member, data)
     return str(path)
+
+
+def _edited(tmp_path, model: str, edit) -> str:
+    """``model`` with ``edit(graph)`` applied, saved in ``tmp_path``."""
+    m = onnx.load(model)
+    edit(m.graph)
+    path = tmp_path / "edited.onnx"
+    onnx.save(m, path)
+    return str(path)
+
+
+def _pool_reads_a_weight(g):
+    next(n for n in g.node if n.name == "pool1").input[0] = "c2.w"
+
+
+def _huge_pads(g):
+    conv = next(n for n in g.node if n.op_type == "Conv")
+    next(a for a in conv.attribute if a.name == "pads").ints[:] = [1 << 40] * 4
 
 
 def _folding(tmp_path, doc) -> str:
@@ -154,6 +175,12 @@ CASES = {
     "sim-inputs-int": lambda t: (["sim", MLP, "--inputs", _arrays(t, "x.npz", input=GOOD.astype(np.int32))],
                                  "int32"),
     "sim-float-model-without-calib": lambda t: (["sim", FLOAT_MLP], "--calib"),
+    "quantize-op-of-constants-only": lambda t: (["quantize", _edited(t, FLOAT_CNN, _pool_reads_a_weight), "--calib",
+                                                 IMG_CALIB, "-o", str(t / "q.onnx")], "'pool1' (MaxPool)"),
+    "quantize-conv-pads-too-large": lambda t: (["quantize", _edited(t, FLOAT_CNN, _huge_pads), "--calib", IMG_CALIB,
+                                                "-o", str(t / "q.onnx")], "'conv1' (Conv)"),
+    "accuracy-labels-not-an-array": lambda t: (["accuracy", MLP, "--data", _member(t, "d.npz", "label.npy", b"x")],
+                                               "member 'label' is not a NumPy array"),
     "synth-board-unknown": lambda t: (["synth", MLP, "--board", "nosuchboard", "-o", str(t / "b")], "nosuchboard"),
     "synth-baud-zero": lambda t: (["synth", MLP, "--board", "ulx3s", "--baud", "0", "-o", str(t / "b")], "--baud"),
     "synth-baud-too-fast": lambda t: (["synth", MLP, "--board", "ulx3s", "--baud", "1e9", "-o", str(t / "b")],

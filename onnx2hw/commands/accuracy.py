@@ -10,7 +10,6 @@ when fewer than k classes score higher than it or score the same with a lower in
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -22,7 +21,7 @@ from ..files import check_output_file, write_json
 from ..flow import load_graph
 from ..golden.host import batches, fixed_batch
 from ..ir import Graph, ModelError
-from ..quant.calib import check_feeds
+from ..quant.calib import check_feeds, load_npz
 from ..quant.convert import flavour
 from ..target import resolve_target
 from . import UsageError
@@ -55,22 +54,6 @@ def configure(parser):
 
 # ---------------------------------------------------------------------------------------- data
 
-def _read_npz(path: str, option: str) -> dict[str, np.ndarray]:
-    if not os.path.exists(path):
-        raise UsageError(f"{option} file {path!r} does not exist")
-    try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise UsageError(f"{option} file {path!r} is a single .npy array, not an .npz archive")
-        with data:
-            return {k: data[k] for k in data.files}
-    except UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - zipfile/zlib/format errors of the user's file: one line
-        raise UsageError(f"{option} file {path!r} is not a readable NumPy .npz archive "
-                         f"({type(exc).__name__}: {exc})") from None
-
-
 def _pick(arrays: dict, keys, path: str, what: str):
     for k in keys:
         if k in arrays:
@@ -81,7 +64,7 @@ def _pick(arrays: dict, keys, path: str, what: str):
 
 def load_labelled(path: str, graph: Graph, limit: int | None) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """The model's input arrays (checked against its inputs) and the int64 labels of ``path``."""
-    arrays = _read_npz(path, "--data")
+    arrays = load_npz(path, "--data")
     names = graph.input_names
     if len(names) == 1:
         key = _pick(arrays, (names[0],) + tuple(k for k in INPUT_KEYS if k != names[0]), path,

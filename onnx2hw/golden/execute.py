@@ -58,7 +58,15 @@ def execute(graph: Graph, feeds: Mapping[str, np.ndarray], *, outputs=None,
             args = [env[name] if name else None for name in node.inputs]
         except KeyError as e:
             raise ModelError(f"node {node.name!r} reads {e.args[0]!r}, which no earlier node or input defines") from None
-        result = lookup(node.domain, node.op_type)(node, *args)
+        try:
+            result = lookup(node.domain, node.op_type)(node, *args)
+        except ModelError:
+            raise
+        except MemoryError:
+            raise ModelError(f"node {node.name!r} ({node.op_type}): its output does not fit in memory "
+                             "(check its attributes and input shapes)") from None
+        except ValueError as exc:   # NumPy's own refusal (e.g. a dimension past its limit)
+            raise ModelError(f"node {node.name!r} ({node.op_type}): {exc}") from None
         if not isinstance(result, tuple):
             result = (result,)
         for name, value in zip(node.outputs, result):

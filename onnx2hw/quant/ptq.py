@@ -268,6 +268,10 @@ def _units(graph: Graph) -> list[_Unit]:
     for node in graph.nodes:
         if id(node) in fused:
             continue
+        if all(not i or i in graph.initializers for i in node.inputs):
+            raise UnsupportedError(f"node {node.name!r} ({node.op_type}) computes from constants only "
+                                   f"({', '.join(repr(i) for i in node.inputs if i)}); onnx2hw quantize "
+                                   "quantizes ops of activations")
         spec, out, after = pattern(node), node.outputs[0], []
         if spec.linear and (r := only_reader(out, "rescale")) and _positive_rescale(node, r, graph):
             after.append(r)
