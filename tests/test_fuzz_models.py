@@ -23,7 +23,7 @@ MODELS = {"digits_mlp_int8.onnx": None, "digits_cnn_int8.onnx": None, "digits_cn
           "digits_cnn.onnx": "digits_img_calib.npz"}
 MUTANTS_PER_MODEL = 80
 
-_INT_VALUES = (0, -1, 1, 2, 3, 7, 1 << 20, -(1 << 31))
+_INT_VALUES = (0, -1, 1, 2, 3, 7, 1 << 20, -(1 << 31), 1 << 40)
 #: axis values a quantizer may be given: in range, negative, just past the rank, far past it
 _AXES = (1, -1, 4, -5, 1 << 40, -(1 << 40))
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
@@ -92,7 +92,7 @@ def _mutate(model: onnx.ModelProto, rng: np.random.Generator) -> str:
         return f"node {name} removed"
     if kind == 5 and g.node:  # rewire an input
         node = g.node[rng.integers(len(g.node))]
-        values = [o for n in g.node for o in n.output] + [i.name for i in g.input]
+        values = [o for n in g.node for o in n.output] + [i.name for i in g.input] + [i.name for i in g.initializer]
         if node.input:
             k = int(rng.integers(len(node.input)))
             node.input[k] = values[rng.integers(len(values))]
