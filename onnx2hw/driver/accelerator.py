@@ -358,6 +358,18 @@ class Accelerator:
         The command is sent again after a board error report or a time-out (at most
         ``retries`` times); :class:`LinkError` when no result comes back. ``ValueError`` for a
         build without a self-test or a bad ``passes``."""
+        data = self._selftest_data(passes)
+        t = self.transport
+        expected = data.output_crc32
+        frame_s = 2 * (P.HEADER_BYTES + P.CRC_BYTES + P.SELFTEST_RESULT_BYTES) * 10.0 / t.baud
+        timeout = 4.0 * self.selftest_seconds(passes) + 2 * frame_s + 64 * 10.0 / t.baud + t.margin_s
+        deadline = self.deadline if self.deadline is not None else (min(self.retries, 8) + 2) * timeout
+        counts = _SelfTestRun(self, passes, expected, timeout, deadline).run()
+        return SelfTestReport(data.samples, passes, float(self.info["clock_hz"]), expected, counts, data.source)
+
+    def _selftest_data(self, passes):
+        """The build's self-test record, after checking that ``passes`` of it fit the board's
+        counters (``ValueError`` otherwise, or for a build without a self-test)."""
         data = selftest_data(self.info)
         if data is None:
             raise ValueError("this build has no self-test: build it with `onnx2hw synth --selftest`")
@@ -369,183 +381,262 @@ class Accelerator:
             raise ValueError(f"{passes} passes of {data.samples} inputs exceed the board's 32-bit inference count")
         if p.get("latency_cycles", 0) + p.get("ii_cycles", 1) * n >= 1 << CYCLE_BITS:
             raise ValueError(f"{passes} passes would overflow the board's {CYCLE_BITS}-bit cycle counter")
-        t = self.transport
-        expected = data.output_crc32
-        frame_s = 2 * (P.HEADER_BYTES + P.CRC_BYTES + P.SELFTEST_RESULT_BYTES) * 10.0 / t.baud
-        timeout = 4.0 * self.selftest_seconds(passes) + 2 * frame_s + 64 * 10.0 / t.baud + t.margin_s
-        deadline = self.deadline if self.deadline is not None else (min(self.retries, 8) + 2) * timeout
+        return data
+
+    # ------------------------------------------------------------------ one run on the link
+    def _run_session(self) -> int:
+        """The session of a new run: a new one when the last run ended in an exception (its
+        frames may still be on the link)."""
         if self._interrupted:
             self.session = new_session()
-        session, seq = self.session, self._seq
+        return self.session
+
+    def _next_seq(self) -> int:
+        """The sequence number of the next frame sent (``NO_SEQ`` is reserved: "not read")."""
+        seq = self._seq
         self._seq = (self._seq + 1) % P.NO_SEQ
-        frame = P.encode_frame(P.T_SELFTEST, session, seq, 1, P.encode_selftest_command(passes, expected))
-        parser = P.FrameParser(self._payload_len)
-        stats = self.stats = RunStats()
+        return seq
+
+    def _claim_link(self) -> float:
+        """Start a run: it counts as interrupted until :meth:`_release_link`; bytes already
+        waiting on the link are dropped. Returns the start time."""
         self._interrupted = True
-        t.flush_input()
-        t0 = t.now()
-        end = t0 + deadline
-        attempts, why = 0, []
-        counts = None
-        while counts is None:
-            if attempts > self.retries:
-                raise LinkError(f"{t.name}: the self-test failed after {self.retries} retries ({', '.join(why[-3:])}); "
-                                f"check the port, baud rate and that the board runs this self-test build")
-            attempts += 1
-            stats.resent += attempts > 1
-            t.write(frame)
-            stats.frames += 1
-            stats.bytes_out += len(frame)
-            sent = t.now()
-            while counts is None:
-                now = t.now()
-                if now >= end:
-                    raise LinkError(f"{t.name}: no self-test result within the {deadline:.3g} s deadline "
-                                    f"(received {stats.bytes_in} bytes, {stats.crc_errors} frames with a bad CRC, "
-                                    f"{parser.junk} bytes of noise); check the port, baud rate and that the "
-                                    f"board runs this self-test build")
-                if now >= sent + timeout:
-                    why.append("no answer")
-                    break
-                chunk = t.read(4096, min(sent + timeout, end) - now)
-                stats.bytes_in += len(chunk)
-                resend = False
-                for f in parser.feed(chunk):
-                    if not f.ok:
-                        stats.crc_errors += 1
-                    elif f.session != session:
-                        stats.stale += f.session != P.NO_SESSION
-                    elif f.type == P.T_ERROR:
-                        stats.board_errors[f.count] += 1
-                        if f.seq == seq:
-                            why.append(f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
-                            resend = True
-                    elif f.type == P.T_SELFTEST_RESULT and f.seq == seq and counts is None:
-                        counts = P.SelfTestCounts.decode(f.payload)
-                    else:
-                        stats.duplicates += 1
-                if resend and counts is None:
-                    break
-        stats.inferences = counts.inferences
-        stats.seconds = t.now() - t0
+        self.transport.flush_input()
+        return self.transport.now()
+
+    def _release_link(self, stats: RunStats, parser: P.FrameParser, t0: float) -> None:
+        """End a run that completed: record its time and noise in ``stats``."""
+        stats.seconds = self.transport.now() - t0
         stats.noise_bytes = parser.junk
         self._interrupted = False
-        return SelfTestReport(data.samples, passes, float(self.info["clock_hz"]), expected, counts, data.source)
 
     def _run_int(self, xi: np.ndarray) -> np.ndarray:
-        fmt, t = self.fmt, self.transport
-        n = len(xi)
-        if n == 0:
-            return np.zeros((0,) + tuple(fmt.out_shape), np.int64)
-        data = fmt.encode_inputs(xi, bipolar=bool(self._qin.get("bipolar")))
-        stats = self.stats = RunStats(inferences=n)
-        self._batch = self.batch or max(1, min(fmt.max_batch, -(-n // 4)))
-        frames = []
-        for start in range(0, n, self._batch):
-            count = min(self._batch, n - start)
-            payload = data[start * fmt.in_bytes:(start + count) * fmt.in_bytes]
-            frames.append((start, count, payload))
-        results: list = [None] * len(frames)
-        todo = list(range(len(frames)))[::-1]
-        outstanding: dict[int, _Pending] = {}
-        order = 0
-        parser = P.FrameParser(self._payload_len)
-        timeout = self._timeout()
-        deadline = self.deadline if self.deadline is not None else self.default_deadline(n)
+        """Integer NHWC inputs -> integer outputs, over the link (see the class docstring)."""
+        if len(xi) == 0:
+            return np.zeros((0,) + tuple(self.fmt.out_shape), np.int64)
+        return _DataRun(self, xi).run()
 
-        def send(e: _Pending, why=None):
-            nonlocal order
-            if why is not None:
-                e.why.append(why)
-                if e.attempts > self.retries:
-                    first = frames[e.index][0]
-                    raise LinkError(f"{t.name}: inferences {first}..{first + e.count - 1} failed after "
-                                    f"{self.retries} retries ({', '.join(e.why[-3:])}); check the port, "
-                                    f"baud rate and that the board runs this build")
-                stats.resent += 1
-            e.attempts += 1
-            order += 1
-            e.order = order
-            t.write(e.frame)
-            e.sent = t.now()
+
+class _SelfTestRun:
+    """One self-test command on the link of ``acc``: sent again after a board error report or
+    a time-out until its result comes back."""
+
+    def __init__(self, acc: Accelerator, passes: int, expected: int, timeout: float, deadline: float):
+        self.acc, self.t = acc, acc.transport
+        self.timeout, self.deadline = timeout, deadline
+        self.session = acc._run_session()
+        self.seq = acc._next_seq()
+        self.frame = P.encode_frame(P.T_SELFTEST, self.session, self.seq, 1,
+                                    P.encode_selftest_command(passes, expected))
+        self.parser = P.FrameParser(acc._payload_len)
+        self.stats = acc.stats = RunStats()
+        self.why: list[str] = []          # why the command was sent again
+        self.counts = None
+
+    def run(self) -> P.SelfTestCounts:
+        """Send the command until the board's counts come back; :class:`LinkError` after
+        ``retries`` resends or at the deadline."""
+        acc, t, stats = self.acc, self.t, self.stats
+        t0 = acc._claim_link()
+        self.end = t0 + self.deadline
+        attempts = 0
+        while self.counts is None:
+            if attempts > acc.retries:
+                raise LinkError(f"{t.name}: the self-test failed after {acc.retries} retries "
+                                f"({', '.join(self.why[-3:])}); check the port, baud rate and that the "
+                                f"board runs this self-test build")
+            attempts += 1
+            stats.resent += attempts > 1
+            t.write(self.frame)
             stats.frames += 1
-            stats.bytes_out += len(e.frame)
+            stats.bytes_out += len(self.frame)
+            self._await_result(t.now())
+        stats.inferences = self.counts.inferences
+        acc._release_link(stats, self.parser, t0)
+        return self.counts
 
-        def expired():
-            left = sorted([frames[e.index][0] for e in outstanding.values()] + [frames[k][0] for k in todo])
-            first = left[0]
-            stats.noise_bytes = parser.junk
-            return LinkError(
-                f"{t.name}: no valid answer within the {deadline:.3g} s deadline; expected the results "
-                f"of inferences {first}..{n - 1} ({len(outstanding) + len(todo)} more RESULT frames of "
-                f"session {session:#06x}), received {stats.bytes_in} bytes: {done} good results, "
-                f"{stats.crc_errors} frames with a bad CRC, {stats.stale} of other sessions, "
-                f"{parser.junk} bytes of noise; check the port, baud rate and that the board runs this build")
-
-        if self._interrupted:             # the last run left frames on the link: a new session
-            self.session = new_session()
-        session = self.session
-        self._interrupted = True          # until this run completes
-        t.flush_input()
-        t0 = last_rx = t.now()
-        end = t0 + deadline
-        done = 0
-        while done < len(frames):
-            while todo and len(outstanding) < self.window:
-                k = todo.pop()
-                seq = self._seq
-                self._seq = (self._seq + 1) % P.NO_SEQ        # NO_SEQ is reserved ("not read")
-                start, count, payload = frames[k]
-                e = _Pending(k, count, P.encode_frame(P.T_DATA, session, seq, count, payload))
-                stale = outstanding.pop(seq, None)
-                assert stale is None
-                outstanding[seq] = e
-                send(e)
+    def _await_result(self, sent: float) -> None:
+        """Read until the result arrives (sets :attr:`counts`), the board reports an error or
+        the command times out (both: return to send it again)."""
+        t, stats = self.t, self.stats
+        while self.counts is None:
             now = t.now()
-            if now >= end:
-                raise expired()
-            due = min(e.sent for e in outstanding.values()) + timeout
-            if now >= due:
-                if now - last_rx >= timeout:
-                    parser.reset()                 # the link went quiet: drop a partial frame
-                for e in sorted(outstanding.values(), key=lambda e: e.order):
-                    if now >= e.sent + timeout:
-                        send(e, "no answer")
-                continue
-            chunk = t.read(4096, min(due, end) - now)
-            if not chunk:
-                continue
-            last_rx = t.now()
+            if now >= self.end:
+                raise LinkError(f"{t.name}: no self-test result within the {self.deadline:.3g} s deadline "
+                                f"(received {stats.bytes_in} bytes, {stats.crc_errors} frames with a bad CRC, "
+                                f"{self.parser.junk} bytes of noise); check the port, baud rate and that the "
+                                f"board runs this self-test build")
+            if now >= sent + self.timeout:
+                self.why.append("no answer")
+                return
+            chunk = t.read(4096, min(sent + self.timeout, self.end) - now)
             stats.bytes_in += len(chunk)
-            for f in parser.feed(chunk):
-                if not f.ok:
-                    stats.crc_errors += 1
-                    continue
-                if f.type == P.T_ERROR and f.session in (session, P.NO_SESSION):
-                    stats.board_errors[f.count] += 1
-                if f.session != session:
-                    stats.stale += f.session != P.NO_SESSION
-                    continue
-                e = outstanding.get(f.seq)
-                if f.type == P.T_ERROR:
-                    if e is not None:
-                        send(e, f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
-                    continue
-                if e is None or f.count != e.count:
-                    stats.duplicates += 1                 # an answer already taken
-                    continue
-                results[e.index] = fmt.decode_outputs(f.payload, f.count)
-                if self._qout.get("bipolar"):             # bipolar codes: bit 1 = +1, 0 = -1
-                    results[e.index] = 2 * results[e.index] - 1
-                del outstanding[f.seq]
-                done += 1
-                for other in sorted(outstanding.values(), key=lambda o: o.order):
-                    if other.order < e.order:             # overtaken: it was lost on the way
-                        send(other, "overtaken")
-        stats.seconds = t.now() - t0
+            resend = False
+            for f in self.parser.feed(chunk):
+                resend = self._take(f) or resend
+            if resend and self.counts is None:
+                return
+
+    def _take(self, f) -> bool:
+        """Account for one frame from the board; whether it asks for the command again (an
+        error report on it)."""
+        stats = self.stats
+        if not f.ok:
+            stats.crc_errors += 1
+        elif f.session != self.session:
+            stats.stale += f.session != P.NO_SESSION
+        elif f.type == P.T_ERROR:
+            stats.board_errors[f.count] += 1
+            if f.seq == self.seq:
+                self.why.append(f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
+                return True
+        elif f.type == P.T_SELFTEST_RESULT and f.seq == self.seq and self.counts is None:
+            self.counts = P.SelfTestCounts.decode(f.payload)
+        else:
+            stats.duplicates += 1
+        return False
+
+
+class _DataRun:
+    """One :meth:`Accelerator._run_int` on the link of ``acc``: the inputs in frames of up to
+    ``batch`` inferences, at most ``window`` in flight, each sent again when it times out, is
+    reported bad by the board or is overtaken by a later frame's result."""
+
+    def __init__(self, acc: Accelerator, xi: np.ndarray):
+        fmt = acc.fmt
+        self.acc, self.t, self.n = acc, acc.transport, len(xi)
+        data = fmt.encode_inputs(xi, bipolar=bool(acc._qin.get("bipolar")))
+        self.stats = acc.stats = RunStats(inferences=self.n)
+        acc._batch = acc.batch or max(1, min(fmt.max_batch, -(-self.n // 4)))
+        self.frames = []                  # (first inference, count, payload) of each frame
+        for start in range(0, self.n, acc._batch):
+            count = min(acc._batch, self.n - start)
+            self.frames.append((start, count, data[start * fmt.in_bytes:(start + count) * fmt.in_bytes]))
+        self.results: list = [None] * len(self.frames)
+        self.todo = list(range(len(self.frames)))[::-1]      # frames not sent yet, next last
+        self.outstanding: dict[int, _Pending] = {}           # frames in flight by sequence number
+        self.order = 0                    # sends so far (orders the frames in flight)
+        self.done = 0                     # frames answered
+        self.parser = P.FrameParser(acc._payload_len)
+        self.timeout = acc._timeout()
+        self.deadline = acc.deadline if acc.deadline is not None else acc.default_deadline(self.n)
+
+    def run(self) -> np.ndarray:
+        """Exchange frames until every result is back; the outputs in input order."""
+        acc, t = self.acc, self.t
+        self.session = acc._run_session()
+        t0 = self.last_rx = acc._claim_link()
+        self.end = t0 + self.deadline
+        while self.done < len(self.frames):
+            self._fill_window()
+            self._step()
+        acc._release_link(self.stats, self.parser, t0)
+        return np.concatenate(self.results)
+
+    def _fill_window(self) -> None:
+        """Send frames not sent yet while fewer than ``window`` are in flight."""
+        acc = self.acc
+        while self.todo and len(self.outstanding) < acc.window:
+            k = self.todo.pop()
+            seq = acc._next_seq()
+            start, count, payload = self.frames[k]
+            e = _Pending(k, count, P.encode_frame(P.T_DATA, self.session, seq, count, payload))
+            stale = self.outstanding.pop(seq, None)
+            assert stale is None
+            self.outstanding[seq] = e
+            self._send(e)
+
+    def _step(self) -> None:
+        """Resend the frames that timed out, or read and take what the board sent until the
+        next time-out; :class:`LinkError` at the deadline."""
+        t = self.t
+        now = t.now()
+        if now >= self.end:
+            raise self._expired()
+        due = min(e.sent for e in self.outstanding.values()) + self.timeout
+        if now >= due:
+            if now - self.last_rx >= self.timeout:
+                self.parser.reset()                 # the link went quiet: drop a partial frame
+            for e in sorted(self.outstanding.values(), key=lambda e: e.order):
+                if now >= e.sent + self.timeout:
+                    self._send(e, "no answer")
+            return
+        chunk = t.read(4096, min(due, self.end) - now)
+        if not chunk:
+            return
+        self.last_rx = t.now()
+        self.stats.bytes_in += len(chunk)
+        for f in self.parser.feed(chunk):
+            self._take(f)
+
+    def _take(self, f) -> None:
+        """Account for one frame from the board: a result is kept, an error report on a frame
+        in flight sends it again, anything else is counted and dropped."""
+        stats, session = self.stats, self.session
+        if not f.ok:
+            stats.crc_errors += 1
+            return
+        if f.type == P.T_ERROR and f.session in (session, P.NO_SESSION):
+            stats.board_errors[f.count] += 1
+        if f.session != session:
+            stats.stale += f.session != P.NO_SESSION
+            return
+        e = self.outstanding.get(f.seq)
+        if f.type == P.T_ERROR:
+            if e is not None:
+                self._send(e, f"board: {P.ERROR_CODES.get(f.count, f'error {f.count}')}")
+            return
+        if e is None or f.count != e.count:
+            stats.duplicates += 1                 # an answer already taken
+            return
+        self._keep(f, e)
+
+    def _keep(self, f, e: _Pending) -> None:
+        """Keep the result ``f`` of the frame ``e``; frames sent before ``e`` and still in
+        flight were lost on the way and are sent again."""
+        results = self.acc.fmt.decode_outputs(f.payload, f.count)
+        if self.acc._qout.get("bipolar"):          # bipolar codes: bit 1 = +1, 0 = -1
+            results = 2 * results - 1
+        self.results[e.index] = results
+        del self.outstanding[f.seq]
+        self.done += 1
+        for other in sorted(self.outstanding.values(), key=lambda o: o.order):
+            if other.order < e.order:             # overtaken: it was lost on the way
+                self._send(other, "overtaken")
+
+    def _send(self, e: _Pending, why=None) -> None:
+        """Send the frame ``e`` (again, for the reason ``why``; :class:`LinkError` once it
+        was sent ``retries`` times more)."""
+        acc, t, stats = self.acc, self.t, self.stats
+        if why is not None:
+            e.why.append(why)
+            if e.attempts > acc.retries:
+                first = self.frames[e.index][0]
+                raise LinkError(f"{t.name}: inferences {first}..{first + e.count - 1} failed after "
+                                f"{acc.retries} retries ({', '.join(e.why[-3:])}); check the port, "
+                                f"baud rate and that the board runs this build")
+            stats.resent += 1
+        e.attempts += 1
+        self.order += 1
+        e.order = self.order
+        t.write(e.frame)
+        e.sent = t.now()
+        stats.frames += 1
+        stats.bytes_out += len(e.frame)
+
+    def _expired(self) -> LinkError:
+        """The error of a run past its deadline: the results still expected and what came."""
+        stats, parser = self.stats, self.parser
+        left = sorted([self.frames[e.index][0] for e in self.outstanding.values()]
+                      + [self.frames[k][0] for k in self.todo])
+        first = left[0]
         stats.noise_bytes = parser.junk
-        self._interrupted = False
-        return np.concatenate(results)
+        return LinkError(
+            f"{self.t.name}: no valid answer within the {self.deadline:.3g} s deadline; expected the results "
+            f"of inferences {first}..{self.n - 1} ({len(self.outstanding) + len(self.todo)} more RESULT frames "
+            f"of session {self.session:#06x}), received {stats.bytes_in} bytes: {self.done} good results, "
+            f"{stats.crc_errors} frames with a bad CRC, {stats.stale} of other sessions, "
+            f"{parser.junk} bytes of noise; check the port, baud rate and that the board runs this build")
 
 
 def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTransport:
