@@ -107,35 +107,13 @@ class BoardTop(wiring.Component):
                           "led_idle": Out(1), "led_busy": Out(1), "led_error": Out(1)})
 
     def elaborate(self, platform):
+        """On a board, its clock and pins (:meth:`_board`); the link's blocks
+        (:meth:`_blocks`), joined from the UART through the accelerator (and the self-test,
+        :meth:`_join_selftest`) back to it, and the LEDs (:meth:`_leds`)."""
         m = Module()
         if platform is not None:
-            if self._clock is not None:
-                self._clock(m, platform)
-            else:
-                freq = platform.default_clk_frequency
-                if abs(freq - self.clk_hz) > 1e-6 * freq:
-                    raise ValueError(f"clock of {self.clk_hz!r} Hz requested but the board's default "
-                                     f"clock runs at {freq:.0f} Hz and no PLL was given")
-            if self._pins is not None:
-                self._pins(m, platform, self)
-            else:
-                uart = platform.request("uart", 0)
-                m.d.comb += [self.uart_rx.eq(uart.rx.i), uart.tx.o.eq(self.uart_tx)]
-                for k, led in enumerate((self.led_idle, self.led_busy, self.led_error)):
-                    m.d.comb += platform.request("led", k).o.eq(led)
-
-        fmt, div = self.fmt, self.divisor
-        m.submodules.rx = rx = UARTRx(div)
-        m.submodules.tx = tx = UARTTx(div)
-        m.submodules.deframer = dfr = Deframer(in_bytes=fmt.in_bytes, buffer_bytes=fmt.buffer_bytes,
-                                               timeout=frame_timeout_cycles(self.clk_hz, div),
-                                               max_count=fmt.max_batch, selftest=self.selftest is not None)
-        il, ol = self.accelerator.i.payload.shape(), self.accelerator.o.payload.shape()
-        m.submodules.unpack = b2l = BytesToLanes(elem_shape=il.elem_shape, lanes=il.length)
-        m.submodules.accelerator = acc = self.accelerator
-        m.submodules.pack = l2b = LanesToBytes(elem_shape=ol.elem_shape, lanes=ol.length)
-        m.submodules.framer = frm = Framer(out_bytes=fmt.out_bytes, selftest=self.selftest is not None)
-
+            self._board(m, platform)
+        rx, tx, dfr, b2l, acc, l2b, frm = self._blocks(m)
         m.d.comb += [rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx)]
         _join(m, rx.o, dfr.i)
         # the deframer's payload comes from its block RAM rows (through their multiplexer): it
@@ -148,25 +126,69 @@ class BoardTop(wiring.Component):
             _join(m, b2l.o, acc.i)
             _join(m, acc.o, l2b.i)
         else:
-            m.submodules.selftest = st = self.selftest
-            _join(m, b2l.o, st.i)
-            _join(m, st.o, acc.i)
-            _join(m, acc.o, st.ai)
-            _join(m, st.ao, l2b.i)
-            _join(m, dfr.cmd, st.cmd)
-            _join(m, st.res, frm.st)
-            m.d.comb += st.link_idle.eq(~dfr.pending & ~land.o.valid & ~b2l.busy)
+            self._join_selftest(m, dfr, land, b2l, acc, l2b, frm)
         _join(m, l2b.o, frm.i)
         _join(m, dfr.tag, frm.tag)
         _join(m, dfr.err, frm.err)
         _join(m, frm.o, tx.i)
         m.d.comb += frm.live.eq(dfr.session)
+        self._leds(m, rx, dfr, frm)
+        return m
 
+    def _board(self, m, platform):
+        """The ``sync`` domain at ``clk_hz`` (the given clock, or the board's default clock if
+        it runs at ``clk_hz``) and the UART and LED pins."""
+        if self._clock is not None:
+            self._clock(m, platform)
+        else:
+            freq = platform.default_clk_frequency
+            if abs(freq - self.clk_hz) > 1e-6 * freq:
+                raise ValueError(f"clock of {self.clk_hz!r} Hz requested but the board's default "
+                                 f"clock runs at {freq:.0f} Hz and no PLL was given")
+        if self._pins is not None:
+            self._pins(m, platform, self)
+        else:
+            uart = platform.request("uart", 0)
+            m.d.comb += [self.uart_rx.eq(uart.rx.i), uart.tx.o.eq(self.uart_tx)]
+            for k, led in enumerate((self.led_idle, self.led_busy, self.led_error)):
+                m.d.comb += platform.request("led", k).o.eq(led)
+
+    def _blocks(self, m):
+        """The UART receiver and transmitter, the deframer, the bytes-to-lanes converter, the
+        accelerator, the lanes-to-bytes converter and the framer, as submodules."""
+        fmt, div = self.fmt, self.divisor
+        m.submodules.rx = rx = UARTRx(div)
+        m.submodules.tx = tx = UARTTx(div)
+        m.submodules.deframer = dfr = Deframer(in_bytes=fmt.in_bytes, buffer_bytes=fmt.buffer_bytes,
+                                               timeout=frame_timeout_cycles(self.clk_hz, div),
+                                               max_count=fmt.max_batch, selftest=self.selftest is not None)
+        il, ol = self.accelerator.i.payload.shape(), self.accelerator.o.payload.shape()
+        m.submodules.unpack = b2l = BytesToLanes(elem_shape=il.elem_shape, lanes=il.length)
+        m.submodules.accelerator = acc = self.accelerator
+        m.submodules.pack = l2b = LanesToBytes(elem_shape=ol.elem_shape, lanes=ol.length)
+        m.submodules.framer = frm = Framer(out_bytes=fmt.out_bytes, selftest=self.selftest is not None)
+        return rx, tx, dfr, b2l, acc, l2b, frm
+
+    def _join_selftest(self, m, dfr, land, b2l, acc, l2b, frm):
+        """The self-test between the converters and the accelerator, its commands from the
+        deframer and its results to the framer; the link is idle when no input byte is in the
+        deframer, its landing FIFO or the converter."""
+        m.submodules.selftest = st = self.selftest
+        _join(m, b2l.o, st.i)
+        _join(m, st.o, acc.i)
+        _join(m, acc.o, st.ai)
+        _join(m, st.ao, l2b.i)
+        _join(m, dfr.cmd, st.cmd)
+        _join(m, st.res, frm.st)
+        m.d.comb += st.link_idle.eq(~dfr.pending & ~land.o.valid & ~b2l.busy)
+
+    def _leds(self, m, rx, dfr, frm):
+        """``led_busy``/``led_idle`` from the link's state; ``led_error`` stretched to about
+        1/4 s by an up-counter that stops when its top bit sets (no wide compare)."""
         busy = dfr.in_frame | dfr.tag.valid | frm.busy | dfr.o.valid
         if self.selftest is not None:
             busy = busy | self.selftest.running
         m.d.comb += [self.led_busy.eq(busy), self.led_idle.eq(~busy)]
-        # error LED: an up-counter that stops when its top bit sets (about 1/4 s; no wide compare)
         k = max(1, (int(self.clk_hz) // 4).bit_length() - 1)
         stretch = Signal(k + 1, init=1 << k)
         with m.If(rx.error | dfr.err_lost | (dfr.err.valid & dfr.err.ready)):
@@ -174,4 +196,3 @@ class BoardTop(wiring.Component):
         with m.Elif(~stretch[k]):
             m.d.sync += stretch.eq(stretch + 1)
         m.d.comb += self.led_error.eq(~stretch[k])
-        return m

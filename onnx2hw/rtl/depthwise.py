@@ -1,6 +1,8 @@
 """Depthwise multiply-accumulate unit: one MAC per channel lane over a depthwise window stream."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
@@ -17,7 +19,23 @@ from .cost import FAMILIES, Cost, unelaborated
 __all__ = ["DepthwiseUnit", "bench_config"]
 
 
+class _Issue(NamedTuple):
+    """The issue stage's signals (:meth:`DepthwiseUnit._issue`)."""
+    take: Signal          # an input transfer is taken (a beat issues)
+    src_data: Value       # its payload
+    tap: Signal           # its kernel tap
+    grp: Signal           # its channel group
+    addr: Signal          # the weight address
+    addr_next: Value      # the weight address's next value
 
+
+def _lanes(flat, width, sgn, count):
+    """``count`` lanes of ``width`` bits of ``flat``, signed if ``sgn``."""
+    out = []
+    for j in range(count):
+        v = flat[j * width:(j + 1) * width]
+        out.append(v.as_signed() if sgn else v)
+    return out
 
 
 class DepthwiseUnit(wiring.Component):
@@ -137,16 +155,31 @@ class DepthwiseUnit(wiring.Component):
     # -- hardware -------------------------------------------------------------------------
 
     def elaborate(self, platform):
+        """The issue stage (:meth:`_issue`), the weight ROM (:meth:`_weight_rom`), the control
+        word (:meth:`_control`), the operands (:meth:`_operands`), the products
+        (:meth:`_products`) and the accumulators (:meth:`_accumulate`)."""
         m = Module()
-        c, k, pe, mult, lo = self.channels, self.taps, self.pe, self.multiplier, self.lanes_out
-        nf = c // pe
-        wb, ib, ab = self.weight_bits, self.in_bits, self.acc_bits
         # Free-running datapath; an input issues while the output queue has a credit, the last
         # tap of a channel group reserving its place.
-        oq = OutputQueue(m, self.o, queue_depth(self.pipeline_stages(), k))
-        en, out_valid = Const(1), oq.valid
+        oq = OutputQueue(m, self.o, queue_depth(self.pipeline_stages(), self.taps))
+        en = Const(1)
+        it = self._issue(m, oq)
+        wdata = self._weight_rom(m, en, it)
+        ctl = self._control(m, it)
+        xs, ws = self._operands(m, en, it, wdata)
+        stages = 1 + self._rom_latency()   # (LUT products too: off the weight memory's slow output)
+        if self.style == "lut":
+            stages += lut_product_registers(self.weight_bits, self.in_bits)
+        prods = self._products(m, en, xs, ws, platform)
+        stages += PRODUCT_LATENCY if self.style == "dsp" else 1
+        self._accumulate(m, en, oq, delay(m, en, ctl, stages, name="ctl"), prods)
+        assert stages + 1 == self.pipeline_stages()
+        return m
 
-        # Issue stage: tap and channel-group counters, weight address.
+    def _issue(self, m, oq) -> _Issue:
+        """The issue stage: an input is taken while the output queue has a credit; the tap and
+        channel-group counters and the weight address step with it."""
+        k, nf = self.taps, self.channels // self.pe
         take = Signal()
         src_data = Value.cast(self.i.payload)
         tap = Signal(range(k), name="tap")
@@ -159,35 +192,41 @@ class DepthwiseUnit(wiring.Component):
             m.d.sync += tap.eq(Mux(tap == k - 1, 0, tap + 1))
             with m.If(tap == k - 1):
                 m.d.sync += grp.eq(Mux(grp == nf - 1, 0, grp + 1))
+        return _Issue(take, src_data, tap, grp, addr, addr_next)
 
-        # Weight ROM: word (f, t) holds W[f*pe*M + q, t] at field q.
+    def _weight_rom(self, m, en, it: _Issue):
+        """The weight ROM, read at ``it.addr``: word (f, t) holds W[f*pe*M + q, t] at field q."""
+        k, lo, nf = self.taps, self.lanes_out, self.channels // self.pe
         rows = [self.weights[f * lo:(f + 1) * lo, t] for f in range(nf) for t in range(k)]
-        wdata = rom(m, pack_words(rows, wb), lo * wb, addr, en, "weights", addr_next=addr_next,
-                    ebr_register=True)
+        return rom(m, pack_words(rows, self.weight_bits), lo * self.weight_bits, it.addr, en, "weights",
+                   addr_next=it.addr_next, ebr_register=True)
 
+    def _control(self, m, it: _Issue):
+        """The control word of a beat (valid, first and last tap, channel group), to be delayed
+        along the pipeline to the accumulators."""
+        k, nf = self.taps, self.channels // self.pe
         ctl = Signal(data.StructLayout({"v": 1, "first": 1, "last": 1, "grp": range(nf)}))
-        m.d.comb += [ctl.v.eq(take), ctl.first.eq(tap == 0), ctl.last.eq(tap == k - 1),
-                     ctl.grp.eq(grp)]
-        xin = Signal(pe * ib, name="x_in")
+        m.d.comb += [ctl.v.eq(it.take), ctl.first.eq(it.tap == 0), ctl.last.eq(it.tap == k - 1),
+                     ctl.grp.eq(it.grp)]
+        return ctl
+
+    def _operands(self, m, en, it: _Issue, wdata):
+        """The input lanes (the input register, delayed beside the weight ROM) and the weight
+        lanes, each registered (``_arith_pipe.register_operands``)."""
+        xin = Signal(self.pe * self.in_bits, name="x_in")
         with m.If(en):
-            m.d.sync += xin.eq(src_data)
+            m.d.sync += xin.eq(it.src_data)
+        xs = _lanes(delay(m, en, xin, self._rom_latency() - 1, name="x_late")[-1], self.in_bits,
+                    self.in_signed, self.pe)
+        ws = _lanes(wdata, self.weight_bits, self.weight_signed, self.lanes_out)
+        return register_operands(m, en, xs, ws)
 
-        def lanes(flat, width, sgn, count):
-            out = []
-            for j in range(count):
-                v = flat[j * width:(j + 1) * width]
-                out.append(v.as_signed() if sgn else v)
-            return out
-
-        xs = lanes(delay(m, en, xin, self._rom_latency() - 1, name="x_late")[-1], ib, self.in_signed, pe)
-        ws = lanes(wdata, wb, self.weight_signed, lo)
-        stages = 1 + self._rom_latency()   # (LUT products too: off the weight memory's slow output)
-        xs, ws = register_operands(m, en, xs, ws)
-        if self.style == "lut":
-            stages += lut_product_registers(wb, ib)
+    def _products(self, m, en, xs, ws, platform):
+        """The registered product of each output lane ``q`` (weight lane ``q``, input lane
+        ``q // M``): a DSP (``PRODUCT_LATENCY`` registers) or LUT logic (one register)."""
         prods = []
-        for q in range(lo):
-            wq, xq = ws[q], xs[q // mult]
+        for q in range(self.lanes_out):
+            wq, xq = ws[q], xs[q // self.multiplier]
             if self.style == "dsp":
                 prods.append(registered_product(m, wq, xq, platform=platform, name=f"prod{q}"))
                 continue
@@ -196,10 +235,14 @@ class DepthwiseUnit(wiring.Component):
             with m.If(en):
                 m.d.sync += r.eq(e)
             prods.append(r)
-        stages += PRODUCT_LATENCY if self.style == "dsp" else 1
-        ctls = delay(m, en, ctl, stages, name="ctl")
-        ctl_acc = ctls[-1]
+        return prods
 
+    def _accumulate(self, m, en, oq, ctls, prods):
+        """Accumulators (the output register), loaded with the bias (a ROM per channel group,
+        read its latency ahead from ``ctls``) at a group's first tap and adding the products;
+        ``ctls``: the control word at each stage (the last is the accumulator's)."""
+        lo, ab, nf = self.lanes_out, self.acc_bits, self.channels // self.pe
+        ctl_acc = ctls[-1]
         if self.has_bias:
             lat = rom_latency(nf, ebr_register=True)   # (read that far ahead of the accumulator)
             bdata = rom(m, pack_words(self.bias.reshape(nf, lo), ab), lo * ab, ctls[-1 - lat].grp, en, "bias",
@@ -209,14 +252,12 @@ class DepthwiseUnit(wiring.Component):
             biases = [0] * lo
         accs = [Signal(signed(ab), name=f"acc{q}") for q in range(lo)]
         with m.If(en):
-            m.d.sync += out_valid.eq(ctl_acc.v & ctl_acc.last)
+            m.d.sync += oq.valid.eq(ctl_acc.v & ctl_acc.last)
             with m.If(ctl_acc.v):
                 for q in range(lo):
                     m.d.sync += accs[q].eq(Mux(ctl_acc.first, biases[q], accs[q]) + prods[q])
         for p in range(lo):
             m.d.comb += oq.data[p].eq(accs[p])
-        assert stages + 1 == self.pipeline_stages()
-        return m
 
     # -- cost model -------------------------------------------------------------------------
 

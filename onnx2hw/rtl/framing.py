@@ -538,90 +538,127 @@ class Framer(wiring.Component):
         super().__init__(ports)
 
     def elaborate(self, platform):
+        """The CRC generator, the frame's registers (:class:`_Tx`) and the state machine: IDLE
+        picks the next frame (:meth:`_idle_state`), HEADER sends its header
+        (:meth:`_header_state`), PAYLOAD its results or DROP drops them
+        (:meth:`_payload_states`), FIXED a self-test result (:meth:`_fixed_state`), CRC the
+        CRC (:meth:`_crc_state`)."""
         m = Module()
         m.submodules.crc = gen = _crc32()
-        ftype, session, seq, count = Signal(8), Signal(16), Signal(8), Signal(8)
-        last = P.HEADER_BYTES - 1
-        idx = Signal(range(P.HEADER_BYTES))
-        inf_left = Signal(8)
-        byte_left = Signal(range(self.out_bytes))
-        k = Signal(2)
-        sent = self.o.valid & self.o.ready
-        if self.selftest:
-            st_idx = Signal(range(P.SELFTEST_RESULT_BYTES))
-        header = Cat(Const(P.MAGIC[0], 8), Const(P.MAGIC[1], 8), ftype, session, seq, count)
-        assert len(header) == 8 * P.HEADER_BYTES
+        t = _Tx(self)
         with m.FSM() as fsm:
-            with m.State("IDLE"):
-                with m.If(self.err.valid):
-                    m.d.comb += self.err.ready.eq(1)
-                    m.d.sync += [ftype.eq(P.T_ERROR), session.eq(self.err.payload.session),
-                                 seq.eq(self.err.payload.seq), count.eq(self.err.payload.code), idx.eq(0)]
-                    m.next = "HEADER"
-                if self.selftest:
-                    with m.Elif(self.st.valid):
-                        m.d.sync += [ftype.eq(P.T_SELFTEST_RESULT), session.eq(self.st.payload.session),
-                                     seq.eq(self.st.payload.seq), count.eq(1), idx.eq(0), st_idx.eq(0)]
-                        m.next = "HEADER"
-                with m.Elif(self.tag.valid & self.i.valid):
-                    m.d.comb += self.tag.ready.eq(1)
-                    m.d.sync += [ftype.eq(P.T_RESULT), session.eq(self.tag.payload.session),
-                                 seq.eq(self.tag.payload.seq), count.eq(self.tag.payload.count), idx.eq(0),
-                                 inf_left.eq(self.tag.payload.count - 1),
-                                 byte_left.eq(self.out_bytes - 1)]
-                    with m.If(self.tag.payload.session == self.live):
-                        m.next = "HEADER"
-                    with m.Else():
-                        m.next = "DROP"
-            with m.State("HEADER"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(header.word_select(idx, 8)),
-                             gen.data.eq(self.o.payload), gen.start.eq(idx == 0),
-                             gen.valid.eq(sent & (idx >= 2))]
-                with m.If(sent):
-                    m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == last):
-                        with m.If(ftype == P.T_ERROR):
-                            m.d.sync += k.eq(0)
-                            m.next = "CRC"
-                        if self.selftest:
-                            with m.Elif(ftype == P.T_SELFTEST_RESULT):
-                                m.next = "FIXED"
-                        with m.Else():
-                            m.next = "PAYLOAD"
-            with m.State("PAYLOAD"):
-                m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
-                             self.i.ready.eq(self.o.ready), gen.data.eq(self.i.payload),
-                             gen.valid.eq(sent)]
-                with m.If(sent):
-                    m.d.sync += byte_left.eq(byte_left - 1)
-                    with m.If(byte_left == 0):
-                        m.d.sync += [byte_left.eq(self.out_bytes - 1), inf_left.eq(inf_left - 1)]
-                        with m.If(inf_left == 0):
-                            m.d.sync += k.eq(0)
-                            m.next = "CRC"
-            with m.State("DROP"):
-                m.d.comb += self.i.ready.eq(1)
-                with m.If(self.i.valid):
-                    m.d.sync += byte_left.eq(byte_left - 1)
-                    with m.If(byte_left == 0):
-                        m.d.sync += [byte_left.eq(self.out_bytes - 1), inf_left.eq(inf_left - 1)]
-                        with m.If(inf_left == 0):
-                            m.next = "IDLE"
+            self._idle_state(m, t)
+            self._header_state(m, t, gen)
+            self._payload_states(m, t, gen)
             if self.selftest:
-                with m.State("FIXED"):   # the self-test result's payload, then it is taken
-                    m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(self.st.payload.data.word_select(st_idx, 8)),
-                                 gen.data.eq(self.o.payload), gen.valid.eq(sent)]
-                    with m.If(sent):
-                        m.d.sync += st_idx.eq(st_idx + 1)
-                        with m.If(st_idx == P.SELFTEST_RESULT_BYTES - 1):
-                            m.d.comb += self.st.ready.eq(1)
-                            m.d.sync += k.eq(0)
-                            m.next = "CRC"
-            with m.State("CRC"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(gen.crc.word_select(k, 8))]
-                with m.If(sent):
-                    m.d.sync += k.eq(k + 1)
-                    with m.If(k == 3):
-                        m.next = "IDLE"
+                self._fixed_state(m, t, gen)
+            self._crc_state(m, t, gen)
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
         return m
+
+    def _idle_state(self, m, t: _Tx):
+        """IDLE: an error report first, then a self-test result, then a tag whose first payload
+        byte is valid (sent if its session is live, else dropped); the header fields loaded."""
+        with m.State("IDLE"):
+            with m.If(self.err.valid):
+                m.d.comb += self.err.ready.eq(1)
+                m.d.sync += [t.ftype.eq(P.T_ERROR), t.session.eq(self.err.payload.session),
+                             t.seq.eq(self.err.payload.seq), t.count.eq(self.err.payload.code), t.idx.eq(0)]
+                m.next = "HEADER"
+            if self.selftest:
+                with m.Elif(self.st.valid):
+                    m.d.sync += [t.ftype.eq(P.T_SELFTEST_RESULT), t.session.eq(self.st.payload.session),
+                                 t.seq.eq(self.st.payload.seq), t.count.eq(1), t.idx.eq(0), t.st_idx.eq(0)]
+                    m.next = "HEADER"
+            with m.Elif(self.tag.valid & self.i.valid):
+                m.d.comb += self.tag.ready.eq(1)
+                m.d.sync += [t.ftype.eq(P.T_RESULT), t.session.eq(self.tag.payload.session),
+                             t.seq.eq(self.tag.payload.seq), t.count.eq(self.tag.payload.count), t.idx.eq(0),
+                             t.inf_left.eq(self.tag.payload.count - 1),
+                             t.byte_left.eq(self.out_bytes - 1)]
+                with m.If(self.tag.payload.session == self.live):
+                    m.next = "HEADER"
+                with m.Else():
+                    m.next = "DROP"
+
+    def _header_state(self, m, t: _Tx, gen):
+        """HEADER: the header bytes, all but the magic into the CRC; then the payload, the
+        self-test result's (FIXED) or, for an error, none (CRC)."""
+        header = Cat(Const(P.MAGIC[0], 8), Const(P.MAGIC[1], 8), t.ftype, t.session, t.seq, t.count)
+        assert len(header) == 8 * P.HEADER_BYTES
+        with m.State("HEADER"):
+            m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(header.word_select(t.idx, 8)),
+                         gen.data.eq(self.o.payload), gen.start.eq(t.idx == 0),
+                         gen.valid.eq(t.sent & (t.idx >= 2))]
+            with m.If(t.sent):
+                m.d.sync += t.idx.eq(t.idx + 1)
+                with m.If(t.idx == P.HEADER_BYTES - 1):
+                    with m.If(t.ftype == P.T_ERROR):
+                        m.d.sync += t.k.eq(0)
+                        m.next = "CRC"
+                    if self.selftest:
+                        with m.Elif(t.ftype == P.T_SELFTEST_RESULT):
+                            m.next = "FIXED"
+                    with m.Else():
+                        m.next = "PAYLOAD"
+
+    def _payload_states(self, m, t: _Tx, gen):
+        """PAYLOAD: ``count * out_bytes`` bytes from ``i`` sent and into the CRC; DROP: as many
+        taken and dropped (a stale session's results)."""
+        with m.State("PAYLOAD"):
+            m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
+                         self.i.ready.eq(self.o.ready), gen.data.eq(self.i.payload),
+                         gen.valid.eq(t.sent)]
+            with m.If(t.sent):
+                m.d.sync += t.byte_left.eq(t.byte_left - 1)
+                with m.If(t.byte_left == 0):
+                    m.d.sync += [t.byte_left.eq(self.out_bytes - 1), t.inf_left.eq(t.inf_left - 1)]
+                    with m.If(t.inf_left == 0):
+                        m.d.sync += t.k.eq(0)
+                        m.next = "CRC"
+        with m.State("DROP"):
+            m.d.comb += self.i.ready.eq(1)
+            with m.If(self.i.valid):
+                m.d.sync += t.byte_left.eq(t.byte_left - 1)
+                with m.If(t.byte_left == 0):
+                    m.d.sync += [t.byte_left.eq(self.out_bytes - 1), t.inf_left.eq(t.inf_left - 1)]
+                    with m.If(t.inf_left == 0):
+                        m.next = "IDLE"
+
+    def _fixed_state(self, m, t: _Tx, gen):
+        """FIXED (with ``selftest``): the self-test result's payload, then it is taken."""
+        with m.State("FIXED"):
+            m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(self.st.payload.data.word_select(t.st_idx, 8)),
+                         gen.data.eq(self.o.payload), gen.valid.eq(t.sent)]
+            with m.If(t.sent):
+                m.d.sync += t.st_idx.eq(t.st_idx + 1)
+                with m.If(t.st_idx == P.SELFTEST_RESULT_BYTES - 1):
+                    m.d.comb += self.st.ready.eq(1)
+                    m.d.sync += t.k.eq(0)
+                    m.next = "CRC"
+
+    def _crc_state(self, m, t: _Tx, gen):
+        """CRC: the frame's CRC-32, low byte first; then IDLE."""
+        with m.State("CRC"):
+            m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(gen.crc.word_select(t.k, 8))]
+            with m.If(t.sent):
+                m.d.sync += t.k.eq(t.k + 1)
+                with m.If(t.k == 3):
+                    m.next = "IDLE"
+
+
+class _Tx:
+    """The framer's registers, shared by its parts: the header fields of the frame being sent,
+    the header byte (``idx``), the inferences and bytes of the payload still to send
+    (``inf_left``, ``byte_left``), the CRC byte (``k``) and with ``selftest`` the self-test
+    result's byte (``st_idx``); ``sent``: a byte goes out this cycle."""
+
+    def __init__(self, f: Framer):
+        self.ftype, self.session, self.seq, self.count = Signal(8), Signal(16), Signal(8), Signal(8)
+        self.idx = Signal(range(P.HEADER_BYTES))
+        self.inf_left = Signal(8)
+        self.byte_left = Signal(range(f.out_bytes))
+        self.k = Signal(2)
+        self.sent = f.o.valid & f.o.ready
+        if f.selftest:
+            self.st_idx = Signal(range(P.SELFTEST_RESULT_BYTES))

@@ -189,126 +189,134 @@ class Requantize(wiring.Component):
         return shifts, (len(shifts) - 1).bit_length() if self._narrow_rom() else 0
 
     def _elaborate_narrow(self, m, q, fold, x1, v1, platform):
+        """The narrow form after the input register ``x1``: each lane's parameters
+        (:meth:`_narrow_params`), clamped operand (:meth:`_narrow_operand`), sum of the product,
+        the LUT terms and the bias (:meth:`_narrow_sum`) and shifted, clamped output
+        (:meth:`_narrow_output`); the valid bit delayed alongside."""
         en, out_valid = Const(1), q.valid
-        p, pe, ab = self.plan, self.pe, self.acc_bits
-        nf = self.channels // pe
-        mw, bw, gw = self._narrow_widths()
-        shifts, xw = self._narrow_shifts()
-        tree = self._narrow_tree_stages()
-        dl = self._dsp_in()
-        if self._narrow_rom():
-            fw = mw + bw + xw
-            words = []
-            for f in range(nf):
-                w = 0
-                for k, c in enumerate(range(f * pe, (f + 1) * pe)):
-                    w |= (((p.mult_hi[c] & ((1 << mw) - 1)) | ((p.bias[c] & ((1 << bw) - 1)) << mw)
-                           | (shifts.index(p.shift[c]) << (mw + bw))) << (k * fw))
-                words.append(w)
-            word = rom(m, words, pe * fw, fold, en, "params")
-            mhs, bs, xs = [], [], []
-            for k in range(pe):   # stage 2 (beside the clamp): the lane's parameters, registered
-                mh = Signal(signed(mw), name=f"mh{k}")
-                b = Signal(signed(bw), name=f"b{k}")
-                with m.If(en):
-                    m.d.sync += [mh.eq(word[k * fw:k * fw + mw].as_signed()),
-                                 b.eq(word[k * fw + mw:k * fw + mw + bw].as_signed())]
-                mhs.append(mh)
-                bs.append(b)
-                # the shift index follows the data to the output clamp
-                xs.append(delay(m, en, word[k * fw + mw + bw:(k + 1) * fw], 2 + dl + tree,
-                                name=f"x{k}_")[-1] if xw else None)
-        else:
-            mhs = [Const(p.mult_hi[k], signed(mw)) for k in range(pe)]
-            bs = [p.bias[k] for k in range(pe)]
-            xs = [None] * pe
+        mhs, bs, xs = self._narrow_params(m, fold, en)
         outs = []
-        for k in range(pe):
-            acc = x1[k * ab:(k + 1) * ab].as_signed()
-            v = acc - p.offset if p.offset else acc       # beside the compares, not after them
-            if p.clamp_lo is not None:
-                v = Mux(acc < p.clamp_lo, p.clamp_lo - p.offset, v)
-            if p.clamp_hi is not None:
-                v = Mux(acc > p.clamp_hi, p.clamp_hi - p.offset, v)
-            a = Signal(signed(p.a_bits), name=f"a{k}")          # stage 2: clamped operand
-            with m.If(en):
-                m.d.sync += a.eq(v)
-            # stage 3 (DSP: 3-4): the DSP product and the LUT terms summed in pairs (registered;
-            # with a DSP, once more to meet the product)
-            items = []
-            if p.dsp:
-                pr = registered_product(m, a, mhs[k], platform=platform, name=f"prod{k}")
-                items.append(pr << p.low_bits if p.low_bits else pr)
-            terms = [(a << e) if sg > 0 else -(a << e) for sg, e in p.low_digits]
-            if any(p.bias):
-                terms.append(bs[k])
-            for j in range(0, len(terms), 2):
-                pair = terms[j] + terms[j + 1] if j + 1 < len(terms) else terms[j]
-                if isinstance(pair, int):
-                    items.append(Const(pair, signed(bw)))
-                    continue
-                r = delay(m, en, pair, 1 + dl, name=f"pair{k}_{j // 2}_")[-1]
-                items.append(r)
-            if len(items) == 1:
-                t = items[0]
-            else:   # the adder levels, a register after each
-                total = adder_tree(m, en, items, per_stage=1, extra_levels=0, name=f"t{k}")
-                t = Signal(total.shape(), name=f"sum{k}")
-                with m.If(en):
-                    m.d.sync += t.eq(total)
-            g = Signal(signed(gw), name=f"g{k}")     # exact: the shifted sum lies in [g_lo, g_hi]
-            if xs[k] is None:
-                m.d.comb += g.eq(t >> p.shift[k])
-            else:
-                with m.Switch(xs[k]):
-                    for j, sh in enumerate(shifts):
-                        with m.Case(j):
-                            m.d.comb += g.eq(t >> sh)
-            y = Signal(self.o.payload[k].shape(), name=f"y{k}")
-            yv = g
-            if p.g_lo < self.lo:
-                yv = Mux(g < self.lo, self.lo, yv)
-            if p.g_hi > self.hi:
-                yv = Mux(g > self.hi, self.hi, yv)
-            with m.If(en):
-                m.d.sync += y.eq(yv)
-            outs.append(y)
-        vd = delay(m, en, v1, 2 + dl + tree, name="v_n")[-1]
+        for k in range(self.pe):
+            a = self._narrow_operand(m, en, x1, k)
+            t = self._narrow_sum(m, en, a, mhs[k], bs[k], k, platform)
+            outs.append(self._narrow_output(m, en, t, xs[k], k))
+        vd = delay(m, en, v1, 2 + self._dsp_in() + self._narrow_tree_stages(), name="v_n")[-1]
         with m.If(en):
             m.d.sync += out_valid.eq(vd)
-        for k in range(pe):
+        for k in range(self.pe):
             m.d.comb += q.data[k].eq(outs[k])
         return m
 
+    def _narrow_params(self, m, fold, en):
+        """Each lane's (high multiplier, bias, shift index): constants, or with a ROM
+        (:meth:`_narrow_rom`) read at ``fold`` and registered in stage 2 (beside the clamp), the
+        shift index (``None`` if every shift is the same) delayed with the data to the output."""
+        p, pe = self.plan, self.pe
+        mw, bw, _ = self._narrow_widths()
+        shifts, xw = self._narrow_shifts()
+        if not self._narrow_rom():
+            return [Const(p.mult_hi[k], signed(mw)) for k in range(pe)], [p.bias[k] for k in range(pe)], [None] * pe
+        fw = mw + bw + xw
+        words = []
+        for f in range(self.channels // pe):
+            w = 0
+            for k, c in enumerate(range(f * pe, (f + 1) * pe)):
+                w |= (((p.mult_hi[c] & ((1 << mw) - 1)) | ((p.bias[c] & ((1 << bw) - 1)) << mw)
+                       | (shifts.index(p.shift[c]) << (mw + bw))) << (k * fw))
+            words.append(w)
+        word = rom(m, words, pe * fw, fold, en, "params")
+        late = 2 + self._dsp_in() + self._narrow_tree_stages()     # from stage 2 to the output clamp
+        mhs, bs, xs = [], [], []
+        for k in range(pe):
+            mh = Signal(signed(mw), name=f"mh{k}")
+            b = Signal(signed(bw), name=f"b{k}")
+            with m.If(en):
+                m.d.sync += [mh.eq(word[k * fw:k * fw + mw].as_signed()),
+                             b.eq(word[k * fw + mw:k * fw + mw + bw].as_signed())]
+            mhs.append(mh)
+            bs.append(b)
+            xs.append(delay(m, en, word[k * fw + mw + bw:(k + 1) * fw], late, name=f"x{k}_")[-1] if xw else None)
+        return mhs, bs, xs
+
+    def _narrow_operand(self, m, en, x1, k):
+        """Stage 2: lane ``k``'s accumulator clamped to the unsaturated window, less the plan's
+        offset (subtracted beside the compares, not after them)."""
+        p, ab = self.plan, self.acc_bits
+        acc = x1[k * ab:(k + 1) * ab].as_signed()
+        v = acc - p.offset if p.offset else acc
+        if p.clamp_lo is not None:
+            v = Mux(acc < p.clamp_lo, p.clamp_lo - p.offset, v)
+        if p.clamp_hi is not None:
+            v = Mux(acc > p.clamp_hi, p.clamp_hi - p.offset, v)
+        a = Signal(signed(p.a_bits), name=f"a{k}")
+        with m.If(en):
+            m.d.sync += a.eq(v)
+        return a
+
+    def _narrow_sum(self, m, en, a, mh, b, k, platform):
+        """Stage 3 (with a DSP: 3-4): the DSP product ``a * mh`` and the LUT terms (the low
+        digits' shifts of ``a`` and the bias ``b``) summed in pairs, registered (with a DSP,
+        once more to meet the product); then the adder levels, a register after each."""
+        p, dl = self.plan, self._dsp_in()
+        _, bw, _ = self._narrow_widths()
+        items = []
+        if p.dsp:
+            pr = registered_product(m, a, mh, platform=platform, name=f"prod{k}")
+            items.append(pr << p.low_bits if p.low_bits else pr)
+        terms = [(a << e) if sg > 0 else -(a << e) for sg, e in p.low_digits]
+        if any(p.bias):
+            terms.append(b)
+        for j in range(0, len(terms), 2):
+            pair = terms[j] + terms[j + 1] if j + 1 < len(terms) else terms[j]
+            if isinstance(pair, int):
+                items.append(Const(pair, signed(bw)))
+                continue
+            items.append(delay(m, en, pair, 1 + dl, name=f"pair{k}_{j // 2}_")[-1])
+        if len(items) == 1:
+            return items[0]
+        total = adder_tree(m, en, items, per_stage=1, extra_levels=0, name=f"t{k}")
+        t = Signal(total.shape(), name=f"sum{k}")
+        with m.If(en):
+            m.d.sync += t.eq(total)
+        return t
+
+    def _narrow_output(self, m, en, t, x, k):
+        """Lane ``k``'s sum shifted (by its channel's shift, selected by the index ``x`` when
+        the shifts differ; exact: the shifted sum lies in [g_lo, g_hi]) and clamped to the
+        output range, registered."""
+        p = self.plan
+        _, _, gw = self._narrow_widths()
+        shifts, _ = self._narrow_shifts()
+        g = Signal(signed(gw), name=f"g{k}")
+        if x is None:
+            m.d.comb += g.eq(t >> p.shift[k])
+        else:
+            with m.Switch(x):
+                for j, sh in enumerate(shifts):
+                    with m.Case(j):
+                        m.d.comb += g.eq(t >> sh)
+        y = Signal(self.o.payload[k].shape(), name=f"y{k}")
+        yv = g
+        if p.g_lo < self.lo:
+            yv = Mux(g < self.lo, self.lo, yv)
+        if p.g_hi > self.hi:
+            yv = Mux(g > self.hi, self.hi, yv)
+        with m.If(en):
+            m.d.sync += y.eq(yv)
+        return y
+
     def elaborate(self, platform):
+        """Stage 1, the input register and the fold counter (``_arith_pipe.channel_front``),
+        then the narrow form (:meth:`_elaborate_narrow`) or the wide one: the multipliers and
+        zero points (:meth:`_wide_params`), the split products, and the rounding shift, zero
+        point and clamp (:meth:`_wide_output`)."""
         m = Module()
         pe, nf, ab = self.pe, self.channels // self.pe, self.acc_bits
-        # Stage 1: input register and parameter ROM.
         q, fold, x1, v1 = channel_front(m, self.i, self.o, pe, nf, ab, self.pipeline_stages())
         en, out_valid = Const(1), q.valid
         if self.plan is not None:
             return self._elaborate_narrow(m, q, fold, x1, v1, platform)
-        mw, zw = self.m_width, self.z_width
-        if self.per_tensor or nf == 1:
-            ms = [Const(self.m_norm[p], self._mshape()) for p in range(pe)]
-            zs = [Const(int(self.zero_point[p]), signed(zw)) for p in range(pe)]
-        else:
-            rows = []
-            for f in range(nf):
-                ch = range(f * pe, (f + 1) * pe)
-                rows.append([self.m_norm[c] for c in ch] + [int(self.zero_point[c]) for c in ch])
-            words = []
-            for row in rows:
-                w = 0
-                for p in range(pe):
-                    w |= (row[p] & ((1 << mw) - 1)) << (p * mw)
-                    w |= (row[pe + p] & ((1 << zw) - 1)) << (pe * mw + p * zw)
-                words.append(w)
-            word = rom(m, words, pe * (mw + zw), fold, en, "params")
-            ms = [word[p * mw:(p + 1) * mw] for p in range(pe)]
-            ms = [v.as_signed() if self.m_signed else v for v in ms]
-            zs = [word[pe * mw + p * zw:pe * mw + (p + 1) * zw].as_signed() for p in range(pe)]
-
+        ms, zs = self._wide_params(m, fold, en)
         prods = []
         lat = None
         for p in range(pe):
@@ -317,25 +325,53 @@ class Requantize(wiring.Component):
             prods.append(prod)
         zd = [delay(m, en, zs[p], lat, name=f"zp{p}_")[-1] if lat else zs[p] for p in range(pe)]
         valid = delay(m, en, v1, lat, name="v_mul")[-1]
-
-        s = self.max_shift
-        outs = []
-        for p in range(pe):
-            rounded = (prods[p] + (1 << (s - 1))) >> s if s else prods[p]
-            r = Signal(rounded.shape(), name=f"rnd{p}")
-            z = Signal(zd[p].shape(), name=f"zp_r{p}")
-            t = Signal(signed(max(rounded.shape().width, zw) + 2), name=f"sum{p}")
-            y = Signal(self.o.payload[p].shape(), name=f"y{p}")
-            with m.If(en):
-                m.d.sync += [r.eq(rounded), z.eq(zd[p]), t.eq(r + z),
-                             y.eq(Mux(t < self.lo, self.lo, Mux(t > self.hi, self.hi, t)))]
-            outs.append(y)
+        outs = self._wide_output(m, en, prods, zd)
         vr = delay(m, en, valid, 2, name="v_out")[-1]
         with m.If(en):
             m.d.sync += out_valid.eq(vr)
         for p in range(pe):
             m.d.comb += q.data[p].eq(outs[p])
         return m
+
+    def _wide_params(self, m, fold, en):
+        """Each lane's (normalised multiplier, zero point): constants when per-tensor or one
+        fold, else fields of a ROM read at ``fold``."""
+        pe, nf = self.pe, self.channels // self.pe
+        mw, zw = self.m_width, self.z_width
+        if self.per_tensor or nf == 1:
+            return ([Const(self.m_norm[p], self._mshape()) for p in range(pe)],
+                    [Const(int(self.zero_point[p]), signed(zw)) for p in range(pe)])
+        words = []
+        for f in range(nf):
+            ch = range(f * pe, (f + 1) * pe)
+            row = [self.m_norm[c] for c in ch] + [int(self.zero_point[c]) for c in ch]
+            w = 0
+            for p in range(pe):
+                w |= (row[p] & ((1 << mw) - 1)) << (p * mw)
+                w |= (row[pe + p] & ((1 << zw) - 1)) << (pe * mw + p * zw)
+            words.append(w)
+        word = rom(m, words, pe * (mw + zw), fold, en, "params")
+        ms = [word[p * mw:(p + 1) * mw] for p in range(pe)]
+        ms = [v.as_signed() if self.m_signed else v for v in ms]
+        zs = [word[pe * mw + p * zw:pe * mw + (p + 1) * zw].as_signed() for p in range(pe)]
+        return ms, zs
+
+    def _wide_output(self, m, en, prods, zd):
+        """Each lane's product with the rounding term added and shifted by the largest shift,
+        plus its zero point (``zd``, delayed with the product), clamped: three registers."""
+        s = self.max_shift
+        outs = []
+        for p in range(self.pe):
+            rounded = (prods[p] + (1 << (s - 1))) >> s if s else prods[p]
+            r = Signal(rounded.shape(), name=f"rnd{p}")
+            z = Signal(zd[p].shape(), name=f"zp_r{p}")
+            t = Signal(signed(max(rounded.shape().width, self.z_width) + 2), name=f"sum{p}")
+            y = Signal(self.o.payload[p].shape(), name=f"y{p}")
+            with m.If(en):
+                m.d.sync += [r.eq(rounded), z.eq(zd[p]), t.eq(r + z),
+                             y.eq(Mux(t < self.lo, self.lo, Mux(t > self.hi, self.hi, t)))]
+            outs.append(y)
+        return outs
 
     @classmethod
     def estimate(cls, *, family="ecp5", **kwargs) -> Cost:

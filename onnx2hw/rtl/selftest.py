@@ -20,6 +20,8 @@ probability 2**-32.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import crc, data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -140,17 +142,39 @@ class SelfTest(wiring.Component):
                           "link_idle": In(1), "running": Out(1)})
 
     def elaborate(self, platform):
+        """The sample ROM and the CRC generator, the inferences in flight (:meth:`_in_flight`),
+        the run's registers (:class:`_Run`), the output lanes as CRC bytes (:meth:`_out_lanes`),
+        the CRC check (:meth:`_check`), the result port (:meth:`_result_port`) and the state
+        machine: IDLE passes the link through and takes a command (:meth:`_idle_state`), RUN
+        replays the samples (:meth:`_run_state`), FINISH lets the last CRC settle
+        (:meth:`_finish_state`)."""
         m = Module()
         fmt = self.fmt
-        t_in, t_out = fmt.in_elems // fmt.in_lanes, fmt.out_elems // fmt.out_lanes
-        n, nwords = self.samples, len(self.words)
         width = fmt.in_bits * fmt.in_lanes
-        m.submodules.rom = rom = memory.Memory(shape=unsigned(width), depth=nwords, init=self.words)
+        m.submodules.rom = rom = memory.Memory(shape=unsigned(width), depth=len(self.words), init=self.words)
         rd = rom.read_port()
         crc_width = 8 * fmt.out_elem_bytes * fmt.out_lanes
         m.submodules.crc = gen = crc.catalog.CRC32_ETHERNET(crc_width).create()
+        f = self._in_flight(m)
+        r = _Run(self, crc_width)
+        lanes = self._out_lanes(m)
+        self._check(m, r, gen)
+        self._result_port(m, r)
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                self._idle_state(m, f, r)
+            with m.State("RUN"):
+                self._run_state(m, f, r, rd, lanes)
+            with m.State("FINISH"):
+                self._finish_state(m, r)
+        m.d.comb += self.running.eq(~fsm.ongoing("IDLE"))
+        return m
 
-        # --- inferences in flight (both modes): first input transfer in, last output transfer out
+    def _in_flight(self, m) -> _Flight:
+        """The inferences in flight (both modes): counted up at an inference's first input
+        transfer into the accelerator, down at its last output transfer out of it."""
+        fmt = self.fmt
+        t_in, t_out = fmt.in_elems // fmt.in_lanes, fmt.out_elems // fmt.out_lanes
         in_pos, out_pos = Signal(range(max(2, t_in))), Signal(range(max(2, t_out)))
         inflight = Signal(16)
         took_in = self.o.valid & self.o.ready
@@ -165,96 +189,143 @@ class SelfTest(wiring.Component):
             m.d.sync += inflight.eq(inflight + 1)
         with m.Elif(last_out & ~first_in):
             m.d.sync += inflight.eq(inflight - 1)
+        return _Flight(in_pos, out_pos, inflight, took_in, took_out, last_out)
 
-        # --- run state
-        session, seq, expect = Signal(16), Signal(8), Signal(32)
-        in_left, out_left = Signal(32), Signal(32)       # passes still to issue / to check, after this one
-        addr = Signal(range(max(2, nwords)))
-        feeding, ovalid, started = Signal(), Signal(), Signal()
-        out_inf = Signal(range(max(2, n)))
-        cyc = Signal(CYCLE_BITS)
-        cycles, latency, count, failed, first_crc = Signal(CYCLE_BITS), Signal(32), Signal(32), Signal(32), Signal(32)
-        have_latency, have_first = Signal(), Signal()
-        pass_start = Signal()
-        # CRC input stage (registered) and check stage
-        d_valid, d_start, d_end = Signal(), Signal(), Signal()
-        d_data = Signal(crc_width)
-        e_valid = Signal()
-
+    def _out_lanes(self, m):
+        """The lanes of an output transfer, each sign- or zero-extended to whole bytes (as the
+        link codes them)."""
         lanes = []
-        for j in range(fmt.out_lanes):
-            s = Signal(unsigned(8 * fmt.out_elem_bytes), name=f"out_lane{j}")
+        for j in range(self.fmt.out_lanes):
+            s = Signal(unsigned(8 * self.fmt.out_elem_bytes), name=f"out_lane{j}")
             m.d.comb += s.eq(self.ai.payload[j])          # sign-extends a signed element
             lanes.append(s)
+        return lanes
 
-        m.d.comb += [gen.data.eq(d_data), gen.valid.eq(d_valid), gen.start.eq(d_start & d_valid)]
-        m.d.sync += e_valid.eq(d_valid & d_end)
-        with m.If(e_valid):
-            with m.If(gen.crc != expect):
-                m.d.sync += failed.eq(failed + 1)
-            with m.If(~have_first):
-                m.d.sync += [first_crc.eq(gen.crc), have_first.eq(1)]
+    def _check(self, m, r: _Run, gen):
+        """The CRC of a pass from its registered input stage (``d_*``); at the pass's end
+        (``e_valid``) compared with the command's, and the first pass's kept."""
+        m.d.comb += [gen.data.eq(r.d_data), gen.valid.eq(r.d_valid), gen.start.eq(r.d_start & r.d_valid)]
+        m.d.sync += r.e_valid.eq(r.d_valid & r.d_end)
+        with m.If(r.e_valid):
+            with m.If(gen.crc != r.expect):
+                m.d.sync += r.failed.eq(r.failed + 1)
+            with m.If(~r.have_first):
+                m.d.sync += [r.first_crc.eq(gen.crc), r.have_first.eq(1)]
 
+    def _result_port(self, m, r: _Run):
+        """The result: a register, its payload the run's counts (SELFTEST_RESULT, little-endian)."""
         with m.If(self.res.valid & self.res.ready):
             m.d.sync += self.res.valid.eq(0)
-        m.d.comb += [self.res.payload.session.eq(session), self.res.payload.seq.eq(seq),
-                     self.res.payload.data.eq(Cat(cycles, Const(0, 64 - CYCLE_BITS), latency, count, failed,
-                                                  first_crc))]
+        m.d.comb += [self.res.payload.session.eq(r.session), self.res.payload.seq.eq(r.seq),
+                     self.res.payload.data.eq(Cat(r.cycles, Const(0, 64 - CYCLE_BITS), r.latency, r.count,
+                                                  r.failed, r.first_crc))]
 
-        with m.FSM() as fsm:
-            with m.State("IDLE"):
-                m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
-                             self.i.ready.eq(self.o.ready),
-                             self.ao.valid.eq(self.ai.valid), self.ao.payload.eq(self.ai.payload),
-                             self.ai.ready.eq(self.ao.ready)]
-                with m.If(self.cmd.valid & self.link_idle & ~self.i.valid & (inflight == 0) & (in_pos == 0)
-                          & ~self.res.valid):
-                    c = self.cmd.payload
-                    first = Mux(c.passes == 0, 0, c.passes - 1)
-                    m.d.comb += self.cmd.ready.eq(1)
-                    m.d.sync += [session.eq(c.session), seq.eq(c.seq), expect.eq(c.crc),
-                                 in_left.eq(first), out_left.eq(first), addr.eq(0), feeding.eq(1),
-                                 started.eq(0), out_inf.eq(0), count.eq(0), failed.eq(0),
-                                 have_latency.eq(0), have_first.eq(0), pass_start.eq(1)]
-                    m.next = "RUN"
-            with m.State("RUN"):
-                load = ~ovalid | self.o.ready
-                m.d.comb += [self.o.valid.eq(ovalid), self.o.payload.as_value().eq(rd.data),
-                             rd.addr.eq(addr), rd.en.eq(load), self.ai.ready.eq(1)]
-                with m.If(load):
-                    m.d.sync += ovalid.eq(feeding)
-                    with m.If(feeding):
-                        with m.If(addr == nwords - 1):
-                            m.d.sync += addr.eq(0)
-                            with m.If(in_left == 0):
-                                m.d.sync += feeding.eq(0)
-                            with m.Else():
-                                m.d.sync += in_left.eq(in_left - 1)
-                        with m.Else():
-                            m.d.sync += addr.eq(addr + 1)
-                with m.If(took_in & ~started):
-                    m.d.sync += [started.eq(1), cyc.eq(2)]
-                with m.Elif(started):
-                    m.d.sync += cyc.eq(cyc + 1)
-                m.d.sync += d_valid.eq(took_out)
-                with m.If(took_out):
-                    m.d.sync += [d_data.eq(Cat(*lanes)), d_start.eq(pass_start), pass_start.eq(0),
-                                 d_end.eq((out_pos == t_out - 1) & (out_inf == n - 1))]
-                with m.If(last_out):
-                    m.d.sync += [count.eq(count + 1), out_inf.eq(Mux(out_inf == n - 1, 0, out_inf + 1))]
-                    with m.If(~have_latency):
-                        m.d.sync += [latency.eq(cyc), have_latency.eq(1)]
-                    with m.If(out_inf == n - 1):
-                        m.d.sync += pass_start.eq(1)
-                        with m.If(out_left == 0):
-                            m.d.sync += cycles.eq(cyc)
-                            m.next = "FINISH"
-                        with m.Else():
-                            m.d.sync += out_left.eq(out_left - 1)
-            with m.State("FINISH"):           # the last pass's CRC through its two pipeline stages
-                m.d.sync += d_valid.eq(0)
-                with m.If(~d_valid & ~e_valid):
-                    m.d.sync += self.res.valid.eq(1)
-                    m.next = "IDLE"
-        m.d.comb += self.running.eq(~fsm.ongoing("IDLE"))
-        return m
+    def _idle_state(self, m, f: _Flight, r: _Run):
+        """IDLE: both streams are wires; a command is taken when nothing is in flight, nothing
+        is pending on the link and no result is waiting, and the run's registers start."""
+        m.d.comb += [self.o.valid.eq(self.i.valid), self.o.payload.eq(self.i.payload),
+                     self.i.ready.eq(self.o.ready),
+                     self.ao.valid.eq(self.ai.valid), self.ao.payload.eq(self.ai.payload),
+                     self.ai.ready.eq(self.ao.ready)]
+        with m.If(self.cmd.valid & self.link_idle & ~self.i.valid & (f.inflight == 0) & (f.in_pos == 0)
+                  & ~self.res.valid):
+            c = self.cmd.payload
+            first = Mux(c.passes == 0, 0, c.passes - 1)
+            m.d.comb += self.cmd.ready.eq(1)
+            m.d.sync += [r.session.eq(c.session), r.seq.eq(c.seq), r.expect.eq(c.crc),
+                         r.in_left.eq(first), r.out_left.eq(first), r.addr.eq(0), r.feeding.eq(1),
+                         r.started.eq(0), r.out_inf.eq(0), r.count.eq(0), r.failed.eq(0),
+                         r.have_latency.eq(0), r.have_first.eq(0), r.pass_start.eq(1)]
+            m.next = "RUN"
+
+    def _run_state(self, m, f: _Flight, r: _Run, rd, lanes):
+        """RUN: the ROM streams into ``o`` (:meth:`_replay`), the cycle counter runs from the
+        first input transfer, and every output is taken (:meth:`_take_outputs`)."""
+        self._replay(m, r, rd)
+        with m.If(f.took_in & ~r.started):
+            m.d.sync += [r.started.eq(1), r.cyc.eq(2)]
+        with m.Elif(r.started):
+            m.d.sync += r.cyc.eq(r.cyc + 1)
+        self._take_outputs(m, f, r, lanes)
+
+    def _replay(self, m, r: _Run, rd):
+        """The samples out of the ROM into ``o``, ``R`` passes (1-cycle read latency, the read
+        held while ``o`` is stalled)."""
+        nwords = len(self.words)
+        load = ~r.ovalid | self.o.ready
+        m.d.comb += [self.o.valid.eq(r.ovalid), self.o.payload.as_value().eq(rd.data),
+                     rd.addr.eq(r.addr), rd.en.eq(load), self.ai.ready.eq(1)]
+        with m.If(load):
+            m.d.sync += r.ovalid.eq(r.feeding)
+            with m.If(r.feeding):
+                with m.If(r.addr == nwords - 1):
+                    m.d.sync += r.addr.eq(0)
+                    with m.If(r.in_left == 0):
+                        m.d.sync += r.feeding.eq(0)
+                    with m.Else():
+                        m.d.sync += r.in_left.eq(r.in_left - 1)
+                with m.Else():
+                    m.d.sync += r.addr.eq(r.addr + 1)
+
+    def _take_outputs(self, m, f: _Flight, r: _Run, lanes):
+        """Each output transfer into the CRC's input stage; at each inference's end the count
+        and the first latency, at each pass's end the next pass or, after the last, FINISH."""
+        n, t_out = self.samples, self.fmt.out_elems // self.fmt.out_lanes
+        m.d.sync += r.d_valid.eq(f.took_out)
+        with m.If(f.took_out):
+            m.d.sync += [r.d_data.eq(Cat(*lanes)), r.d_start.eq(r.pass_start), r.pass_start.eq(0),
+                         r.d_end.eq((f.out_pos == t_out - 1) & (r.out_inf == n - 1))]
+        with m.If(f.last_out):
+            m.d.sync += [r.count.eq(r.count + 1), r.out_inf.eq(Mux(r.out_inf == n - 1, 0, r.out_inf + 1))]
+            with m.If(~r.have_latency):
+                m.d.sync += [r.latency.eq(r.cyc), r.have_latency.eq(1)]
+            with m.If(r.out_inf == n - 1):
+                m.d.sync += r.pass_start.eq(1)
+                with m.If(r.out_left == 0):
+                    m.d.sync += r.cycles.eq(r.cyc)
+                    m.next = "FINISH"
+                with m.Else():
+                    m.d.sync += r.out_left.eq(r.out_left - 1)
+
+    def _finish_state(self, m, r: _Run):
+        """FINISH: the last pass's CRC through its two pipeline stages, then the result."""
+        m.d.sync += r.d_valid.eq(0)
+        with m.If(~r.d_valid & ~r.e_valid):
+            m.d.sync += self.res.valid.eq(1)
+            m.next = "IDLE"
+
+
+class _Flight(NamedTuple):
+    """The accelerator's transfers and the inferences in flight (:meth:`SelfTest._in_flight`)."""
+    in_pos: Signal        # input transfer within an inference
+    out_pos: Signal       # output transfer within an inference
+    inflight: Signal
+    took_in: object       # an input transfer into the accelerator
+    took_out: object      # an output transfer out of it
+    last_out: object      # the last output transfer of an inference
+
+
+class _Run:
+    """The self-test's registers, shared by its parts: the command (``session``, ``seq``,
+    ``expect``), the passes still to issue and to check after the current one (``in_left``,
+    ``out_left``), the replay's ROM address and output register (``feeding``, ``ovalid``), the
+    cycle counter (``started``, ``cyc``), the counts reported (``cycles``, ``latency``, ``count``,
+    ``failed``, ``first_crc``), the inference within a pass (``out_inf``), and the CRC's input
+    stage (``d_*``) and check stage (``e_valid``). (Amaranth names a signal after the local
+    variable it is assigned to, in a tuple assignment only the last of two or three; an attribute
+    gets no name in a tuple assignment: the names given keep the Verilog's.)"""
+
+    def __init__(self, st: SelfTest, crc_width: int):
+        self.session, self.seq, self.expect = Signal(16), Signal(8), Signal(32, name="expect")
+        self.in_left, self.out_left = Signal(32), Signal(32, name="out_left")
+        self.addr = Signal(range(max(2, len(st.words))))
+        self.feeding, self.ovalid, self.started = Signal(), Signal(), Signal(name="started")
+        self.out_inf = Signal(range(max(2, st.samples)))
+        self.cyc = Signal(CYCLE_BITS)
+        self.cycles, self.latency, self.count, self.failed, self.first_crc = (
+            Signal(CYCLE_BITS), Signal(32), Signal(32), Signal(32), Signal(32))
+        self.have_latency, self.have_first = Signal(), Signal(name="have_first")
+        self.pass_start = Signal()
+        self.d_valid, self.d_start, self.d_end = Signal(), Signal(), Signal(name="d_end")
+        self.d_data = Signal(crc_width)
+        self.e_valid = Signal()
