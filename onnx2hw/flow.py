@@ -13,7 +13,8 @@ import numpy as np
 from .dataflow.compile import compile_pipeline
 from .dataflow.pipeline import Pipeline
 from .ir import Graph, ModelError, UnsupportedError, load
-from .ir.simplify import follow_names, simplify
+from .canon import canonicalize
+from .ir.simplify import follow_names
 from .layers import IntegerGraph
 from .layers import support as hw_support
 from .protocol import LinkFormat
@@ -52,7 +53,7 @@ def integer_graph_of(graph: Graph, calib=None, host=()) -> IntegerGraph:
     ``host`` names nodes moved to the host): the model's quantization imported, or a float
     model quantized with ``calib`` data (an ``.npz`` path or a mapping of input name to float
     array, batch first). Every node the hardware cannot map is refused before any work."""
-    simple = simplify(graph)  # the hardware path's view (the golden keeps running the original)
+    simple = canonicalize(graph)  # the hardware path's view (the golden keeps running the original)
     host = follow_names(graph, simple, host)
     graph = simple
     parts = split(graph, host)

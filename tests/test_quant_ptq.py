@@ -269,23 +269,27 @@ def test_unsupported_layer_names_the_node(op):
         quantize(model, {"x": np.ones((4, 8), np.float32)})
 
 
-def test_standalone_batchnorm_and_constant_add_are_rejected():
-    rng = np.random.default_rng(5)
+def test_batchnorm_of_the_model_input_is_rejected():
     bn = {k: np.ones(8, np.float32) for k in ("s", "b", "m", "v")}
     model = _tiny_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn0")],
                         bn, ["N", 8], ["N", 8])
     with pytest.raises(UnsupportedError, match="'bn0'"):
         quantize(model, {"x": np.ones((4, 8), np.float32)})
-    # between two layers, after an activation (a constant Add after the last layer is the host's,
-    # see test_quant_partition; one right after a layer folds into its bias, see below)
+
+
+def test_constant_add_after_an_activation_becomes_a_layer():
+    """Between two layers, after an activation, a constant Add is a layer of its own (a dense layer
+    with the identity weight: onnx2hw.canon.affine); one right after a layer folds into its bias."""
+    rng = np.random.default_rng(5)
     model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc", transB=1),
                          helper.make_node("Relu", ["g"], ["h"], name="relu"),
                          helper.make_node("Add", ["h", "c"], ["a"], name="add_const"),
                          helper.make_node("Gemm", ["a", "w2"], ["y"], name="fc2", transB=1)],
-                        {"w": rng.standard_normal((4, 8)), "b": np.zeros(4), "c": np.ones(4),
+                        {"w": rng.standard_normal((4, 8)), "b": np.zeros(4), "c": np.arange(4.0),
                          "w2": rng.standard_normal((4, 4))}, ["N", 8], ["N", 4])
-    with pytest.raises(UnsupportedError, match="'add_const'"):
-        quantize(model, {"x": np.ones((4, 8), np.float32)})
+    q = quantize(model, {"x": rng.standard_normal((16, 8)).astype(np.float32)})
+    gemms = [n for n in q.graph.node if n.op_type == "Gemm"]
+    assert [n.name for n in gemms] == ["fc", "add_const", "fc2"]
 
 
 def test_quantized_model_is_rejected():

@@ -611,11 +611,16 @@ def int_view(b: Builder, node: Node, zp_index: int) -> QT:
 _QUANTIZERS = frozenset({"QuantizeLinear", "DequantizeLinear", "Quant"})
 
 
+#: (rank without batch, perm) of the Transposes that read a channels-last model input as channels first
+_TO_CHANNELS_FIRST = frozenset({(3, (0, 3, 1, 2)), (2, (0, 2, 1))})
+
+
 def _nhwc_inputs(graph: Graph) -> set[str]:
     """Names of the model inputs that the graph reads as channels-last, every path from the input
     through quantizers ending in
 
-    * a Transpose with ``perm = (0, 3, 1, 2)`` (a rank-4 ``(N, H, W, C)`` input);
+    * a Transpose with ``perm = (0, 3, 1, 2)`` (a rank-4 ``(N, H, W, C)`` input) or
+      ``perm = (0, 2, 1)`` (a rank-3 ``(N, L, C)`` signal: Keras ``Conv1D``);
     * a Reshape to ``(N, 1, H, W)`` of a one-channel ``(N, H, W, 1)`` input: the same Transpose,
       as tf2onnx writes it when it moves only a unit axis;
     * a Reshape to ``(N, 1, L, C)`` of a rank-3 ``(N, L, C)`` input (Keras ``Conv1D``'s
@@ -637,7 +642,7 @@ def _nhwc_inputs(graph: Graph) -> set[str]:
             return False
         for n in rs:
             if n.op_type == "Transpose":
-                if len(shape) != 3 or tuple(n.attr("perm", ())) != (0, 3, 1, 2):
+                if (len(shape), tuple(n.attr("perm", ()))) not in _TO_CHANNELS_FIRST:
                     return False
             elif n.op_type == "Reshape":
                 out = shape_of(n.outputs[0])

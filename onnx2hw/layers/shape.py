@@ -145,6 +145,12 @@ def _unsqueeze(b: Builder, node: Node):
 _NCHW_TO_NHWC, _NHWC_TO_NCHW = (1, 2, 0), (2, 0, 1)   # on the axes after the batch
 
 
+def _to_first(shape) -> tuple[int, ...] | None:
+    """The perm (after the batch) from channels last to channels first: an image ``(H, W, C)``
+    or a signal ``(L, C)``."""
+    return {3: _NHWC_TO_NCHW, 2: (1, 0)}.get(len(shape))
+
+
 def _transpose(b: Builder, node: Node):
     x = b.get(node.inputs[0], node)
     if isinstance(x, Const):
@@ -165,11 +171,11 @@ def _transpose(b: Builder, node: Node):
     new = tuple(shape[a] for a in p)
     if p == tuple(range(len(shape))):
         b.set(node, x)
-    elif isinstance(x, FloatIn) and x.layout == "hwc" and p == _NHWC_TO_NCHW:
+    elif isinstance(x, FloatIn) and x.layout == "hwc" and p == _to_first(shape):
         b.set(node, replace(x, onnx_shape=new, layout="nhwc"))
     elif isinstance(x, QT) and x.perm is None and len(shape) == 3 and p == _NCHW_TO_NHWC and not x.hwc:
         b.set(node, replace(x, onnx_shape=new, hwc=True))
-    elif isinstance(x, QT) and len(shape) == 3 and p == _NHWC_TO_NCHW and x.hwc:
+    elif isinstance(x, QT) and x.perm is None and p == _to_first(shape) and x.hwc:
         b.set(node, replace(x, onnx_shape=new, hwc=False))
     elif isinstance(x, QT) and [a for a in p if shape[a] != 1] == sorted(a for a in p if shape[a] != 1) \
             and len(new) != 3:

@@ -57,7 +57,7 @@ from ..ir.save import to_model
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, Node
 from ..ir.names import FreshNames
-from ..ir.simplify import simplify
+from ..canon import canonicalize
 from ..layers import Linear
 from ..layers.canonical import channel_vector
 from . import _canonical
@@ -296,7 +296,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
     stderr when calibration is slow.
     """
     _check_options(weight_bits, act_bits, method)
-    full = simplify(model if isinstance(model, Graph) else load(model))
+    full = canonicalize(model if isinstance(model, Graph) else load(model))
     _canonical.check_float_model(full, check_ops=False)
     parts = split(full, host)
     graph = parts.core

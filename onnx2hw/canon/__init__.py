@@ -1,0 +1,50 @@
+"""Canonicalization: any exporter's graph (opset 7 and up, IR 3 and up; float, QDQ, QOperator or
+QONNX) brought to the forms the layer registry matches, by general rules of graph algebra.
+
+``canonicalize(graph) -> graph`` runs :data:`RULES` in order; each rule is a pure
+``apply(graph) -> graph`` that returns its input unchanged when it does not apply. The golden
+executor always runs the original model; only the hardware path (op check, import, post-training
+quantization) sees the canonical one. docs/architecture.md (section 3) lists the rules.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..ir.graph import Graph
+from ..ir.simplify import simplify
+from .affine import affine_maps, matmul_add
+from .channels_last import channels_last
+from .constants import fold_constants, literal_views, static_inputs
+from .transposes import sink_transposes
+from .types import traced_types
+
+__all__ = ["canonicalize", "RULES"]
+
+#: (name, rule) in the order they run
+RULES = (
+    ("static inputs", static_inputs),
+    ("channels-last nodes", channels_last),
+    ("constant folding", fold_constants),
+    ("MatMul + Add", matmul_add),
+    ("affine maps", affine_maps),
+    ("literal views", literal_views),
+    ("onnxslim", simplify),
+    ("transposes", sink_transposes),
+    ("traced types", traced_types),
+)
+
+#: id(graph) -> (weak reference to graph, its canonical form); Graph is not hashable
+_cache: dict[int, tuple[weakref.ref, Graph]] = {}
+
+
+def canonicalize(graph: Graph) -> Graph:
+    """``graph`` in canonical form (see the module docstring); computed once per graph object."""
+    hit = _cache.get(id(graph))
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    out = graph
+    for _name, rule in RULES:
+        out = rule(out)
+    key = id(graph)
+    _cache[key] = (weakref.ref(graph, lambda _r, key=key, cache=_cache: cache.pop(key, None)), out)
+    return out

@@ -1,0 +1,223 @@
+"""Affine maps by constants, wherever an exporter put them, in the forms the registry folds.
+
+- :func:`matmul_add`: ``MatMul(x, W) -> Add(b)`` of a 2-D ``x`` and constant ``W``, ``b`` is a
+  dense layer with bias: ``Gemm(x, W, b)``, in any opset.
+- :func:`affine_maps` (float graphs): ``BatchNormalization`` (any opset's form, ``spatial=0``
+  included), and ``Mul``/``Add``/``Sub``/``Div`` of an activation by a constant, are the map
+  ``y = x * k + t``. ``Sub``/``Div`` become ``Add``/``Mul``. A map after view ops (``Transpose``,
+  ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``) read by it alone moves above them
+  (``k`` and ``t`` carried through the view); above a linear layer, it stays a ``Mul``/``Add``
+  that the post-training quantizer folds into that layer's weights and bias
+  (:mod:`onnx2hw.layers.canonical`); above any other op (an activation), it becomes a layer of
+  its own: a depthwise 1x1 ``Conv`` (per-channel ``k``, ``t``) on images and sequences, a
+  ``Gemm`` with the diagonal weight ``diag(k)`` on vectors. Each rewrite is exact in real
+  arithmetic (float32 rounding of the folded constants aside).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from .edit import DEFAULT, Edit
+from .trace import trace
+
+__all__ = ["matmul_add", "affine_maps"]
+
+_LINEAR = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
+_VIEWS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+_AFFINE = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div"})
+#: ops that say a graph is already quantized (the maps of such graphs are the importers' business)
+_QUANTIZED = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
+                        "ConvInteger", "DynamicQuantizeLinear"})
+
+
+def matmul_add(graph: Graph) -> Graph:
+    e = Edit(graph)
+    changed = False
+    for mm in list(e.nodes):
+        if mm.op_type != "MatMul" or mm.domain != DEFAULT or not e.is_const(mm.inputs[1]):
+            continue
+        vi = graph.value_info.get(mm.inputs[0])
+        add = e.sole_reader(mm.outputs[0])
+        w = np.asarray(e.inits[mm.inputs[1]])
+        if vi is None or vi.shape is None or len(vi.shape) != 2 or w.ndim != 2 or add is None \
+                or add.op_type != "Add" or add.domain != DEFAULT:
+            continue
+        b = add.inputs[1] if add.inputs[0] == mm.outputs[0] else add.inputs[0]
+        if not e.is_const(b) or np.size(e.inits[b]) != w.shape[1] or np.ndim(e.inits[b]) > 2:
+            continue
+        bias = e.const(f"{b}_bias", np.asarray(e.inits[b]).reshape(-1).astype(w.dtype))
+        e.nodes.remove(add)
+        e.replace(mm, dataclasses.replace(mm, op_type="Gemm", inputs=(mm.inputs[0], mm.inputs[1], bias),
+                                          outputs=add.outputs, attrs={}))
+        changed = True
+    return e.graph() if changed else graph
+
+
+def _compress(a: np.ndarray) -> np.ndarray:
+    """``a`` with every axis along which it is constant reduced to size 1."""
+    for ax in range(a.ndim):
+        first = np.take(a, [0], axis=ax)
+        if a.shape[ax] > 1 and np.array_equal(a, np.broadcast_to(first, a.shape)):
+            a = first
+    return a
+
+
+def _map_of(node: Node, e: Edit, rank: int) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """(data input, ``k``, ``t``) of ``node`` as ``y = x * k + t``, or ``None``."""
+    if node.domain != DEFAULT or node.op_type not in _AFFINE:
+        return None
+    if node.op_type == "BatchNormalization":
+        if len(node.outputs) > 1 and any(node.outputs[1:]) or not all(e.is_const(i) for i in node.inputs[1:5]):
+            return None
+        s, b, m, v = (np.asarray(e.inits[i], np.float64) for i in node.inputs[1:5])
+        k = s / np.sqrt(v + float(node.attr("epsilon", 1e-5)))
+        k, t = k, b - m * k
+        if k.ndim == 1:
+            k, t = (a.reshape((-1,) + (1,) * (rank - 2)) for a in (k, t))
+        return node.inputs[0], k, t
+    x, c = node.inputs
+    flip = e.is_const(x) and not e.is_const(c)
+    if flip:
+        x, c = c, x
+    if not e.is_const(c) or e.is_const(x):
+        return None
+    c = np.asarray(e.inits[c], np.float64)
+    one, zero = np.ones(()), np.zeros(())
+    if node.op_type == "Mul":
+        return x, c, zero
+    if node.op_type == "Add":
+        return x, one, c
+    if node.op_type == "Sub":
+        return (x, -one, c) if flip else (x, one, -c)
+    return None if flip else (x, 1 / c, zero)   # Div(c, x) is not affine
+
+
+class _Maps:
+    def __init__(self, graph: Graph):
+        self.e = Edit(graph)
+        self.t = trace(graph)
+
+    def shape(self, name: str):
+        s = self.t.shape(name) if self.t is not None else None
+        return None if s is None or None in s[1:] else s
+
+    def step(self) -> bool:
+        for node in self.e.nodes:
+            if node.op_type not in _AFFINE or node.domain != DEFAULT or self.shape(node.outputs[0]) is None:
+                continue
+            m = _map_of(node, self.e, len(self.shape(node.outputs[0])))
+            if m is not None and self.rewrite(node, *m):
+                return True
+        return False
+
+    def rewrite(self, node: Node, x: str, k, t) -> bool:
+        views = []
+        while (p := self.e.producer(x)) is not None and p.domain == DEFAULT and p.op_type in _VIEWS \
+                and self.e.sole_reader(x) is (views[-1] if views else node) and self.shape(p.inputs[0]):
+            views.append(p)
+            x = p.inputs[0]
+        top = self.e.producer(x)
+        linear = top is not None and top.op_type in _LINEAR and top.domain == DEFAULT
+        if not views and node.op_type in ("BatchNormalization", "Mul", "Add") and self.after_linear(x):
+            return False   # the quantizer folds it into that layer as it is
+        if top is None:
+            return False   # a map of the model input: the host's or the first layer's business
+        k, t = self.carried(k, t, node, views)
+        if k is None:
+            return False
+        out = node.outputs[0]
+        head = self.e.fresh(f"{out}_affine") if views else out
+        made = self.linear_pair(x, k, t, head, node.name) if linear else self.layer(x, k, t, head, node.name)
+        if made is None:
+            return False
+        pos = self.e.nodes.index(views[-1] if views else node)
+        chain = list(reversed(views))   # the views, top-most first, now after the map
+        if chain:
+            chain[0] = self.e_input(chain[0], head)
+            chain[-1] = dataclasses.replace(chain[-1], outputs=(out,))
+        for n in [node] + views:
+            self.e.nodes.remove(n)
+        self.e.nodes[pos:pos] = list(made) + chain
+        return True
+
+    def after_linear(self, x: str) -> bool:
+        """``x`` is made by a linear layer, possibly through maps by constants read by one node each."""
+        while (p := self.e.producer(x)) is not None and p.domain == DEFAULT:
+            if p.op_type in _LINEAR:
+                return True
+            m = _map_of(p, self.e, 2)
+            if m is None or self.e.sole_reader(x) is None:
+                return False
+            x = m[0]
+        return False
+
+    @staticmethod
+    def e_input(view: Node, name: str) -> Node:
+        return dataclasses.replace(view, inputs=(name,) + view.inputs[1:])
+
+    def carried(self, k, t, node, views):
+        """``k``, ``t`` as constants on the input of the first of ``views`` (``None`` if a view
+        mixes them with the batch)."""
+        shape = self.shape(node.outputs[0])
+        kf, tf = (np.broadcast_to(a, (1,) + shape[1:]) if a.ndim <= len(shape) else None for a in (k, t))
+        if kf is None or tf is None:
+            return None, None
+        for v in views:
+            src = self.shape(v.inputs[0])
+            if v.op_type == "Transpose":
+                inv = np.argsort([int(a) for a in v.attr("perm")])
+                kf, tf = np.transpose(kf, inv), np.transpose(tf, inv)
+            else:
+                kf, tf = kf.reshape((1,) + src[1:]), tf.reshape((1,) + src[1:])
+        return _compress(np.ascontiguousarray(kf)), _compress(np.ascontiguousarray(tf))
+
+    def linear_pair(self, x, k, t, out, name) -> list[Node] | None:
+        nodes, cur = [], x
+        if not np.all(k == 1):
+            mid = out if np.all(t == 0) else self.e.fresh(f"{out}_scaled")
+            nodes.append(self.e.node("Mul", [cur, self.e.const(f"{name}_k", k.astype(np.float32))], [mid], f"{name}_mul"))
+            cur = mid
+        if not np.all(t == 0) or not nodes:
+            nodes.append(self.e.node("Add", [cur, self.e.const(f"{name}_t", t.astype(np.float32))], [out], f"{name}_add"))
+        return nodes
+
+    def layer(self, x, k, t, out, name) -> list[Node] | None:
+        """The map as a layer of its own: per-channel ``k``, ``t`` only (axis 1)."""
+        shape = self.shape(x)
+        if len(shape) < 2:
+            return None
+        per = [_per_channel(a, shape) for a in (k, t)]
+        if any(v is None for v in per):
+            return None
+        kc, tc = (v.astype(np.float32) for v in per)
+        c = shape[1]
+        if len(shape) == 2:
+            w = self.e.const(f"{name}_diag", np.diag(kc))
+            return [self.e.node("Gemm", [x, w, self.e.const(f"{name}_t", tc)], [out], name)]
+        w = self.e.const(f"{name}_k", kc.reshape((c, 1) + (1,) * (len(shape) - 2)))
+        return [self.e.node("Conv", [x, w, self.e.const(f"{name}_t", tc)], [out], name, group=c,
+                            kernel_shape=[1] * (len(shape) - 2))]
+
+
+def _per_channel(a: np.ndarray, shape) -> np.ndarray | None:
+    """``a`` (broadcast against ``shape``, batch first) as one value per channel (axis 1), or
+    ``None`` when it varies along another axis."""
+    full = np.broadcast_to(a, (1,) + tuple(shape[1:]))[0]
+    per = full.reshape(shape[1], -1)[:, 0]
+    return per if np.array_equal(full, np.broadcast_to(per.reshape((-1,) + (1,) * (len(shape) - 2)), full.shape)) else None
+
+
+def affine_maps(graph: Graph) -> Graph:
+    if any(n.domain != DEFAULT or n.op_type in _QUANTIZED for n in graph.nodes):
+        return graph
+    m = _Maps(graph)
+    changed = False
+    for _ in range(len(graph.nodes) * 2):
+        if not m.step():
+            break
+        changed = True
+        m = _Maps(m.e.graph())
+    return m.e.graph() if changed else graph

@@ -1,0 +1,67 @@
+"""QONNX's channels-last nodes (domain ``qonnx.custom_op.channels_last``, written by qonnx's
+``ConvertToChannelsLastAndClean``) as standard nodes between two Transposes.
+
+Such a node is the ONNX op of the same name applied to its first input transposed to channels
+first (a ``Conv`` also transposes its weight), its output transposed back to channels last.
+It is rewritten in exactly those terms: ``Transpose(to first) -> op -> Transpose(to last)``,
+the weight transposed once as a constant. :mod:`onnx2hw.canon.transposes` then cancels the
+Transpose pairs that meet, which brings the graph back to channels first.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ir.errors import UnsupportedError
+from ..ir.graph import Graph
+from .edit import Edit
+from .trace import trace
+
+__all__ = ["channels_last", "CHANNELS_LAST", "to_first", "to_last"]
+
+CHANNELS_LAST = "qonnx.custom_op.channels_last"
+_OPS = frozenset({"Conv", "MaxPool", "BatchNormalization"})
+
+
+def to_last(rank: int) -> tuple[int, ...]:
+    """Perm of a channels-first tensor to channels last: ``(0, 2, ..., rank - 1, 1)``."""
+    return (0,) + tuple(range(2, rank)) + (1,)
+
+
+def to_first(rank: int) -> tuple[int, ...]:
+    """Perm of a channels-last tensor to channels first: ``(0, rank - 1, 1, ..., rank - 2)``."""
+    return (0, rank - 1) + tuple(range(1, rank - 1))
+
+
+def channels_last(graph: Graph) -> Graph:
+    nodes = [n for n in graph.nodes if n.domain == CHANNELS_LAST]
+    if not nodes:
+        return graph
+    t = trace(graph)
+    e = Edit(graph)
+    for node in nodes:
+        if node.op_type not in _OPS:
+            raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::{node.op_type}) is not a "
+                                   f"channels-last op (those are {', '.join(sorted(_OPS))})")
+        shape = t.shape(node.inputs[0]) if t is not None else graph.value_info.get(node.inputs[0]) and \
+            graph.value_info[node.inputs[0]].shape
+        if shape is None:
+            raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::{node.op_type}): the rank of its "
+                                   f"input {node.inputs[0]!r} is not known")
+        rank = len(shape)
+        first = e.fresh(f"{node.inputs[0]}_first")
+        inputs = [first] + list(node.inputs[1:])
+        if node.op_type == "Conv":
+            w = node.inputs[1]
+            if not e.is_const(w):
+                raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::Conv): weight {w!r} is not a constant")
+            inputs[1] = e.const(f"{w}_first", np.transpose(e.inits[w], to_first(rank)))
+        out = node.outputs[0]
+        mid = e.fresh(f"{out}_first")
+        e.replace(node,
+                  e.node("Transpose", [node.inputs[0]], [first], f"{node.name}_to_first", perm=list(to_first(rank))),
+                  e.node(node.op_type, inputs, [mid], node.name, **dict(node.attrs)),
+                  e.node("Transpose", [mid], [out], f"{node.name}_to_last", perm=list(to_last(rank))))
+    e.source = dataclasses.replace(e.source, opsets={d: v for d, v in graph.opsets.items() if d != CHANNELS_LAST})
+    return e.graph()
