@@ -120,7 +120,7 @@ class _Maps:
             views.append(p)
             x = p.inputs[0]
         top = self.e.producer(x)
-        linear = top is not None and top.op_type in _LINEAR and top.domain == DEFAULT
+        linear = self.after_linear(x)
         if not views and node.op_type in ("BatchNormalization", "Mul", "Add") and self.after_linear(x):
             return False   # the quantizer folds it into that layer as it is
         if top is None:

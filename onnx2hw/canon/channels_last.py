@@ -14,9 +14,8 @@ import dataclasses
 import numpy as np
 
 from ..ir.errors import UnsupportedError
-from ..ir.graph import Graph
+from ..ir.graph import Graph, Node
 from .edit import Edit
-from .trace import trace
 
 __all__ = ["channels_last", "CHANNELS_LAST", "to_first", "to_last"]
 
@@ -35,33 +34,49 @@ def to_first(rank: int) -> tuple[int, ...]:
 
 
 def channels_last(graph: Graph) -> Graph:
-    nodes = [n for n in graph.nodes if n.domain == CHANNELS_LAST]
-    if not nodes:
-        return graph
-    t = trace(graph)
-    e = Edit(graph)
-    for node in nodes:
-        if node.op_type not in _OPS:
-            raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::{node.op_type}) is not a "
-                                   f"channels-last op (those are {', '.join(sorted(_OPS))})")
-        shape = t.shape(node.inputs[0]) if t is not None else graph.value_info.get(node.inputs[0]) and \
-            graph.value_info[node.inputs[0]].shape
-        if shape is None:
-            raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::{node.op_type}): the rank of its "
-                                   f"input {node.inputs[0]!r} is not known")
-        rank = len(shape)
-        first = e.fresh(f"{node.inputs[0]}_first")
-        inputs = [first] + list(node.inputs[1:])
-        if node.op_type == "Conv":
-            w = node.inputs[1]
-            if not e.is_const(w):
-                raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::Conv): weight {w!r} is not a constant")
-            inputs[1] = e.const(f"{w}_first", np.transpose(e.inits[w], to_first(rank)))
-        out = node.outputs[0]
-        mid = e.fresh(f"{out}_first")
-        e.replace(node,
-                  e.node("Transpose", [node.inputs[0]], [first], f"{node.name}_to_first", perm=list(to_first(rank))),
-                  e.node(node.op_type, inputs, [mid], node.name, **dict(node.attrs)),
-                  e.node("Transpose", [mid], [out], f"{node.name}_to_last", perm=list(to_last(rank))))
-    e.source = dataclasses.replace(e.source, opsets={d: v for d, v in graph.opsets.items() if d != CHANNELS_LAST})
-    return e.graph()
+    """Every channels-last node rewritten; a node whose input rank is known only once the nodes
+    before it are standard (shape inference runs between the passes) waits for the next pass."""
+    while any(n.domain == CHANNELS_LAST for n in graph.nodes):
+        e = Edit(graph)
+        done = [_rewrite(e, n, r) for n in graph.nodes if n.domain == CHANNELS_LAST
+                and (r := _rank(graph, n)) is not None]
+        if not done:
+            n = next(n for n in graph.nodes if n.domain == CHANNELS_LAST)
+            raise UnsupportedError(f"node {n.name!r} ({CHANNELS_LAST}::{n.op_type}): the rank of its input "
+                                   f"{n.inputs[0]!r} is not known")
+        if not any(n.domain == CHANNELS_LAST for n in e.nodes):
+            e.source = dataclasses.replace(e.source, opsets={d: v for d, v in graph.opsets.items()
+                                                             if d != CHANNELS_LAST})
+        graph = e.graph()
+    return graph
+
+
+def _rank(graph: Graph, node: Node) -> int | None:
+    """The rank of ``node``'s data input: from its weight or kernel, else from its known type."""
+    if node.op_type not in _OPS:
+        raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::{node.op_type}) is not a "
+                               f"channels-last op (those are {', '.join(sorted(_OPS))})")
+    if node.op_type == "Conv" and node.inputs[1] in graph.initializers:
+        return np.ndim(graph.initializers[node.inputs[1]])
+    if node.attr("kernel_shape") is not None:
+        return len(node.attr("kernel_shape")) + 2
+    vi = graph.value_info.get(node.inputs[0])
+    return None if vi is None or vi.shape is None else len(vi.shape)
+
+
+def _rewrite(e: Edit, node: Node, rank: int) -> Node:
+    """``node`` as ``Transpose(to first) -> op -> Transpose(to last)`` in ``e``."""
+    first = e.fresh(f"{node.inputs[0]}_first")
+    inputs = [first] + list(node.inputs[1:])
+    if node.op_type == "Conv":
+        w = node.inputs[1]
+        if not e.is_const(w):
+            raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::Conv): weight {w!r} is not a constant")
+        inputs[1] = e.const(f"{w}_first", np.transpose(e.inits[w], to_first(rank)))
+    out = node.outputs[0]
+    mid = e.fresh(f"{out}_first")
+    e.replace(node,
+              e.node("Transpose", [node.inputs[0]], [first], f"{node.name}_to_first", perm=list(to_first(rank))),
+              e.node(node.op_type, inputs, [mid], node.name, **dict(node.attrs)),
+              e.node("Transpose", [mid], [out], f"{node.name}_to_last", perm=list(to_last(rank))))
+    return node

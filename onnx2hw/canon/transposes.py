@@ -117,8 +117,16 @@ class _Sinker:
             for r in self.e.readers(outer.outputs[0]):
                 self.e.rename_input(r, outer.outputs[0], inner.inputs[0])
             self.e.nodes.remove(outer)
-        elif pq == tuple(range(len(pq))):
-            self.e.replace(outer, self.e.node("Identity", [inner.inputs[0]], list(outer.outputs), outer.name))
+        elif pq == tuple(range(len(pq))):   # a graph output: its producer writes it
+            src = self.e.producer(inner.inputs[0])
+            if src is not None and self.e.readers(inner.inputs[0]) == [inner] and \
+                    self.e.readers(inner.outputs[0]) == [outer]:
+                self.e.nodes.remove(inner)
+                self.e.nodes.remove(outer)
+                self.e.replace(src, dataclasses.replace(
+                    src, outputs=tuple(outer.outputs[0] if o == inner.inputs[0] else o for o in src.outputs)))
+            else:
+                self.e.replace(outer, self.e.node("Identity", [inner.inputs[0]], list(outer.outputs), outer.name))
         else:
             self.e.replace(outer, dataclasses.replace(outer, inputs=(inner.inputs[0],), attrs={"perm": list(pq)}))
 

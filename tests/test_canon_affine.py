@@ -1,0 +1,91 @@
+"""onnx2hw.canon.affine: MatMul + constant Add, and affine maps by constants wherever exporters
+put them (after views, after activations, as Sub/Div), each checked with onnx.reference."""
+import numpy as np
+import pytest
+from onnx import helper as h
+
+from _canon_models import assert_same_function, model, ops, w
+from onnx2hw.canon import canonicalize
+from onnx2hw.canon.affine import affine_maps, matmul_add
+from onnx2hw.ir import load
+
+
+def _bn(name, x, y, c):
+    return h.make_node("BatchNormalization", [x, f"{name}_s", f"{name}_b", f"{name}_m", f"{name}_v"], [y], epsilon=1e-3)
+
+
+def _bn_params(name, c):
+    return {f"{name}_s": 1 + w(c), f"{name}_b": w(c), f"{name}_m": w(c), f"{name}_v": np.abs(w(c)) + 0.5}
+
+
+@pytest.mark.parametrize("opset", [7, 9, 13])
+def test_matmul_add_is_a_dense_layer(opset):
+    nodes = [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])]
+    m = model(nodes, ("x", ["N", 8]), ("y", ["N", 3]), {"W": w(8, 3), "b": w(3)}, opset=opset, ir=3, as_inputs=True)
+    g = canonicalize(load(m))
+    assert ops(g) == ["Gemm"]
+    assert_same_function(m, g)
+
+
+def test_matmul_add_of_a_sequence_stays():
+    nodes = [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])]
+    m = model(nodes, ("x", ["N", 5, 8]), ("y", ["N", 5, 3]), {"W": w(8, 3), "b": w(3)})
+    assert ops(matmul_add(load(m))) == ["MatMul", "Add"]
+
+
+def test_batchnorm_between_views_moves_onto_the_dense_layer():
+    """PyTorch BatchNorm1d after Linear as older exporters wrote it: Gemm, Unsqueeze, BN, Squeeze."""
+    nodes = [h.make_node("Gemm", ["x", "W", "b"], ["g"], transB=1), h.make_node("Unsqueeze", ["g"], ["u"], axes=[2]),
+             _bn("bn", "u", "n", 6), h.make_node("Squeeze", ["n"], ["q"], axes=[2]), h.make_node("Relu", ["q"], ["y"])]
+    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 6]), {"W": w(6, 4), "b": w(6), **_bn_params("bn", 6)}, opset=9)
+    g = canonicalize(load(m))
+    assert ops(g) == ["Gemm", "Mul", "Add", "Relu"]
+    assert_same_function(m, g)
+
+
+def test_batchnorm_between_transposes_moves_onto_the_conv():
+    """A channels-last framework's BN: Conv, Transpose to NHWC, BN over the last axis as Mul/Add, back."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]),
+             h.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 3, 1]),
+             h.make_node("Mul", ["t", "k"], ["mk"]), h.make_node("Sub", ["mk", "s"], ["ms"]),
+             h.make_node("Transpose", ["ms"], ["y"], perm=[0, 3, 1, 2])]
+    m = model(nodes, ("x", ["N", 3, 5, 5]), ("y", ["N", 4, 5, 5]), {"W": w(4, 3, 3, 3), "b": w(4), "k": 1 + w(4), "s": w(4)})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Conv", "Mul", "Add", "Transpose", "Transpose"]
+    assert_same_function(m, g)
+    g = canonicalize(load(m))   # the Transposes cancel; onnxslim may fold the map into the Conv
+    assert ops(g)[0] == "Conv" and not {"Transpose", "Sub"} & set(ops(g))
+    assert_same_function(m, g)
+
+
+def test_batchnorm_after_an_activation_is_a_depthwise_layer():
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Selu", ["c"], ["s"]),
+             _bn("bn", "s", "n", 4), h.make_node("Conv", ["n", "W2"], ["y"], pads=[1, 1, 1, 1])]
+    m = model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", 2, 6, 6]),
+              {"W": w(4, 3, 3, 3), "b": w(4), "W2": w(2, 4, 3, 3), **_bn_params("bn", 4)})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Conv", "Selu", "Conv", "Conv"]
+    assert g.nodes[2].attrs["group"] == 4
+    assert_same_function(m, g)
+
+
+def test_divide_after_an_activation_of_a_vector_is_a_diagonal_dense_layer():
+    nodes = [h.make_node("Gemm", ["x", "W"], ["g"], transB=1), h.make_node("Tanh", ["g"], ["t"]),
+             h.make_node("Div", ["t", "d"], ["y"])]
+    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 5]), {"W": w(5, 4), "d": 1 + np.abs(w(5))})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Gemm", "Tanh", "Gemm"]
+    assert_same_function(m, g)
+
+
+def test_map_of_the_model_input_stays():
+    nodes = [h.make_node("Sub", ["x", "c"], ["s"]), h.make_node("Gemm", ["s", "W"], ["y"], transB=1)]
+    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 2]), {"c": w(4), "W": w(2, 4)})
+    assert ops(affine_maps(load(m))) == ["Sub", "Gemm"]
+
+
+def test_quantized_graphs_are_left_to_the_importers():
+    nodes = [h.make_node("QuantizeLinear", ["x", "sc"], ["q"]), h.make_node("DequantizeLinear", ["q", "sc"], ["d"]),
+             h.make_node("Relu", ["d"], ["r"]), h.make_node("Mul", ["r", "k"], ["y"])]
+    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 4]), {"sc": np.float32(0.1), "k": w(4)})
+    assert ops(affine_maps(load(m))) == ["QuantizeLinear", "DequantizeLinear", "Relu", "Mul"]
