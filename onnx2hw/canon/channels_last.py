@@ -4,7 +4,7 @@
 Such a node is the ONNX op of the same name applied to its first input transposed to channels
 first (a ``Conv`` also transposes its weight), its output transposed back to channels last.
 It is rewritten in exactly those terms: ``Transpose(to first) -> op -> Transpose(to last)``,
-the weight transposed once as a constant. :mod:`onnx2hw.canon.transposes` then cancels the
+the weight transposed once as a constant (or by a Transpose node after its quantizer). :mod:`onnx2hw.canon.transposes` then cancels the
 Transpose pairs that meet, which brings the graph back to channels first.
 """
 from __future__ import annotations
@@ -68,15 +68,18 @@ def _rewrite(e: Edit, node: Node, rank: int) -> Node:
     """``node`` as ``Transpose(to first) -> op -> Transpose(to last)`` in ``e``."""
     first = e.fresh(f"{node.inputs[0]}_first")
     inputs = [first] + list(node.inputs[1:])
+    before = [e.node("Transpose", [node.inputs[0]], [first], f"{node.name}_to_first", perm=list(to_first(rank)))]
     if node.op_type == "Conv":
         w = node.inputs[1]
-        if not e.is_const(w):
-            raise UnsupportedError(f"node {node.name!r} ({CHANNELS_LAST}::Conv): weight {w!r} is not a constant")
-        inputs[1] = e.const(f"{w}_first", np.transpose(e.inits[w], to_first(rank)))
+        if e.is_const(w):
+            inputs[1] = e.const(f"{w}_first", np.transpose(e.inits[w], to_first(rank)))
+        else:   # a quantized weight (QONNX Quant of the stored one): the importer folds this Transpose
+            inputs[1] = e.fresh(f"{w}_first")
+            before.append(e.node("Transpose", [w], [inputs[1]], f"{node.name}_weight_to_first",
+                                 perm=list(to_first(rank))))
     out = node.outputs[0]
     mid = e.fresh(f"{out}_first")
-    e.replace(node,
-              e.node("Transpose", [node.inputs[0]], [first], f"{node.name}_to_first", perm=list(to_first(rank))),
+    e.replace(node, *before,
               e.node(node.op_type, inputs, [mid], node.name, **dict(node.attrs)),
               e.node("Transpose", [mid], [out], f"{node.name}_to_last", perm=list(to_last(rank))))
     return node
