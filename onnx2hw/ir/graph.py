@@ -17,6 +17,9 @@ Conventions
   input is a constant whose value a feed may override (``Graph.overridable``).
 * ``Graph.inputs`` lists only the real run-time inputs (graph inputs that have no
   initializer); ``Graph.outputs`` the graph outputs.
+* ``Graph.datatypes`` holds the graph's ``quantization_annotation`` entries keyed
+  ``finn_datatype`` (tensor name -> a FINN/QONNX datatype name such as ``"BIPOLAR"``,
+  ``"INT8"``, ``"UINT4"``, ``"FLOAT32"``), as the loader found them.
 """
 from __future__ import annotations
 
@@ -102,9 +105,11 @@ class Graph:
     sparse_initializers: frozenset[str] = frozenset()
     #: ``GraphProto.metadata_props`` (``metadata`` holds the model's)
     graph_metadata: Mapping[str, str] = field(default_factory=dict)
+    #: tensor name -> FINN datatype name (``quantization_annotation``, key ``finn_datatype``)
+    datatypes: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("initializers", "value_info", "opsets", "metadata", "graph_metadata"):
+        for name in ("initializers", "value_info", "opsets", "metadata", "graph_metadata", "datatypes"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
     @property

@@ -201,6 +201,24 @@ def _normalize_domains(model: onnx.ModelProto) -> None:
     nodes(model.graph.node)
 
 
+def _datatypes(g: onnx.GraphProto, where: str) -> dict[str, str]:
+    """The graph's FINN datatype annotations: ``quantization_annotation`` entries keyed
+    ``finn_datatype`` (tensor name -> datatype name, e.g. ``"BIPOLAR"``, ``"INT8"``), as QONNX's
+    ``ModelWrapper.set_tensor_datatype`` writes them. A tensor annotated twice with different
+    datatypes is refused (QONNX itself refuses a tensor annotated twice)."""
+    out: dict[str, str] = {}
+    for ann in g.quantization_annotation:
+        for entry in ann.quant_parameter_tensor_names:
+            value = entry.value.strip()
+            if entry.key != "finn_datatype" or not ann.tensor_name or not value:
+                continue
+            if out.get(ann.tensor_name, value) != value:
+                raise ModelError(f"{where}: tensor {ann.tensor_name!r} is annotated with two FINN datatypes "
+                                 f"({out[ann.tensor_name]!r} and {value!r})")
+            out[ann.tensor_name] = value
+    return out
+
+
 def _dim(d) -> int | str | None:
     if d.HasField("dim_value"):
         return int(d.dim_value)
@@ -373,6 +391,7 @@ class _Converter:
             outer_scope=outer,
             sparse_initializers=frozenset(sparse),
             graph_metadata=self.props(g.metadata_props, where),
+            datatypes=_datatypes(io, where),
         )
 
     def node(self, n: onnx.NodeProto, opsets: Mapping[str, int]) -> Node:

@@ -69,8 +69,8 @@ def _attr_value(v):
 
 def to_model(graph: Graph) -> onnx.ModelProto | None:
     """``graph`` as a ``ModelProto`` (initializers as constants; value types of its inputs and
-    outputs only), or ``None`` when it holds what this writer does not (sub-graphs, sparse or
-    type attributes, non-tensor inputs)."""
+    outputs only; its FINN datatype annotations), or ``None`` when it holds what this writer
+    does not (sub-graphs, sparse or type attributes, non-tensor inputs)."""
     nodes = []
     for n in graph.nodes:
         attrs = {}
@@ -93,6 +93,12 @@ def to_model(graph: Graph) -> onnx.ModelProto | None:
         return None
     inits = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.initializers.items()]
     g = helper.make_graph(nodes, graph.name or "model", ins, outs, inits)
+    values = set(graph.initializers) | {v.name for v in graph.inputs + graph.outputs} | \
+        {o for n in graph.nodes for o in n.outputs}
+    for name, datatype in graph.datatypes.items():   # FINN datatypes of the tensors still there
+        if name in values:
+            ann = g.quantization_annotation.add(tensor_name=name)
+            ann.quant_parameter_tensor_names.add(key="finn_datatype", value=datatype)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid(d, v) for d, v in graph.opsets.items()],
                               producer_name=graph.producer_name, producer_version=graph.producer_version)
     model.ir_version = graph.ir_version or model.ir_version
