@@ -20,6 +20,7 @@ from .layers import support as hw_support
 from .protocol import LinkFormat
 from .quant.calib import check_feeds, load_npz as read_npz
 from .quant.convert import flavour, to_integer_graph
+from .quant.import_qonnx import needs_calibration, quantize_float_inputs
 from .quant.partition import split
 from .quant.ptq import quantize
 
@@ -52,17 +53,22 @@ def integer_graph_of(graph: Graph, calib=None, host=()) -> IntegerGraph:
     """The hardware's exact integer graph with the host's tail (:mod:`onnx2hw.quant.partition`;
     ``host`` names nodes moved to the host): the model's quantization imported, or a float
     model quantized with ``calib`` data (an ``.npz`` path or a mapping of input name to float
-    array, batch first). Every node the hardware cannot map is refused before any work."""
+    array, batch first); in a QONNX model, ``calib`` also gives the input quantizer of a float
+    model input that a layer reads (:func:`onnx2hw.quant.import_qonnx.quantize_float_inputs`).
+    Every node the hardware cannot map is refused before any work."""
     simple = canonicalize(graph)  # the hardware path's view (the golden keeps running the original)
     host = follow_names(graph, simple, host)
     graph = simple
     parts = split(graph, host)
     check_ops(parts.core)
-    if flavour(graph) == "float":
+    kind = flavour(graph)
+    if kind == "float":
         if calib is None:
             raise ModelError("the model is not quantized: pass --calib CALIB.npz to quantize it, "
                              "or run `onnx2hw quantize` first")
         parts = split(load(quantize(graph, _feeds(calib, graph), progress=True, host=host)), host)
+    elif kind == "qonnx" and calib is not None and needs_calibration(parts.core):
+        parts = replace(parts, core=quantize_float_inputs(parts.core, _feeds(calib, graph), progress=True))
     return replace(to_integer_graph(parts.core), tail=parts.tail)
 
 

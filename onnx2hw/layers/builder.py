@@ -578,7 +578,11 @@ def real_view(b: Builder, node: Node, i_x: int, i_s: int, i_zp: int | None) -> Q
 
 def need(node, x, kind, what):
     """``x`` when it is a dequantized :class:`QT` (``kind=QT``) or a :class:`QConst`; else the
-    error saying that ``what`` would be a float op between quantized layers."""
+    error saying that ``what`` would be a float op between quantized layers (or, for a model
+    input, that it is not quantized)."""
+    if kind is QT and isinstance(x, FloatIn):
+        raise node_error(node, f"{what} is the model input {x.name!r} unquantized (the model needs an input "
+                         f"quantizer there)", UnsupportedError)
     if not isinstance(x, kind):
         raise node_error(node, f"{what} must be {'a dequantized integer tensor' if kind is QT else 'a quantized constant'}"
                          f" (a float op between quantized layers cannot run in hardware)", UnsupportedError)

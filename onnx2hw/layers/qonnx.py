@@ -7,7 +7,9 @@ FINN's ``MultiThreshold``), under the domains ``qonnx.custom_op.general`` and
   ``BipolarQuant`` gives bipolar (+-1) weights, stored as one bit each in hardware. A ``Quant`` on
   a wider initializer (a 32-bit bias) is folded as a float constant.
 * A ``Quant`` (or ``BipolarQuant``) on the model input is the host-side input quantizer (ROUND
-  mode, integer zero point; bipolar: the sign of ``x / scale + zp``).
+  mode, integer zero point; bipolar: the sign of ``x / scale + zp``). A model input that a layer
+  reads without one (a FINN datatype annotation such as ``BIPOLAR`` or ``INT8``, or a float
+  input with calibration data) is given one first (:mod:`onnx2hw.quant.import_qonnx`).
 * A ``Quant`` after a layer (Gemm / MatMul / Conv [+ Relu / Clip / constant Mul / Add /
   BatchNormalization]) is its output quantizer: outputs of at most 4 bits become exact integer
   multi-thresholds (:class:`Thresholds`, derived from the QONNX semantics
