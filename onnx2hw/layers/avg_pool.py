@@ -28,7 +28,7 @@ from .builder import Acc, Builder, QT, Target, need, node_error, pads_of, quanti
 from ._pair_mean import pair_mean_terms
 from ._windows import as_image, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
-from .types import Requant, elem_shape, int_type_for, readonly, window_out
+from .types import IntType, Requant, apply_act, elem_shape, int_type_for, readonly, window_out
 
 __all__ = ["AvgPool", "KIND", "PATTERNS"]
 
@@ -80,7 +80,7 @@ class AvgPool(LayerKind):
             x = self.terms[x - self.terms_lo]
         x = pad_nhwc(x, self.pads, self.pad_value)
         acc = windows(x, self.kernel, self.stride).sum(axis=(3, 4)) + self.bias
-        return self.act(acc)
+        return apply_act(acc, self.act)
 
     def hardware_problem(self, ins):
         if self.terms is not None and ins[0].dtype.bits > MAX_IN_BITS:
@@ -131,7 +131,28 @@ def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads) -> Acc:
     ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
     return Acc("avgpool", emit, node, (x,), spatial_out(x.onnx_shape, c, oh, ow), np.full(c, x.scale / area),
                bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c),
-               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)})
+               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)},
+               exact=_exact_sum)
+
+
+#: widest exact window sum handed to the next layer as its input
+MAX_SUM_BITS = 16
+
+
+def _exact_sum(b: Builder, v: Acc) -> QT | None:
+    """The window sum of ``x - zp`` as a signed integer tensor on the grid ``x.scale / area``: the
+    mean, exactly (``None`` when it needs more than :data:`MAX_SUM_BITS` bits, or padding adds
+    values the sum does not hold)."""
+    x = v.inputs[0]
+    if any(v.params["pads"]) or np.size(np.unique(v.scale)) != 1:
+        return None
+    area = int(np.prod(v.params["kernel"]))
+    lo, hi = (x.dtype.lo - x.zp) * area, (x.dtype.hi - x.zp) * area
+    bits = arith.acc_bits(min(lo, 0), max(hi, 0))
+    if bits > MAX_SUM_BITS:
+        return None
+    t = Target(v.node.outputs[0], float(v.scale[0]), 0, IntType(bits, True), *arith.int_range(bits, True), raw=True)
+    return replace(emit(b, v, t), real=True)
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:

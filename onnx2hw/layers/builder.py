@@ -76,7 +76,7 @@ from ._layout import nhwc
 from ._scale import check_scale, ratio_to_multiplier_shift
 
 __all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "Target", "Value", "Handler",
-           "node_error", "need", "opt", "scalar", "qconst", "real_view", "int_view", "zp_input", "zp_type",
+           "node_error", "as_tensor", "need", "opt", "scalar", "qconst", "real_view", "int_view", "zp_input", "zp_type",
            "quantize_output", "scale_input", "pads_of", "quant_axis", "along_axis", "qtype_of",
            "check_only_outputs"]
 
@@ -170,6 +170,9 @@ class Acc:
     params: dict = field(default_factory=dict)
     lo_real: float = -math.inf
     hi_real: float = math.inf
+    #: exact(builder, acc) -> QT | None: the result as an exact integer tensor of a wider type, no
+    #: requantizer (for a layer that reads it unquantized), where the kind can give one
+    exact: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -574,6 +577,18 @@ def real_view(b: Builder, node: Node, i_x: int, i_s: int, i_zp: int | None) -> Q
     if not isinstance(x, QT) or x.real:
         raise node_error(node, f"input {node.inputs[i_x]!r} must be an integer tensor", UnsupportedError)
     return replace(x, real=True, scale=float(check_scale(s.reshape(()), f"node {node.name!r} input")), zp=zp)
+
+
+def as_tensor(b: Builder, x):
+    """``x``, or a pending layer read without a quantizer as its exact integer tensor (a sum pool
+    read by a dense layer: the mean's division is that layer's scale) where its kind gives one."""
+    if isinstance(x, Acc) and x.exact is not None and x.lo_real == -math.inf and x.hi_real == math.inf \
+            and not np.any(x.bias_real):
+        q = x.exact(b, x)
+        if q is not None:
+            b.set(x.node, q)
+            return q
+    return x
 
 
 def need(node, x, kind, what):

@@ -28,7 +28,7 @@ from ..ir.graph import Node
 from ..rtl.depthwise import DepthwiseUnit
 from ..rtl.stage import Block
 from ..rtl.window import SlidingWindow
-from .builder import (Acc, Builder, QConst, QT, Target, need, node_error, opt, pads_of, qconst,
+from .builder import (Acc, Builder, QConst, QT, Target, as_tensor, need, node_error, opt, pads_of, qconst,
                         quantize_output, real_view, scalar, int_view, zp_input)
 from ._exact import exact_conv
 from ._windows import as_image, spatial_out
@@ -214,7 +214,7 @@ def emit(b: Builder, v: Acc, t: Target, act=None) -> QT:
 
 
 def _conv(b: Builder, node: Node):
-    x = need(node, b.get(node.inputs[0], node), QT, "input")
+    x = need(node, as_tensor(b, b.get(node.inputs[0], node)), QT, "input")
     w = need(node, b.get(node.inputs[1], node), QConst, "weight")
     b.set(node, accumulate(b, node, x, w, opt(b, node, 2)))
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from .builder import (Acc, Builder, QConst, QT, Target, need, node_error, opt, qconst, quantize_output,
+from .builder import (Acc, Builder, QConst, QT, Target, as_tensor, need, node_error, opt, qconst, quantize_output,
                         real_view, scalar, int_view, zp_input)
 from ._exact import exact_dense
 from .base import (LayerKind, Linear, Lowered, Pattern, act_blocks, check_linear, divisors, linear_mul,
@@ -123,14 +123,14 @@ def emit(b: Builder, v: Acc, t: Target, act=None) -> QT:
 def _gemm(b: Builder, node: Node):
     if int(node.attr("transA", 0)):
         raise node_error(node, "transA=1 is not supported", UnsupportedError)
-    x = need(node, b.get(node.inputs[0], node), QT, "input A")
+    x = need(node, as_tensor(b, b.get(node.inputs[0], node)), QT, "input A")
     w = need(node, b.get(node.inputs[1], node), QConst, "weight B")
     b.set(node, accumulate(b, node, x, w, opt(b, node, 2), trans_b=bool(node.attr("transB", 0)),
                            alpha=node.attr("alpha", 1.0), beta=node.attr("beta", 1.0)))
 
 
 def _matmul(b: Builder, node: Node):
-    x = need(node, b.get(node.inputs[0], node), QT, "input A")
+    x = need(node, as_tensor(b, b.get(node.inputs[0], node)), QT, "input A")
     w = need(node, b.get(node.inputs[1], node), QConst, "weight B")
     b.set(node, accumulate(b, node, x, w, None, trans_b=False))
 

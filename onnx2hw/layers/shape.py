@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
-from .builder import QT, Acc, Builder, Const, FloatIn, QConst, node_error
+from .builder import QT, Acc, Builder, Const, FloatIn, QConst, as_tensor, node_error
 from ._layout import flatten_perm
 from .base import Pattern
 from .canonical import Rewrite
@@ -58,7 +58,7 @@ def _flatten_input(node: Node, x: FloatIn, shape) -> FloatIn:
 
 
 def _flatten(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
+    x = as_tensor(b, b.get(node.inputs[0], node))
     if isinstance(x, FloatIn) and int(node.attr("axis", 1)) == 1:
         b.set(node, _flatten_input(node, x, (int(np.prod(x.onnx_shape)),)))
         return
@@ -72,7 +72,7 @@ def _flatten(b: Builder, node: Node):
 
 def _reshape(b: Builder, node: Node):
     """Reshape that keeps the batch (target ``[0 or -1, ...]``) to the same shape or a vector."""
-    x = b.get(node.inputs[0], node)
+    x = as_tensor(b, b.get(node.inputs[0], node))
     if not isinstance(x, (QT, FloatIn)):
         raise node_error(node, "reshapes a value that is not a quantized tensor", UnsupportedError)
     shape = [int(v) for v in b.const(node.inputs[1], node, "shape")]
@@ -116,7 +116,7 @@ def _unit_axis_move(x: QT | FloatIn, shape: tuple[int, ...]) -> QT | FloatIn | N
 
 
 def _squeeze(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
+    x = as_tensor(b, b.get(node.inputs[0], node))
     if not isinstance(x, QT):
         raise node_error(node, "squeezes a value that is not a quantized tensor", UnsupportedError)
     axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
@@ -129,7 +129,7 @@ def _squeeze(b: Builder, node: Node):
 
 
 def _unsqueeze(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
+    x = as_tensor(b, b.get(node.inputs[0], node))
     if not isinstance(x, QT):
         raise node_error(node, "unsqueezes a value that is not a quantized tensor", UnsupportedError)
     axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
@@ -152,7 +152,7 @@ def _to_first(shape) -> tuple[int, ...] | None:
 
 
 def _transpose(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
+    x = as_tensor(b, b.get(node.inputs[0], node))
     if isinstance(x, Const):
         b.set(node, Const(np.transpose(x.value, node.attr("perm"))))
         return
@@ -204,7 +204,7 @@ def _constant(b: Builder, node: Node):
 
 
 def _cast(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
+    x = as_tensor(b, b.get(node.inputs[0], node))
     if not isinstance(x, Acc):
         raise node_error(node, "Cast is only supported on an integer layer output", UnsupportedError)
     b.set(node, x)
