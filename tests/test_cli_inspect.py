@@ -15,8 +15,8 @@ from onnx2hw.cli import main
 MLP = EXAMPLES / "digits_mlp.onnx"
 
 
-def _inspect_json(capsys, path):
-    assert main(["inspect", str(path), "--json"]) == 0
+def _inspect_json(capsys, path, status=0):
+    assert main(["inspect", str(path), "--json"]) == status
     return json.loads(capsys.readouterr().out)
 
 
@@ -43,16 +43,18 @@ def test_inspect_conv_macs_and_unsupported(capsys, tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 5, 7])], [numpy_helper.from_array(w, "w")])
     path = tmp_path / "conv.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
-    s = _inspect_json(capsys, path)
+    s = _inspect_json(capsys, path, status=2)   # compile refuses the Erf: so does inspect
     assert s["layers"] == [{"name": "conv", "op": "Conv", "macs": 4 * 5 * 7 * 2 * 3 * 3}]
     assert s["inputs"][0]["shape"] == ["batch", 2, 5, 7]
     assert {h["op"]: (h["supported"], h["where"]) for h in s["hardware"]} == {
         "Conv": (True, "hardware"), "Erf": (False, "hardware"), "Softmax": (True, "host")}
     assert s["host"] == {"cut": "e", "nodes": ["sm"]}
-    assert main(["inspect", str(path)]) == 0
-    out = capsys.readouterr().out
+    assert (s["verdict"], s["refusal"]["node"], s["refusal"]["op"]) == ("refused", "erf", "Erf")
+    assert main(["inspect", str(path)]) == 2
+    out, err = capsys.readouterr()
     assert "not mappable to hardware: Erf" in out
     assert "the hardware ends at 'e'; the host runs 1 node(s) after it: sm" in " ".join(out.split())
+    assert err.startswith("error: ") and err.count("\n") == 1 and "erf (Erf)" in err
 
 
 def _bad_files(tmp_path):
