@@ -7,6 +7,7 @@ from onnx import helper as h
 from _canon_models import assert_same_function, model, ops, w
 from onnx2hw.canon import canonicalize
 from onnx2hw.canon.affine import affine_maps, matmul_add
+from onnx2hw.canon.constants import static_inputs
 from onnx2hw.ir import load
 
 
@@ -25,12 +26,6 @@ def test_matmul_add_is_a_dense_layer(opset):
     g = canonicalize(load(m))
     assert ops(g) == ["Gemm"]
     assert_same_function(m, g)
-
-
-def test_matmul_add_of_a_sequence_stays():
-    nodes = [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])]
-    m = model(nodes, ("x", ["N", 5, 8]), ("y", ["N", 5, 3]), {"W": w(8, 3), "b": w(3)})
-    assert ops(matmul_add(load(m))) == ["MatMul", "Add"]
 
 
 def test_batchnorm_between_views_moves_onto_the_dense_layer():
@@ -89,3 +84,21 @@ def test_quantized_graphs_are_left_to_the_importers():
              h.make_node("Relu", ["d"], ["r"]), h.make_node("Mul", ["r", "k"], ["y"])]
     m = model(nodes, ("x", ["N", 4]), ("y", ["N", 4]), {"sc": np.float32(0.1), "k": w(4)})
     assert ops(affine_maps(load(m))) == ["QuantizeLinear", "DequantizeLinear", "Relu", "Mul"]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_dense_over_a_sequence_is_a_pointwise_convolution(bias):
+    """Keras Dense on a (N, L, F) sequence as keras2onnx wrote it (MatMul + Add, opset 8), then
+    a BatchNormalization over the features through Transposes: one 1x1 Conv1D with the map folded
+    in after the Transposes meet."""
+    nodes = [h.make_node("MatMul", ["x", "W"], ["m"])] + ([h.make_node("Add", ["m", "b"], ["a"])] if bias else []) + [
+        h.make_node("Transpose", ["a" if bias else "m"], ["t"], perm=[0, 2, 1]), _bn("bn", "t", "n", 5),
+        h.make_node("Transpose", ["n"], ["r"], perm=[0, 2, 1]), h.make_node("Relu", ["r"], ["y"])]
+    m = model(nodes, ("x", ["N", 4, 6]), ("y", ["N", 4, 5]), {"W": w(6, 5), "b": w(5), **_bn_params("bn", 5)},
+              opset=8, ir=3, as_inputs=True)
+    g = matmul_add(static_inputs(load(m)))
+    assert ops(g)[:3] == ["Transpose", "Conv", "Transpose"]
+    assert_same_function(m, g)
+    g = canonicalize(load(m))
+    assert ops(g).count("Conv") == 1 and "MatMul" not in ops(g) and "BatchNormalization" not in ops(g)
+    assert_same_function(m, g)

@@ -95,3 +95,15 @@ def test_qonnx_quantizer_is_crossed_with_its_parameters():
     g = sink_transposes(load(m))
     assert ops(g) == ["Quant"]
     assert g.initializers[g.nodes[0].inputs[1]].shape == (1, 3, 1, 1)
+
+
+def test_reduction_of_a_transposed_tensor():
+    """PyTorch's mean over the time axis of an NWC signal (Conv1D between Transposes at opset 9)."""
+    for keep, out in ((0, ["N", 6]), (1, ["N", 1, 6])):
+        nodes = [h.make_node("Conv", ["x", "W"], ["c"]), h.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 1]),
+                 h.make_node("Relu", ["t"], ["r"]), h.make_node("ReduceMean", ["r"], ["y"], axes=[1], keepdims=keep)]
+        m = model(nodes, ("x", ["N", 3, 8]), ("y", out), {"W": w(6, 3, 3)}, opset=11)
+        g = sink_transposes(load(m))
+        assert ops(g) == ["Conv", "Relu", "ReduceMean"] + (["Transpose"] if keep else [])
+        assert g.nodes[2].attrs["axes"] == (2,)
+        assert_same_function(m, g)

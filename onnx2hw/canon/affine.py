@@ -1,7 +1,9 @@
 """Affine maps by constants, wherever an exporter put them, in the forms the registry folds.
 
 - :func:`matmul_add`: ``MatMul(x, W) -> Add(b)`` of a 2-D ``x`` and constant ``W``, ``b`` is a
-  dense layer with bias: ``Gemm(x, W, b)``, in any opset.
+  dense layer with bias: ``Gemm(x, W, b)``, in any opset. Of an ``x`` of rank 3 or more (a
+  dense layer applied to every step of a sequence or pixel of an image, features last) it is
+  the 1x1 convolution of ``x`` transposed to channels first, with or without a bias.
 - :func:`affine_maps` (float graphs): ``BatchNormalization`` (any opset's form, ``spatial=0``
   included), and ``Mul``/``Add``/``Sub``/``Div`` of an activation by a constant, are the map
   ``y = x * k + t``. ``Sub``/``Div`` become ``Add``/``Mul``. A map after view ops (``Transpose``,
@@ -20,6 +22,7 @@ import dataclasses
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from .channels_last import to_first, to_last
 from .edit import DEFAULT, Edit
 from .trace import trace
 
@@ -40,20 +43,38 @@ def matmul_add(graph: Graph) -> Graph:
         if mm.op_type != "MatMul" or mm.domain != DEFAULT or not e.is_const(mm.inputs[1]):
             continue
         vi = graph.value_info.get(mm.inputs[0])
-        add = e.sole_reader(mm.outputs[0])
         w = np.asarray(e.inits[mm.inputs[1]])
-        if vi is None or vi.shape is None or len(vi.shape) != 2 or w.ndim != 2 or add is None \
-                or add.op_type != "Add" or add.domain != DEFAULT:
+        if vi is None or vi.shape is None or len(vi.shape) < 2 or w.ndim != 2:
             continue
-        b = add.inputs[1] if add.inputs[0] == mm.outputs[0] else add.inputs[0]
-        if not e.is_const(b) or np.size(e.inits[b]) != w.shape[1] or np.ndim(e.inits[b]) > 2:
-            continue
-        bias = e.const(f"{b}_bias", np.asarray(e.inits[b]).reshape(-1).astype(w.dtype))
-        e.nodes.remove(add)
-        e.replace(mm, dataclasses.replace(mm, op_type="Gemm", inputs=(mm.inputs[0], mm.inputs[1], bias),
-                                          outputs=add.outputs, attrs={}))
+        add = e.sole_reader(mm.outputs[0])
+        b = None if add is None or add.op_type != "Add" or add.domain != DEFAULT else \
+            add.inputs[1] if add.inputs[0] == mm.outputs[0] else add.inputs[0]
+        if b is not None and (not e.is_const(b) or np.size(e.inits[b]) != w.shape[1]
+                              or any(d != 1 for d in np.shape(e.inits[b])[:-1])):
+            b = None
+        bias = () if b is None else (e.const(f"{b}_bias", np.asarray(e.inits[b]).reshape(-1).astype(w.dtype)),)
+        out = mm.outputs if b is None else add.outputs
+        if b is not None:
+            e.nodes.remove(add)
+        if len(vi.shape) == 2:
+            if b is None:
+                continue
+            e.replace(mm, dataclasses.replace(mm, op_type="Gemm", inputs=(mm.inputs[0], mm.inputs[1]) + bias,
+                                              outputs=out, attrs={}))
+        else:
+            e.replace(mm, *_pointwise_conv(e, mm, w, bias, out, len(vi.shape)))
         changed = True
     return e.graph() if changed else graph
+
+
+def _pointwise_conv(e: Edit, mm: Node, w: np.ndarray, bias, out, rank: int) -> list[Node]:
+    """``MatMul(x, W) [+ b]`` of a rank-``rank`` ``x`` (a sequence or an image, features last):
+    the 1x1 convolution of ``x`` with channels first, between two Transposes."""
+    first, conv = e.fresh(f"{mm.inputs[0]}_first"), e.fresh(f"{out[0]}_first")
+    kernel = e.const(f"{mm.inputs[1]}_kernel", np.ascontiguousarray(w.T).reshape(w.shape[1], w.shape[0], *(1,) * (rank - 2)))
+    return [e.node("Transpose", [mm.inputs[0]], [first], f"{mm.name}_to_first", perm=list(to_first(rank))),
+            e.node("Conv", [first, kernel, *bias], [conv], mm.name, kernel_shape=[1] * (rank - 2)),
+            e.node("Transpose", [conv], list(out), f"{mm.name}_to_last", perm=list(to_last(rank)))]
 
 
 def _compress(a: np.ndarray) -> np.ndarray:

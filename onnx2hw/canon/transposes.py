@@ -9,6 +9,8 @@ A Transpose ``y = transpose(a, p)`` (``y`` axis ``k`` is ``a`` axis ``p[k]``) co
   ``QuantizeLinear``/``DequantizeLinear`` with their ``axis`` mapped to ``p[axis]``;
 - an elementwise op of two activations both transposed by ``p``, and ``Concat`` of activations
   all transposed by ``p`` (on axis ``p[axis]``);
+- a reduction (``ReduceMean``/``Max``/``Min``/``Sum``) over ``axes``: the reduction over
+  ``p[axes]``, then the Transpose of the axes left (none when their order is kept);
 - another Transpose ``q``: one Transpose ``p∘q``, none when that is the identity.
 ``transpose(a, p)`` flattened (batch kept) into a ``MatMul``/``Gemm`` with a constant weight is
 ``a`` flattened into the same layer with the weight's rows permuted. Every move is exact.
@@ -34,6 +36,7 @@ ELEMENTWISE = frozenset({
 })
 _QONNX_ELEMENTWISE = frozenset({"Quant", "BipolarQuant", "Trunc"})
 _AXIS_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+_REDUCE = frozenset({"ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum"})
 _MAX_STEPS = 10_000
 
 
@@ -104,9 +107,45 @@ class _Sinker:
                 new[1:] = list(op.inputs[1:])
         if any(v is None for v in new) or len(op.outputs) != 1:
             return False
+        self.place(op, dataclasses.replace(op, inputs=tuple(new), attrs=attrs), p)
+        return True
+
+    def place(self, op: Node, moved: Node, p) -> None:
+        """``moved`` where ``op`` was, writing a fresh value that a Transpose ``p`` (none when
+        ``p`` is the identity) turns into ``op``'s output."""
+        if tuple(p) == tuple(range(len(p))):
+            self.e.replace(op, dataclasses.replace(moved, outputs=op.outputs))
+            return
         mid = self.e.fresh(f"{op.outputs[0]}_pre")
-        moved = dataclasses.replace(op, inputs=tuple(new), outputs=(mid,), attrs=attrs)
-        self.e.replace(op, moved, self.e.node("Transpose", [mid], [op.outputs[0]], f"{op.name}_transpose", perm=list(p)))
+        self.e.replace(op, dataclasses.replace(moved, outputs=(mid,)),
+                       self.e.node("Transpose", [mid], [op.outputs[0]], f"{op.name}_transpose", perm=list(p)))
+
+    def reduce(self, op: Node, p) -> bool:
+        """A reduction over ``axes`` of ``transpose(a, p)``: the same reduction of ``a`` over
+        ``p[axes]``, then the Transpose that orders the axes left as ``p`` did."""
+        rank = len(p)
+        if len(op.inputs) > 1 and op.inputs[1]:
+            if not self.e.is_const(op.inputs[1]):
+                return False
+            axes = [int(a) for a in np.asarray(self.e.inits[op.inputs[1]]).reshape(-1)]
+        else:
+            axes = [int(a) for a in (op.attr("axes") or ())]
+        if not axes or int(op.attr("noop_with_empty_axes", 0)):
+            return False
+        axes = sorted(a % rank for a in axes)
+        src = sorted(p[a] for a in axes)
+        if int(op.attr("keepdims", 1)):
+            q = p
+        else:   # the axes left, in a's order, arranged as y orders them
+            left_a = [a for a in range(rank) if a not in src]
+            q = tuple(left_a.index(p[k]) for k in range(rank) if k not in axes)
+        if len(op.inputs) > 1 and op.inputs[1]:
+            inputs = (self.transposed(op.inputs[0])[0].inputs[0],
+                      self.e.const(f"{op.inputs[1]}_t", np.asarray(src, np.int64)))
+            attrs = dict(op.attrs)
+        else:
+            inputs, attrs = (self.transposed(op.inputs[0])[0].inputs[0],), dict(op.attrs, axes=src)
+        self.place(op, dataclasses.replace(op, inputs=inputs, attrs=attrs), q)
         return True
 
     def merge(self, outer: Node, p, q) -> None:
@@ -140,6 +179,8 @@ class _Sinker:
                     self.merge(r, p, _perm(r))
                     return True
                 if (_elementwise(r) or (r.op_type == "Concat" and r.domain == DEFAULT)) and self.move(r, p):
+                    return True
+                if r.op_type in _REDUCE and r.domain == DEFAULT and r.inputs[0] == n.outputs[0] and self.reduce(r, p):
                     return True
         return False
 
