@@ -176,7 +176,8 @@ CASES = {
                                  "int32"),
     "sim-float-model-without-calib": lambda t: (["sim", FLOAT_MLP], "--calib"),
     "quantize-op-of-constants-only": lambda t: (["quantize", _edited(t, FLOAT_CNN, _pool_reads_a_weight), "--calib",
-                                                 IMG_CALIB, "-o", str(t / "q.onnx")], "'pool1' (MaxPool)"),
+                                                 IMG_CALIB, "-o", str(t / "q.onnx")],
+                                                "computes from constants only"),   # canonicalization folds pool1
     "quantize-conv-pads-too-large": lambda t: (["quantize", _edited(t, FLOAT_CNN, _huge_pads), "--calib", IMG_CALIB,
                                                 "-o", str(t / "q.onnx")], "'conv1' (Conv)"),
     "accuracy-labels-not-an-array": lambda t: (["accuracy", MLP, "--data", _member(t, "d.npz", "label.npy", b"x")],
