@@ -102,3 +102,28 @@ def test_dense_over_a_sequence_is_a_pointwise_convolution(bias):
     g = canonicalize(load(m))
     assert ops(g).count("Conv") == 1 and "MatMul" not in ops(g) and "BatchNormalization" not in ops(g)
     assert_same_function(m, g)
+
+
+def test_batchnorm_after_a_resize_and_a_pool_moves_onto_the_conv():
+    """A map commutes with a nearest resize and, for positive scales, a max pool: it reaches the
+    Conv (opset 7 Upsample with its scales attribute, as older exporters wrote it)."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]),
+             h.make_node("Upsample", ["c"], ["u"], mode="nearest", scales=[1.0, 1.0, 2.0, 2.0]),
+             h.make_node("MaxPool", ["u"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             h.make_node("BatchNormalization", ["p", "bn_s", "bn_b", "bn_m", "bn_v"], ["y"], spatial=1, epsilon=1e-3)]
+    params = _bn_params("bn", 4)
+    params["bn_s"] = np.abs(params["bn_s"]) + 0.1
+    m = model(nodes, ("x", ["N", 3, 5, 5]), ("y", ["N", 4, 10, 10]), {"W": w(4, 3, 3, 3), "b": w(4), **params},
+              opset=7, ir=3, as_inputs=True)
+    g = affine_maps(static_inputs(load(m)))
+    assert ops(g) == ["Conv", "Mul", "Add", "Upsample", "MaxPool"]
+    assert_same_function(m, g)
+
+
+def test_negative_scale_does_not_cross_a_max_pool():
+    nodes = [h.make_node("Conv", ["x", "W"], ["c"]), h.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2]),
+             h.make_node("Mul", ["p", "k"], ["y"])]
+    m = model(nodes, ("x", ["N", 3, 5, 5]), ("y", ["N", 2, 2, 2]), {"W": w(2, 3, 2, 2), "k": np.array([[[1.0]], [[-2.0]]], np.float32)})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Conv", "MaxPool", "Conv"]   # a depthwise layer of its own
+    assert_same_function(m, g)

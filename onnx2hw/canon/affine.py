@@ -31,6 +31,8 @@ __all__ = ["matmul_add", "affine_maps"]
 _LINEAR = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
 _VIEWS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 _AFFINE = frozenset({"BatchNormalization", "Mul", "Add", "Sub", "Div"})
+#: ops a per-channel map commutes with (conditions in _Maps.commutes)
+_COMMUTING = frozenset({"Resize", "Upsample", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool"})
 #: ops that say a graph is already quantized (the maps of such graphs are the importers' business)
 _QUANTIZED = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
                         "ConvInteger", "DynamicQuantizeLinear"})
@@ -135,20 +137,13 @@ class _Maps:
         return False
 
     def rewrite(self, node: Node, x: str, k, t) -> bool:
-        views = []
-        while (p := self.e.producer(x)) is not None and p.domain == DEFAULT and p.op_type in _VIEWS \
-                and self.e.sole_reader(x) is (views[-1] if views else node) and self.shape(p.inputs[0]):
-            views.append(p)
-            x = p.inputs[0]
+        views, x, k, t = self.climb(node, x, k, t)
         top = self.e.producer(x)
         linear = self.after_linear(x)
-        if not views and node.op_type in ("BatchNormalization", "Mul", "Add") and self.after_linear(x):
+        if not views and node.op_type in ("BatchNormalization", "Mul", "Add") and linear:
             return False   # the quantizer folds it into that layer as it is
-        if top is None:
+        if top is None or k is None:
             return False   # a map of the model input: the host's or the first layer's business
-        k, t = self.carried(k, t, node, views)
-        if k is None:
-            return False
         out = node.outputs[0]
         head = self.e.fresh(f"{out}_affine") if views else out
         made = self.linear_pair(x, k, t, head, node.name) if linear else self.layer(x, k, t, head, node.name)
@@ -179,21 +174,46 @@ class _Maps:
     def e_input(view: Node, name: str) -> Node:
         return dataclasses.replace(view, inputs=(name,) + view.inputs[1:])
 
-    def carried(self, k, t, node, views):
-        """``k``, ``t`` as constants on the input of the first of ``views`` (``None`` if a view
-        mixes them with the batch)."""
+    def climb(self, node: Node, x: str, k, t):
+        """(the ops the map moves above, the value it then maps, ``k``, ``t`` there): it climbs
+        views (``k``, ``t`` carried through the reshape or transpose) and the ops it commutes with
+        (per-channel ``k``, ``t`` only: a resize, whose weights sum to 1; a max pool, for ``k > 0``;
+        an average pool without counted padding), each read by the map's chain alone."""
         shape = self.shape(node.outputs[0])
-        kf, tf = (np.broadcast_to(a, (1,) + shape[1:]) if a.ndim <= len(shape) else None for a in (k, t))
-        if kf is None or tf is None:
-            return None, None
-        for v in views:
-            src = self.shape(v.inputs[0])
-            if v.op_type == "Transpose":
-                inv = np.argsort([int(a) for a in v.attr("perm")])
+        if k.ndim > len(shape) or t.ndim > len(shape):
+            return [], x, None, None
+        kf, tf = (np.broadcast_to(a, (1,) + shape[1:]) for a in (k, t))
+        views = []
+        while (p := self.e.producer(x)) is not None and p.domain == DEFAULT \
+                and self.e.sole_reader(x) is (views[-1] if views else node) and self.shape(p.inputs[0]):
+            src = self.shape(p.inputs[0])
+            if p.op_type == "Transpose":
+                inv = np.argsort([int(a) for a in p.attr("perm")])
                 kf, tf = np.transpose(kf, inv), np.transpose(tf, inv)
-            else:
+            elif p.op_type in _VIEWS:
                 kf, tf = kf.reshape((1,) + src[1:]), tf.reshape((1,) + src[1:])
-        return _compress(np.ascontiguousarray(kf)), _compress(np.ascontiguousarray(tf))
+            elif self.commutes(p, kf, tf, src):
+                kf, tf = (np.broadcast_to(_per_channel(a[0], a.shape).reshape((1, -1) + (1,) * (len(src) - 2)),
+                                          (1,) + src[1:]) for a in (kf, tf))
+            else:
+                break
+            views.append(p)
+            x = p.inputs[0]
+        return views, x, _compress(np.ascontiguousarray(kf)), _compress(np.ascontiguousarray(tf))
+
+    def commutes(self, p: Node, kf, tf, src) -> bool:
+        """The map ``kf``, ``tf`` is per-channel and may move above ``p``, whose input is ``src``."""
+        out = self.shape(p.outputs[0])
+        if p.op_type not in _COMMUTING or len(src) < 3 or out is None or out[1] != src[1] or len(out) != len(src):
+            return False
+        k = _per_channel(kf[0], kf.shape)
+        if k is None or _per_channel(tf[0], tf.shape) is None:
+            return False
+        if p.op_type in ("MaxPool", "GlobalMaxPool"):
+            return bool(np.all(k > 0)) and len(p.outputs) == 1
+        if p.op_type == "AveragePool":
+            return not any(p.attr("pads", ())) or not int(p.attr("count_include_pad", 0))
+        return True
 
     def linear_pair(self, x, k, t, out, name) -> list[Node] | None:
         nodes, cur = [], x
