@@ -15,6 +15,7 @@ from ..ir.simplify import simplify
 from .affine import affine_maps, matmul_add
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
+from .pads import pads_into_windows
 from .transposes import sink_transposes
 from .types import traced_types
 
@@ -25,6 +26,7 @@ RULES = (
     ("static inputs", static_inputs),
     ("channels-last nodes", channels_last),
     ("constant folding", fold_constants),
+    ("zero Pad into windows", pads_into_windows),
     ("MatMul + Add", matmul_add),
     ("affine maps", affine_maps),
     ("literal views", literal_views),

@@ -1,0 +1,66 @@
+"""``Pad`` with zeros in front of a window op: the window op's own padding.
+
+``Conv(Pad(x, p))`` is ``Conv(x)`` with ``p`` added to its ``pads``, and so is an
+``AveragePool`` that counts padded positions (``count_include_pad=1``), when the Pad is of
+constant mode with value 0, adds nothing on the batch and channel axes and removes nothing, and
+the window op sets its padding explicitly (no ``auto_pad``). Exporters of channels-last
+frameworks write Keras' ``ZeroPadding2D`` and TensorFlow's explicit padding this way.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from .edit import DEFAULT, Edit
+
+__all__ = ["pads_into_windows"]
+
+
+def _pad_amounts(e: Edit, pad: Node) -> np.ndarray | None:
+    """``pad``'s amounts ``(begin..., end...)`` when it pads with zeros only, else ``None``."""
+    if pad.attr("mode", b"constant") not in (b"constant", "constant"):
+        return None
+    if pad.since_version < 11:
+        amounts, value = pad.attr("pads"), float(pad.attr("value", 0.0))
+    else:
+        if len(pad.inputs) < 2 or not e.is_const(pad.inputs[1]) or (len(pad.inputs) > 3 and pad.inputs[3]):
+            return None
+        amounts = e.inits[pad.inputs[1]]
+        value = float(np.asarray(e.inits[pad.inputs[2]]).reshape(-1)[0]) \
+            if len(pad.inputs) > 2 and pad.inputs[2] and e.is_const(pad.inputs[2]) else \
+            (0.0 if len(pad.inputs) < 3 or not pad.inputs[2] else None)
+    if amounts is None or value != 0.0:
+        return None
+    amounts = np.asarray(amounts, np.int64).reshape(-1)
+    rank = amounts.size // 2
+    if rank < 3 or np.any(amounts < 0) or amounts[0] or amounts[1] or amounts[rank] or amounts[rank + 1]:
+        return None
+    return amounts
+
+
+def _takes_pads(node: Node) -> bool:
+    if node.domain != DEFAULT or node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return False
+    return node.op_type == "Conv" or (node.op_type == "AveragePool" and int(node.attr("count_include_pad", 0)))
+
+
+def pads_into_windows(graph: Graph) -> Graph:
+    e = Edit(graph)
+    changed = False
+    for pad in [n for n in graph.nodes if n.op_type == "Pad" and n.domain == DEFAULT]:
+        amounts = _pad_amounts(e, pad)
+        readers = e.readers(pad.outputs[0])
+        if amounts is None or not readers or pad.outputs[0] in e.outputs or \
+                not all(_takes_pads(r) and r.inputs[0] == pad.outputs[0] for r in readers):
+            continue
+        rank = amounts.size // 2
+        extra = np.concatenate([amounts[2:rank], amounts[rank + 2:]])
+        for r in readers:
+            own = np.asarray(r.attr("pads", (0,) * extra.size), np.int64)
+            e.replace(r, dataclasses.replace(r, inputs=(pad.inputs[0],) + r.inputs[1:],
+                                             attrs=dict(r.attrs, pads=[int(v) for v in own + extra])))
+        e.nodes.remove(pad)
+        changed = True
+    return e.graph() if changed else graph

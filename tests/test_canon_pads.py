@@ -1,0 +1,49 @@
+"""onnx2hw.canon.pads: a zero Pad in front of a Conv (or an AveragePool counting its padding) is
+the window op's own padding (onnxruntime with optimizations off as the oracle of both graphs)."""
+import numpy as np
+import pytest
+from onnx import helper as h
+
+from _canon_models import assert_same_function, model, ops, w
+from onnx2hw.canon.pads import pads_into_windows
+from onnx2hw.ir import load
+
+
+def _pad(opset, pads, **kw):
+    if opset < 11:
+        return h.make_node("Pad", ["r"], ["p"], pads=pads, **kw)
+    return h.make_node("Pad", ["r", "pads"], ["p"], **kw)
+
+
+@pytest.mark.parametrize("opset", [9, 11, 13])
+def test_zero_pad_joins_the_conv(opset):
+    pads = [0, 0, 1, 2, 0, 0, 2, 1]
+    nodes = [h.make_node("Relu", ["x"], ["r"]), _pad(opset, pads),
+             h.make_node("Conv", ["p", "W"], ["y"], pads=[1, 0, 0, 1])]
+    inits = {"W": w(2, 3, 3, 3)} | ({"pads": np.array(pads, np.int64)} if opset >= 11 else {})
+    m = model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", 2, 8, 8]), inits, opset=opset)
+    g = pads_into_windows(load(m))
+    assert ops(g) == ["Relu", "Conv"] and g.nodes[1].attrs["pads"] == (2, 2, 2, 2)
+    assert_same_function(m, g)
+
+
+def test_zero_pad_joins_an_average_pool_that_counts_it():
+    nodes = [h.make_node("Relu", ["x"], ["r"]), _pad(13, None),
+             h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[3, 3], count_include_pad=1)]
+    m = model(nodes, ("x", ["N", 2, 5, 5]), ("y", ["N", 2, 5, 5]), {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)})
+    g = pads_into_windows(load(m))
+    assert ops(g) == ["Relu", "AveragePool"]
+    assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("case", ["reflect", "value", "channels", "maxpool"])
+def test_other_pads_stay(case):
+    pads = np.array([0, 1 if case == "channels" else 0, 1, 1, 0, 0, 1, 1], np.int64)
+    kw = {"mode": "reflect"} if case == "reflect" else {}
+    inputs = ["r", "pads"] + (["v"] if case == "value" else [])
+    reader = h.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3]) if case == "maxpool" else \
+        h.make_node("Conv", ["p", "W"], ["y"])
+    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Pad", inputs, ["p"], **kw), reader]
+    cin = 3 + (case == "channels")
+    m = model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", None, None, None]), {"pads": pads, "v": np.float32(0.5), "W": w(2, cin, 3, 3)})
+    assert "Pad" in ops(pads_into_windows(load(m)))
