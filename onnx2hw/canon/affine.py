@@ -97,7 +97,7 @@ def _map_of(node: Node, e: Edit, rank: int) -> tuple[str, np.ndarray, np.ndarray
             return None
         s, b, m, v = (np.asarray(e.inits[i], np.float64) for i in node.inputs[1:5])
         k = s / np.sqrt(v + float(node.attr("epsilon", 1e-5)))
-        k, t = k, b - m * k
+        t = b - m * k
         if k.ndim == 1:
             k, t = (a.reshape((-1,) + (1,) * (rank - 2)) for a in (k, t))
         return node.inputs[0], k, t
