@@ -9,8 +9,13 @@ Run in a separate virtual environment that has the exporters, never the project'
     /work/exporters-venv/bin/python corpus/make_corpus.py
 
 It rewrites every generated file in corpus/ (``*.onnx``, ``*.npz``), ``manifest.json`` and the
-table in ``README.md`` between the ``corpus-table`` markers. Seeds are fixed: a second run gives
-the same models. ``make test`` reads the committed files only; it never needs these exporters.
+tables in ``README.md`` between the ``corpus-table`` and ``classes-table`` markers. Seeds are
+fixed: a second run gives the same models. ``make_corpus.py GROUP...`` is a trial run of some
+family groups that writes no manifest; ``make_corpus.py --merge GROUP...`` runs them and replaces
+only their entries in the manifest and the tables. The groups ``old-exporters`` and
+``qonnx-finn`` (issue #32: older exporter generations, QONNX/FINN conventions) live in
+``generations.py`` beside this script. ``make test`` reads the committed files only; it never
+needs these exporters.
 Families whose exporter is not importable are skipped with the reason printed and recorded in
 the manifest's ``skipped`` list.
 """
@@ -33,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+import generations  # the families of issue #32 (corpus/generations.py, beside this script)
 
 HERE = Path(__file__).resolve().parent
 SEED = 12
@@ -220,6 +227,7 @@ def patterns(model) -> list[str]:
     for vi in outs:
         if vi["name"] in producers and producers[vi["name"]].op_type in ("Quant", "BipolarQuant"):
             found.append("graph ends in a quantizer (output Quant)")
+    found += _generation_patterns(model, producers, consumers, consts, ins)
     # the first quantizer reached from the graph input (through Reshape, Mul, Sub, ...)
     frontier, seen_n = [vi["name"] for vi in ins], set()
     while frontier:
@@ -255,8 +263,62 @@ def patterns(model) -> list[str]:
     return out
 
 
+def _generation_patterns(model, producers, consumers, consts, ins) -> list[str]:
+    """What older exporter generations and QONNX/FINN conventions write (issue #32), by rule."""
+    g = model.graph
+    found = []
+    if model.ir_version <= 4:
+        found.append(f"IR version {model.ir_version}")
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset < 11:
+        found.append(f"opset {opset}")
+    if {t.name for t in g.initializer} & {i.name for i in g.input}:
+        found.append("initializers listed as graph inputs")
+    for n in g.node:
+        if n.op_type == "Add" and any(i in consts for i in n.input) and any(
+                i in producers and producers[i].op_type == "MatMul" for i in n.input):
+            found.append("MatMul + Add of a constant")
+        if n.op_type == "BatchNormalization":
+            src = producers.get(n.input[0])
+            if src is None or src.op_type not in ("Conv", "Gemm"):
+                found.append(f"BatchNormalization after {src.op_type if src is not None else 'the input'}")
+        if n.op_type == "Transpose" and [a.ints for a in n.attribute if a.name == "perm"][0] == [0, 2, 1]:
+            found.append("Transpose perm [0, 2, 1] (NWC <-> NCW)")
+        if n.domain == "qonnx.custom_op.channels_last":
+            found.append(f"channels-last {n.op_type} (qonnx.custom_op.channels_last)")
+    annotated = {}
+    for qa in g.quantization_annotation:
+        for p in qa.quant_parameter_tensor_names:
+            if p.key == "finn_datatype" and p.value != "FLOAT32":
+                annotated[qa.tensor_name] = p.value
+    for vi in ins:
+        if vi["name"] in annotated:
+            found.append(f"input datatype annotation {annotated[vi['name']]} (FINN)")
+    quant_outs = [o for n in g.node if n.op_type in ("Quant", "BipolarQuant") for o in n.output]
+    if quant_outs and not {v.name for v in g.value_info} & set(quant_outs):
+        found.append("no value_info for Quant outputs")
+    # a quantized graph whose first weighted layer reads the graph input without a quantizer
+    if quant_outs:
+        frontier, seen = [vi["name"] for vi in ins], set()
+        while frontier:
+            v = frontier.pop(0)
+            for c in consumers.get(v, []):
+                if id(c) in seen:
+                    continue
+                seen.add(id(c))
+                if c.op_type in ("Conv", "MatMul", "Gemm") and c.input[0] == v:
+                    integer = bool(set(annotated) & {i["name"] for i in ins})
+                    found.append("first layer reads the input unquantized"
+                                 + (" (annotated integer input)" if integer else " (float input)"))
+                elif c.op_type in ("Reshape", "Flatten", "Transpose", "Unsqueeze", "Squeeze") and c.input[0] == v:
+                    frontier.extend(c.output)
+    return found
+
+
 def record(fname: str, family: str, kind: str, exporter: str, version: str, options: str,
-           notes: str = "", data: str | None = None, check: bool = True) -> None:
+           notes: str = "", data: str | None = None, check: bool = True, classes: list[int] | None = None) -> None:
+    """One manifest entry for corpus/``fname``; ``classes``: the classes of issue #32 the file
+    exercises (entries of the families before #32 have no such field)."""
     path = HERE / fname
     model = onnx.load(path)
     if check:  # what the exporter wrote is well formed (the damaged-on-purpose files are not)
@@ -280,6 +342,8 @@ def record(fname: str, family: str, kind: str, exporter: str, version: str, opti
         "bytes": path.stat().st_size,
         "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
     })
+    if classes is not None:
+        ENTRIES[-1]["classes"] = list(classes)
     print(f"  {fname:42s} {path.stat().st_size:8d} B  {', '.join(ENTRIES[-1]['patterns'])}")
 
 
@@ -812,10 +876,11 @@ def build_brevitas():
     qonnx_oracles()
 
 
-def qonnx_oracles():
-    """The qonnx executor's outputs for every Brevitas file's inputs, added to its ``.npz``: the
-    independent oracle of tests/test_corpus.py. ``oracle`` is the first file's (the raw export);
-    a file sharing the ``.npz`` whose outputs differ from it in any bit gets ``oracle_<stem>``."""
+def qonnx_oracles(families=("brevitas",)):
+    """The qonnx executor's outputs for the inputs of every QONNX file of ``families``, added to
+    its ``.npz``: the independent oracle of tests/test_corpus.py. ``oracle`` is the first file's
+    (the raw export); a file sharing the ``.npz`` whose outputs differ from it in any bit gets
+    ``oracle_<stem>``."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.infer_shapes import InferShapes
@@ -832,7 +897,7 @@ def qonnx_oracles():
 
     groups = collections.defaultdict(list)
     for e in ENTRIES:
-        if e["family"] == "brevitas":
+        if e["family"] in families:
             groups[e["data"]].append(e["file"])
     for data, files in groups.items():
         with np.load(HERE / data) as d:
@@ -845,7 +910,7 @@ def qonnx_oracles():
             elif not np.array_equal(y, oracle):
                 arrays[f"oracle_{Path(fname).stem}"] = y
         extra = sorted(k for k in arrays if k.startswith("oracle_"))
-        print(f"  {data:42s} qonnx executor on {len(files)} files; max |oracle - Brevitas| "
+        print(f"  {data:42s} qonnx executor on {len(files)} files; max |oracle - framework| "
               f"{np.abs(oracle - arrays['output']).max():.3g}" + (f"; own oracles: {', '.join(extra)}" if extra else ""))
         save_npz(data, **arrays)
 
@@ -1002,6 +1067,15 @@ TABLE_BEGIN = "<!-- corpus-table:begin (written by make_corpus.py) -->"
 TABLE_END = "<!-- corpus-table:end -->"
 
 
+CLASSES_BEGIN = "<!-- classes-table:begin (written by make_corpus.py) -->"
+CLASSES_END = "<!-- classes-table:end -->"
+
+
+def _replace_between(text: str, begin: str, end: str, lines: list[str]) -> str:
+    a, b = text.index(begin), text.index(end) + len(end)
+    return text[:a] + "\n".join(lines) + text[b:]
+
+
 def write_readme():
     lines = [TABLE_BEGIN, "", "| file | family | kind | exporter, version, options | input → output | what today's flow chokes on |",
              "|---|---|---|---|---|---|"]
@@ -1015,8 +1089,32 @@ def write_readme():
     lines += ["", TABLE_END]
     readme = HERE / "README.md"
     text = readme.read_text() if readme.exists() else f"# Corpus\n\n{TABLE_BEGIN}\n{TABLE_END}\n"
-    a, b = text.index(TABLE_BEGIN), text.index(TABLE_END) + len(TABLE_END)
-    readme.write_text(text[:a] + "\n".join(lines) + text[b:])
+    text = _replace_between(text, TABLE_BEGIN, TABLE_END, lines)
+    if CLASSES_BEGIN in text:
+        rows = [CLASSES_BEGIN, "", "| file | classes of #32 | family | written by |", "|---|---|---|---|"]
+        rows += [f"| `{e['file']}` | {', '.join(map(str, e['classes']))} | {e['family']} | {e['exporter']} |"
+                 for e in ENTRIES if e.get("classes")]
+        text = _replace_between(text, CLASSES_BEGIN, CLASSES_END, rows + ["", CLASSES_END])
+    readme.write_text(text)
+
+
+def _merge_manifest(ran: set[str]) -> None:
+    """``ENTRIES`` of this run in place of the manifest's entries of the families ``ran`` wrote;
+    every other entry (and its file) as it is. A file of those families that this run no longer
+    writes is deleted with its data file when nothing else reads that."""
+    old = json.loads((HERE / "manifest.json").read_text())
+    new_files = {e["file"] for e in ENTRIES}
+    kept = [e for e in old["files"] if e["family"] not in ran]
+    for e in old["files"]:
+        if e["family"] in ran and e["file"] not in new_files:
+            (HERE / e["file"]).unlink(missing_ok=True)
+    used = {e["data"] for e in kept + ENTRIES if e["data"]}
+    for e in old["files"]:
+        if e["family"] in ran and e["data"] and e["data"] not in used:
+            (HERE / e["data"]).unlink(missing_ok=True)
+    skipped = [s for s in old["skipped"] if s["family"] not in ran] + SKIPPED
+    ENTRIES[:] = kept + ENTRIES
+    SKIPPED[:] = skipped
 
 
 def main():
@@ -1024,15 +1122,32 @@ def main():
         # tf2onnx names constant-folded tensors in set order: fix hashing so the names repeat
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, *sys.argv])
-    only = sys.argv[1:]  # a family name or several: a trial run that writes no manifest
+    args = sys.argv[1:]
+    merge = "--merge" in args
+    # family groups named: a trial run that writes no manifest, or with --merge one that puts
+    # their entries into the manifest in place of their previous ones, keeping all others
+    only = [a for a in args if a != "--merge"]
+    if merge and not only:
+        sys.exit("--merge needs the family groups to run, e.g. make_corpus.py --merge old-exporters qonnx-finn")
     if not only:
         for p in list(HERE.glob("*.onnx")) + list(HERE.glob("*.npz")) + list(HERE.glob("*.data")):
             p.unlink()
-    families = [("pytorch", build_torch), ("onnxruntime", build_ort), ("brevitas", build_brevitas),
-                ("keras/tflite", build_keras)]
-    for family, fn in families:
+    # group name, builder, the manifest families it writes
+    families = [("pytorch", build_torch, ("pytorch",)), ("onnxruntime", build_ort, ("onnxruntime",)),
+                ("brevitas", build_brevitas, ("brevitas",)), ("keras/tflite", build_keras, ("keras", "tflite")),
+                ("old-exporters", lambda: generations.build_old_exporters(sys.modules[__name__]),
+                 generations.FLOAT_FAMILIES),
+                ("qonnx-finn", lambda: generations.build_qonnx_conventions(sys.modules[__name__]),
+                 generations.QONNX_FAMILIES)]
+    unknown = set(only) - {f for f, _, _ in families}
+    if unknown:
+        sys.exit(f"unknown family group(s) {sorted(unknown)}; known: {[f for f, _, _ in families]}")
+    ran: set[str] = set()
+    for family, fn, writes in families:
         if only and family not in only:
             continue
+        ran.update(writes)
+        ran.add(family)  # the manifest's skipped list names groups
         try:
             fn()
         except ImportError as exc:
@@ -1040,8 +1155,10 @@ def main():
             print(f"skipped {family}: {exc}")
     for p in HERE.glob("*.data"):
         p.unlink()
-    if only:
+    if only and not merge:
         return
+    if merge:
+        _merge_manifest(ran)
     manifest = {"generator": "corpus/make_corpus.py", "seed": SEED, "files": ENTRIES, "skipped": SKIPPED}
     (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     write_readme()
