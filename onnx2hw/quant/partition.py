@@ -141,7 +141,8 @@ def _auto_tail(graph: Graph, readers, const: set[str]) -> set[int]:
         for i in sorted(tail):
             node = graph.nodes[i]
             first = all(not n or n not in made for n in node.inputs)
-            if first and (node.domain, node.op_type) in EDGE_OPS:
+            computed = any(n and n not in const for n in node.inputs)   # a quantizer of a constant stays
+            if first and computed and (node.domain, node.op_type) in EDGE_OPS:
                 tail.discard(i)
                 changed = True
                 break
