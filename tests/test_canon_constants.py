@@ -52,7 +52,7 @@ def test_unsqueeze_squeeze_become_literal_reshapes_and_merge():
              h.make_node("Squeeze", ["u2"], ["y"], axes=[2])]
     m = model(nodes, ("x", ["N", 6]), ("y", ["N", 6]), {}, opset=11)
     g = literal_views(load(m))
-    assert ops(g) == ["Reshape", "Relu", "Reshape"]
+    assert ops(g) == ["Relu", "Reshape"]   # the views move below the activation and merge
     assert_same_function(m, g)
 
 
@@ -61,3 +61,16 @@ def test_fixed_batch_keeps_its_literal_batch():
     m = model(nodes, ("x", [2, 3, 4]), ("y", [2, 12, 1]), {}, opset=11)
     g = literal_views(load(m))
     assert g.initializers[g.nodes[-1].inputs[1]].tolist() == [2, 12, 1]
+
+
+def test_view_between_a_layer_and_its_activation_moves_below_it():
+    """tf2onnx's Conv1D at opset 9: Squeeze, then the bias Add and Relu on the squeezed tensor."""
+    nodes = [h.make_node("Unsqueeze", ["x"], ["u"], axes=[2]), h.make_node("Conv", ["u", "W"], ["c"]),
+             h.make_node("Squeeze", ["c"], ["s"], axes=[2]), h.make_node("Add", ["s", "b"], ["a"]),
+             h.make_node("Relu", ["a"], ["r"]), h.make_node("MatMul", ["r2", "W2"], ["y"]),
+             h.make_node("Flatten", ["r"], ["r2"])]
+    nodes[-2], nodes[-1] = nodes[-1], nodes[-2]
+    m = model(nodes, ("x", ["N", 3, 8]), ("y", ["N", 2]), {"W": w(4, 3, 1, 3), "b": w(4, 1), "W2": w(24, 2)}, opset=9)
+    g = canonicalize(load(m))
+    assert ops(g)[1:4] == ["Conv", "Add", "Relu"] or ops(g)[1:3] == ["Conv", "Relu"], ops(g)
+    assert_same_function(m, g)

@@ -48,6 +48,8 @@ def matmul_add(graph: Graph) -> Graph:
         w = np.asarray(e.inits[mm.inputs[1]])
         if vi is None or vi.shape is None or len(vi.shape) < 2 or w.ndim != 2:
             continue
+        if len(vi.shape) > 2 and not any(isinstance(d, int) and d > 1 for d in vi.shape[1:-1]):
+            continue   # one step or pixel (or unknown): a vector, which onnxslim's fold views as one
         add = e.sole_reader(mm.outputs[0])
         b = None if add is None or add.op_type != "Add" or add.domain != DEFAULT else \
             add.inputs[1] if add.inputs[0] == mm.outputs[0] else add.inputs[0]

@@ -12,7 +12,8 @@ whose target shape is computed at run time.
   are how a model writes its quantization, which the importers read.
 - :func:`literal_views`: ``Reshape``, ``Squeeze`` and ``Unsqueeze`` that keep the
   batch first become ``Reshape`` to a literal shape (the batch as ``-1`` when it is dynamic),
-  so the shape computation that fed them is left unread and goes.
+  so the shape computation that fed them is left unread and goes; such a Reshape between a
+  layer and its activation moves below the activation (elementwise ops commute with views).
 """
 from __future__ import annotations
 
@@ -97,11 +98,53 @@ def literal_views(graph: Graph) -> Graph:
         e.replace(node, dataclasses.replace(node, op_type="Reshape", domain=DEFAULT, attrs={},
                                             inputs=(x, e.const(f"{y}_shape", np.asarray(target, np.int64)))))
         changed = True
+    while _view_below_activation(e):
+        changed = True
     changed |= _merge_views(e, t)
     if not changed:
         return graph
     e.nodes = _live(e.nodes, e.outputs)
     return e.graph()
+
+
+#: elementwise ops of one tensor (other operands scalar constants) that a reshape commutes with
+_ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
+                          "Softplus", "Softsign", "Gelu", "Mish"})
+_LAYERS = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
+
+
+def _after_layer(e: Edit, name: str) -> bool:
+    """``name`` is made by a layer, possibly through ``Add``/``Mul`` by constants (its bias, its scale)."""
+    while (p := e.producer(name)) is not None and p.domain == DEFAULT:
+        if p.op_type in _LAYERS:
+            return True
+        if p.op_type not in ("Add", "Mul") or sum(not e.is_const(i) for i in p.inputs) != 1:
+            return False
+        name = next(i for i in p.inputs if not e.is_const(i))
+    return False
+
+
+def _view_below_activation(e: Edit) -> bool:
+    """One literal Reshape between a layer and its activation (or between an activation and
+    another Reshape) moved below the activation, which then follows the layer directly."""
+    for v in e.nodes:
+        if v.op_type != "Reshape" or v.domain != DEFAULT or not e.is_const(v.inputs[1]):
+            continue
+        a = e.sole_reader(v.outputs[0])
+        if a is None or a.domain != DEFAULT or a.op_type not in _ACTIVATIONS or a.inputs[0] != v.outputs[0] \
+                or len(a.outputs) != 1 or a.outputs[0] in e.outputs \
+                or not all(e.is_const(i) and np.size(e.inits[i]) == 1 for i in a.inputs[1:] if i):
+            continue
+        after = e.readers(a.outputs[0])
+        if not (_after_layer(e, v.inputs[0]) or (after and all(r.op_type == "Reshape" for r in after))):
+            continue
+        mid = e.fresh(f"{a.outputs[0]}_unviewed")
+        k = e.nodes.index(v)
+        e.nodes.remove(a)
+        e.nodes[k:k + 1] = [dataclasses.replace(a, inputs=(v.inputs[0],) + a.inputs[1:], outputs=(mid,)),
+                            dataclasses.replace(v, inputs=(mid,) + v.inputs[1:], outputs=a.outputs)]
+        return True
+    return False
 
 
 def _merge_views(e: Edit, t: Trace) -> bool:
