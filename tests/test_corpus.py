@@ -67,6 +67,21 @@ def test_corpus_sizes_and_coverage():
     assert len(ENTRIES) >= 25 and {"pytorch", "onnxruntime", "brevitas"} <= set(families), families
 
 
+#: the classes of files other exporter generations and conventions write (issue 32): 1 MatMul + Add of
+#: a bias, 2 BatchNormalization not after a layer, 3 Keras Conv1D between NWC <-> NCW Transposes,
+#: 4 QONNX channels-last nodes, 5 Brevitas exports of an older PyTorch, 6 FINN datatype
+#: annotations on the input, 7 a QONNX model whose first layer reads the float input
+ISSUE_32_CLASSES = range(1, 8)
+
+
+def test_corpus_covers_every_exporter_generation_class():
+    """Each class by at least two models of different shape (input shape or op histogram)."""
+    for c in ISSUE_32_CLASSES:
+        shapes = {(json.dumps(e["inputs"][0]["shape"]), json.dumps(e["ops"], sort_keys=True))
+                  for e in ENTRIES.values() if c in e.get("classes", ())}
+        assert len({s[0] for s in shapes}) >= 2 or len({s[1] for s in shapes}) >= 2, (c, shapes)
+
+
 @pytest.mark.parametrize("name", sorted(ENTRIES))
 def test_manifest_entry_describes_file(name):
     e = ENTRIES[name]
