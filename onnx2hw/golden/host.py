@@ -55,10 +55,13 @@ def execute_batched(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, 
 
 
 def run_tail(tail: Graph | None, outputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The model's outputs from the dequantized hardware outputs (by ONNX name) through ``tail``."""
+    """The model's outputs from the dequantized hardware outputs (by ONNX name): those ``tail``
+    computes from the ones it reads, and the hardware outputs it does not read, as they are."""
     if tail is None:
         return dict(outputs)
-    return execute_batched(tail, {vi.name: outputs[vi.name] for vi in tail.inputs})
+    read = set(tail.input_names)
+    results = execute_batched(tail, {vi.name: outputs[vi.name] for vi in tail.inputs})
+    return {**results, **{k: v for k, v in outputs.items() if k not in read}}
 
 
 def model_outputs(ig: IntegerGraph, results: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

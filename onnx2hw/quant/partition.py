@@ -10,9 +10,11 @@ Rule. Walking back from the graph outputs, a node belongs to the tail when its o
 host (:data:`HEAD_OPS`, :data:`EDGE_OPS`, or an elementwise op with one non-constant operand)
 and every reader of its outputs is in the tail. Edge ops (reshapes, quantizers) at the start of
 the tail then go back to the hardware, so that a graph ending ``Conv -> Q -> DQ`` keeps its
-requantizer in hardware and a tail is left only when it holds real host work. The tail must read
-exactly one tensor of the core (the hardware's single output, the **cut**); otherwise the
-model keeps no tail and the op check names what the hardware cannot run.
+requantizer in hardware and a tail is left only when it holds real host work. Each tensor of the
+core the tail reads (a **cut**: one per model output whose head runs on the host) becomes an
+output of the hardware, beside the model outputs the hardware computes itself. A tail that would
+read a model input keeps the model whole (no tail), and the op check names what the hardware
+cannot run.
 
 ``host`` (``--host NODE``) moves named nodes, and everything computed from them, to the host.
 """
@@ -53,16 +55,22 @@ _OUTPUT_ZP = {("", "QuantizeLinear"): 2, ("", "QLinearConv"): 7, ("", "QLinearMa
 
 @dataclass(frozen=True)
 class Split:
-    """``core``: the model up to the cut (its outputs: the cut tensor); ``tail``: the host's
-    graph from the cut to the model's outputs, or ``None`` when the hardware computes them."""
+    """``core``: the model up to the cuts (its outputs: the cut tensors, then the model outputs
+    it computes itself); ``tail``: the host's graph from the cuts to the other model outputs,
+    or ``None`` when the hardware computes them all."""
 
     core: Graph
     tail: Graph | None
 
     @property
+    def cuts(self) -> tuple[str, ...]:
+        """The tensors the hardware hands over to the host (none without a tail)."""
+        return () if self.tail is None else self.tail.input_names
+
+    @property
     def cut(self) -> str | None:
-        """The tensor the hardware ends at, or ``None`` without a tail."""
-        return None if self.tail is None else self.tail.inputs[0].name
+        """The first tensor the hardware hands over to the host, or ``None`` without a tail."""
+        return self.cuts[0] if self.cuts else None
 
 
 def _constants(graph: Graph) -> set[str]:
@@ -155,8 +163,7 @@ def split(graph: Graph, host=()) -> Split:
     """Partition ``graph`` (see the module docstring); ``host`` names nodes forced onto the host.
 
     Raises :class:`ModelError` for an unknown node name, and :class:`UnsupportedError` when the
-    forced tail reads more than one tensor of the core, starts at the model input, or holds an
-    op the golden executor cannot run.
+    forced tail starts at a model input or holds an op the golden executor cannot run.
     """
     readers = _readers(graph)
     by_name = {n.name: i for i, n in enumerate(graph.nodes)}
@@ -171,30 +178,34 @@ def split(graph: Graph, host=()) -> Split:
     if not tail:
         return Split(graph, None)
     entries = _entries(graph, tail, const)
-    if len(entries) != 1:
-        if forced:
-            raise UnsupportedError(f"the host part would read {len(entries)} tensors of the hardware "
-                                   f"({', '.join(sorted(map(repr, entries)))}); the hardware has one output")
-        return Split(graph, None)
-    cut = entries.pop()
-    if cut in graph.input_names:
-        if forced:
+    at_input = sorted(entries & set(graph.input_names))
+    if not entries or at_input:
+        if forced and at_input:
             raise UnsupportedError(f"--host {', '.join(host)} leaves nothing for the hardware: the host part "
-                                   f"starts at the model input {cut!r}")
+                                   f"starts at the model input {at_input[0]!r}")
+        if forced:
+            raise UnsupportedError(f"--host {', '.join(host)}: the host part reads nothing the hardware computes")
         return Split(graph, None)
-    vi = _cut_info(graph, cut)
+    cuts = _first_read(graph, tail, entries)
+    vis = tuple(_cut_info(graph, cut) for cut in cuts)
     core_nodes = tuple(n for i, n in enumerate(graph.nodes) if i not in tail)
     tail_nodes = tuple(n for i, n in enumerate(graph.nodes) if i in tail)
     core_outs = {o for n in core_nodes for o in n.outputs if o} | set(graph.input_names)
-    kept_outputs = tuple(v for v in graph.outputs if v.name in core_outs and v.name != cut)
-    core = _subgraph(graph, core_nodes, graph.inputs, (vi,) + kept_outputs, graph.name)
+    kept_outputs = tuple(v for v in graph.outputs if v.name in core_outs and v.name not in cuts)
+    core = _subgraph(graph, core_nodes, graph.inputs, vis + kept_outputs, graph.name)
     tail_outputs = tuple(v for v in graph.outputs if v not in kept_outputs)
-    host_graph = _subgraph(graph, tail_nodes, (vi,), tail_outputs, f"{graph.name or 'model'}_host")
+    host_graph = _subgraph(graph, tail_nodes, vis, tail_outputs, f"{graph.name or 'model'}_host")
     missing = unsupported_nodes(host_graph)
     if missing:
         raise UnsupportedError(f"the host part of the model holds ops the golden executor cannot run: "
                                f"{', '.join(missing)}")
     return Split(core, host_graph)
+
+
+def _first_read(graph: Graph, tail: set[int], entries: set[str]) -> tuple[str, ...]:
+    """The cut tensors in the order the tail's nodes (in graph order) first read them."""
+    order = [name for i in sorted(tail) for name in graph.nodes[i].inputs if name in entries]
+    return tuple(dict.fromkeys(order))
 
 
 def _cut_info(graph: Graph, cut: str) -> ValueInfo:

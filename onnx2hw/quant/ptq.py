@@ -311,7 +311,7 @@ def quantize(model, calib: Mapping[str, np.ndarray], *, weight_bits: int = 8, ac
         writer.qdq(t, t)
     for u in units:
         writer.unit(u)
-    return _model(graph, writer, weight_bits, act_bits, per_channel, method, parts.tail)
+    return _model(graph, writer, weight_bits, act_bits, per_channel, method, parts.tail, full.output_names)
 
 
 def _rounding_stats(units: list[_Unit]) -> dict[str, str]:
@@ -463,18 +463,20 @@ class _Writer:
 
 
 def _model(orig: Graph, writer: _Writer, weight_bits: int, act_bits: int, per_channel: bool, method: str,
-           tail: Graph | None) -> onnx.ModelProto:
-    """The QDQ model: the written core, then the host's float tail as the model has it; opset
-    and IR version as 4-bit types need; the quantizer's options in the metadata; checked."""
+           tail: Graph | None, output_names) -> onnx.ModelProto:
+    """The QDQ model: the written core, then the host's float tail as the model has it, its
+    outputs ``output_names`` (the model's, each from the core or the tail); opset and IR
+    version as 4-bit types need; the quantizer's options in the metadata; checked."""
     nodes, inits = list(writer.nodes), list(writer.inits)
     four = weight_bits == 4 or act_bits == 4
     opset = max(int(orig.opsets.get("", 13)), 21 if four else 13)
-    outputs = [_float_info(v) for v in orig.outputs]
+    infos = {v.name: _float_info(v) for v in orig.outputs}
     if tail is not None:
         rest = to_model(tail).graph
         nodes.extend(rest.node)
         inits.extend(rest.initializer)
-        outputs = list(rest.output)
+        infos.update((v.name, v) for v in rest.output)
+    outputs = [infos[name] for name in output_names]
     graph = helper.make_graph(nodes, (orig.name or "model") + "_qdq", [_float_info(v) for v in orig.inputs],
                               outputs, _dedupe(inits))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
