@@ -31,7 +31,7 @@ from .golden.host import model_outputs
 from .golden.integer import execute_integer
 from .layers import IntegerGraph, quantize_inputs
 from .rtl.accelerator import AcceleratorCore
-from .sim.model_sim import SimReport, random_inputs, simulate
+from .sim.model_sim import SimReport, input_feeds, random_inputs, simulate
 from .sim.toolchain import simulator_available
 from .target import API_LABELS, Target, resolve_target
 
@@ -147,46 +147,60 @@ class Design:
                           calib=self.source_calib, host=self.host)
 
     # ------------------------------------------------------------------ host-side tensors
-    def quantize(self, inputs) -> np.ndarray:
+    def quantize(self, inputs) -> np.ndarray | dict[str, np.ndarray]:
         """Float model inputs (a mapping by input name, or one array for a one-input model,
-        batch first) -> the integer tensor the hardware takes ((N, *shape), NHWC)."""
+        batch first) -> the integer tensor the hardware takes ((N, *shape), NHWC); for a model
+        with several inputs, a dict of them by the integer graph's tensor names
+        (``integer.input_specs``)."""
         if not isinstance(inputs, Mapping):
             names = self.graph.input_names
             if len(names) != 1:
                 raise ValueError(f"the model has inputs {', '.join(map(repr, names))}: pass a dict by name")
             inputs = {names[0]: inputs}
         feeds = check_feeds(inputs, self.graph, "input")
-        return quantize_inputs(self.integer, feeds)[self.integer.input_specs[0].name]
+        q = quantize_inputs(self.integer, feeds)
+        return q[self.integer.input_specs[0].name] if len(q) == 1 else q
 
-    def dequantize(self, y: np.ndarray) -> dict[str, np.ndarray]:
-        """The hardware's integer outputs ((N, *shape)) -> the model's outputs by name, as the
-        ONNX model returns them (dequantized, then through the host tail)."""
-        return model_outputs(self.integer, {self.integer.output_specs[0].name: y})
+    def dequantize(self, y) -> dict[str, np.ndarray]:
+        """The hardware's integer outputs ((N, *shape); for several outputs a dict by the
+        integer graph's tensor names, as :class:`~onnx2hw.sim.model_sim.SimReport` holds them)
+        -> the model's outputs by name, as the ONNX model returns them (dequantized, then
+        through the host tail)."""
+        specs = self.integer.output_specs
+        if isinstance(y, Mapping):
+            results = {s.name: y[s.name] for s in specs}
+        elif len(specs) == 1:
+            results = {specs[0].name: y}
+        else:
+            raise ValueError(f"the hardware has outputs {', '.join(repr(s.name) for s in specs)}: pass a dict by name")
+        return model_outputs(self.integer, results)
 
     def golden(self, inputs) -> dict[str, np.ndarray]:
         """The model's outputs by name for float ``inputs`` (as :meth:`simulate` takes them)
         computed by the golden executor: the exact integer graph on the host's quantized
         inputs, dequantized, then the host tail. What :meth:`simulate` must equal, bit for bit."""
-        x = self.quantize(inputs)
-        spec = self.integer.input_specs[0].name
-        return model_outputs(self.integer, execute_integer(self.integer, {spec: x}))
+        feeds = input_feeds(self.integer, self.quantize(inputs))
+        return model_outputs(self.integer, execute_integer(self.integer, feeds))
 
-    def random_inputs(self, count: int, seed: int = 0) -> np.ndarray:
-        """``count`` random integer inputs over the input's whole range (for :meth:`simulate_raw`)."""
+    def random_inputs(self, count: int, seed: int = 0) -> np.ndarray | dict[str, np.ndarray]:
+        """``count`` random integer inputs over the input's whole range (for :meth:`simulate_raw`;
+        a dict by tensor name for several inputs)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be at least 1, not {count!r}")
         return random_inputs(self.integer, count, seed=seed)
 
     # ------------------------------------------------------------------ simulation
-    def simulate_raw(self, x: np.ndarray, *, simulator: str = "verilator", seed: int = 0, waves=False,
+    def simulate_raw(self, x, *, simulator: str = "verilator", seed: int = 0, waves=False,
                      progress=None, timing: bool = True) -> SimReport:
-        """Simulate the integer inputs ``x`` ((N, *shape), NHWC) with random backpressure and
-        compare every element with the golden integer executor; the report also holds the
-        measured II and latency (``timing``). Does not raise on a mismatch (see ``report.ok``)."""
+        """Simulate the integer inputs ``x`` ((N, *shape), NHWC; a dict by tensor name for
+        several inputs, as :meth:`quantize` gives them) with random backpressure and compare
+        every element with the golden integer executor; the report also holds the measured II
+        and latency (``timing``). Does not raise on a mismatch (see ``report.ok``)."""
         reason = simulator_available(simulator)
         if reason:
             raise RuntimeError(f"cannot run {simulator}: {reason}")
-        return simulate(self.pipeline, np.asarray(x), simulator=simulator, seed=seed, waves=waves,
+        x = x if isinstance(x, Mapping) else np.asarray(x)
+        return simulate(self.pipeline, x, simulator=simulator, seed=seed, waves=waves,
                         progress=progress, timing=timing, component=self.accelerator)
 
     def simulate(self, inputs, *, simulator: str = "verilator", seed: int = 0) -> dict[str, np.ndarray]:

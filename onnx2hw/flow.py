@@ -78,13 +78,10 @@ def load_graph(model) -> Graph:
 
 
 def link_format_of(pipeline: Pipeline) -> LinkFormat:
-    """The byte layout of one inference of ``pipeline`` on the host link."""
-    g = pipeline.graph
-    i, o = g.input_specs[0], g.output_specs[0]
-    li, lo = pipeline.input_link, pipeline.output_link
-    return LinkFormat.create(in_shape=i.shape, in_bits=i.dtype.bits, in_signed=i.dtype.signed,
-                             in_lanes=li.dst_lanes, out_shape=o.shape, out_bits=lo.bits, out_signed=lo.signed,
-                             out_lanes=lo.src_lanes)
+    """The byte layout of one inference of ``pipeline`` on the host link: its input tensors one
+    after the other, then (the other way) its output tensors (one each: the tensor itself)."""
+    return LinkFormat.of_parts(pipeline.input_parts, pipeline.output_parts,
+                               in_lanes=pipeline.input_link.dst_lanes, out_lanes=pipeline.output_link.src_lanes)
 
 
 def link_rate(pipeline: Pipeline, baud: float) -> tuple[int, float]:

@@ -36,19 +36,27 @@ start, a frame that failed a check) hunts for the next magic ``A5 5A`` and reads
 Element coding: every element takes ``ceil(bits / 8)`` bytes, little-endian two's complement
 (signed) or plain binary (unsigned); a bipolar input (-1/+1) is coded as 0/1. Tensors are in
 NHWC order, as the accelerator streams them.
+
+A model with several inputs (outputs) sends them one after the other in each inference's
+payload, in graph order (:class:`LinkPart`: name, shape and type of each). The stream's elements
+then have one common type, the narrowest that holds every value of each tensor's own type
+(:func:`common_type`: signed if any is, one bit more for an unsigned tensor among signed ones),
+and each value is coded in it: one element coding for the whole stream, so the board's framing
+and self-test treat one stream whatever it carries.
 """
 from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 __all__ = ["MAGIC", "T_DATA", "T_RESULT", "T_ERROR", "T_SELFTEST", "T_SELFTEST_RESULT", "SELFTEST_CMD_BYTES",
            "SELFTEST_RESULT_BYTES", "encode_selftest_command", "SelfTestCounts", "ERROR_CODES", "E_CRC", "E_TYPE", "E_COUNT",
            "E_OVERFLOW", "E_TIMEOUT", "HEADER_BYTES", "CRC_BYTES", "NO_SEQ", "NO_SESSION", "LinkFormat",
-           "link_format", "encode_frame", "Frame", "FrameParser", "crc32", "TAG_DEPTH"]
+           "LinkPart", "common_type", "join_tensors", "split_tensors", "link_format", "encode_frame", "Frame",
+           "FrameParser", "crc32", "TAG_DEPTH"]
 
 MAGIC = b"\xA5\x5A"
 T_DATA, T_RESULT, T_ERROR = 0x01, 0x81, 0xEE
@@ -77,6 +85,57 @@ def _elem_bytes(bits: int) -> int:
     return (int(bits) + 7) // 8
 
 
+def _positive(name: str, v) -> int:
+    if isinstance(v, bool) or int(v) != v or v < 1:
+        raise ValueError(f"{name} must be a positive int, not {v!r}")
+    return int(v)
+
+
+def common_type(types) -> tuple[int, bool]:
+    """``(bits, signed)`` of the narrowest element type holding every value of each of
+    ``types`` (``(bits, signed)`` pairs): signed if any is; an unsigned type among signed ones
+    needs one bit more."""
+    types = [(int(b), bool(s)) for b, s in types]
+    signed = any(s for _, s in types)
+    return max(b + (signed and not s) for b, s in types), signed
+
+
+@dataclass(frozen=True)
+class LinkPart:
+    """One tensor of a stream that carries several one after the other: its ``name`` (the
+    accelerator's tensor), NHWC ``shape`` of one inference and element type (``bits``,
+    ``signed``; a bipolar tensor is coded as 1-bit unsigned)."""
+
+    name: str
+    shape: tuple
+    bits: int
+    signed: bool
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "bits", _positive("bits", self.bits))
+        object.__setattr__(self, "signed", bool(self.signed))
+
+    @property
+    def elems(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def range(self) -> tuple[int, int]:
+        """The values of the element type."""
+        if self.signed:
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        return 0, (1 << self.bits) - 1
+
+    def describe(self) -> dict:
+        """JSON-ready (see :meth:`from_describe`)."""
+        return {"tensor": self.name, "shape": list(self.shape), "bits": self.bits, "signed": self.signed}
+
+    @classmethod
+    def from_describe(cls, d: dict) -> "LinkPart":
+        return cls(str(d["tensor"]), tuple(d["shape"]), int(d["bits"]), bool(d["signed"]))
+
+
 @dataclass(frozen=True)
 class LinkFormat:
     """Byte layout of one inference on the link: element shapes, widths and stream lanes of the
@@ -84,7 +143,9 @@ class LinkFormat:
     ``Pipeline.describe()`` dictionary).
 
     ``max_batch`` is the most inferences one DATA frame may carry and ``buffer_bytes`` the
-    board's input buffer (power of two, at least two full frames).
+    board's input buffer (power of two, at least two full frames). ``in_parts``/``out_parts``
+    list the tensors a stream carries one after the other when it carries several (see
+    :meth:`of_parts`); empty, the stream is one tensor of ``in_shape``/``out_shape``.
     """
 
     in_shape: tuple
@@ -97,6 +158,8 @@ class LinkFormat:
     out_lanes: int
     max_batch: int
     buffer_bytes: int
+    in_parts: tuple = ()
+    out_parts: tuple = ()
 
     @classmethod
     def create(cls, *, in_shape, in_bits: int, in_signed: bool, in_lanes: int, out_shape, out_bits: int,
@@ -106,14 +169,39 @@ class LinkFormat:
         in_shape, out_shape = tuple(int(d) for d in in_shape), tuple(int(d) for d in out_shape)
         for name, v in (("in_bits", in_bits), ("out_bits", out_bits), ("in_lanes", in_lanes),
                         ("out_lanes", out_lanes)):
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be a positive int, not {v!r}")
+            _positive(name, v)
         in_bytes = int(np.prod(in_shape)) * _elem_bytes(in_bits)
         max_batch = max(1, min(32, 1024 // in_bytes))
         need = 2 * max_batch * in_bytes
         return cls(in_shape=in_shape, in_bits=int(in_bits), in_signed=bool(in_signed), in_lanes=int(in_lanes),
                    out_shape=out_shape, out_bits=int(out_bits), out_signed=bool(out_signed),
                    out_lanes=int(out_lanes), max_batch=max_batch, buffer_bytes=1 << (need - 1).bit_length())
+
+    @classmethod
+    def of_parts(cls, inputs, outputs, *, in_lanes: int, out_lanes: int) -> "LinkFormat":
+        """The layout of streams carrying the tensors ``inputs`` and ``outputs``
+        (:class:`LinkPart` s, one or more each) one after the other, elements of their
+        :func:`common_type`; one tensor is a stream of its own shape and type."""
+        sides = []
+        for what, parts in (("inputs", tuple(inputs)), ("outputs", tuple(outputs))):
+            if not parts or not all(isinstance(p, LinkPart) for p in parts):
+                raise ValueError(f"{what} must be one or more LinkParts, not {parts!r}")
+            shape = parts[0].shape if len(parts) == 1 else (sum(p.elems for p in parts),)
+            sides.append((shape, *common_type((p.bits, p.signed) for p in parts), parts if len(parts) > 1 else ()))
+        (ishape, ibits, isigned, iparts), (oshape, obits, osigned, oparts) = sides
+        fmt = cls.create(in_shape=ishape, in_bits=ibits, in_signed=isigned, in_lanes=in_lanes, out_shape=oshape,
+                         out_bits=obits, out_signed=osigned, out_lanes=out_lanes)
+        return replace(fmt, in_parts=iparts, out_parts=oparts)
+
+    @property
+    def inputs(self) -> tuple[LinkPart, ...]:
+        """The tensors the input stream carries, in order (one: the stream itself, unnamed)."""
+        return self.in_parts or (LinkPart("", self.in_shape, self.in_bits, self.in_signed),)
+
+    @property
+    def outputs(self) -> tuple[LinkPart, ...]:
+        """The tensors the output stream carries, in order (one: the stream itself, unnamed)."""
+        return self.out_parts or (LinkPart("", self.out_shape, self.out_bits, self.out_signed),)
 
     @property
     def in_elems(self) -> int:
@@ -187,6 +275,77 @@ class LinkFormat:
         return v.reshape((count,) + tuple(self.out_shape))
 
 
+    def encode_tensors(self, xs, bipolar=None) -> bytes:
+        """One ``(N, *shape)`` integer array per input tensor (:attr:`inputs`, in order) ->
+        ``N * in_bytes`` payload bytes: per inference, each tensor's elements (NHWC) one after
+        the other. ``bipolar[k]``: tensor ``k`` holds -1/+1, coded 0/1."""
+        return _little_endian(join_tensors(xs, self.inputs, bipolar, "input"), self.in_elem_bytes)
+
+    def encode_output_tensors(self, ys, bipolar=None) -> bytes:
+        """One ``(N, *shape)`` integer array per output tensor -> the payload bytes the board
+        sends for them (the inverse of :meth:`decode_tensors`)."""
+        return _little_endian(join_tensors(ys, self.outputs, bipolar, "output", check=False), self.out_elem_bytes)
+
+    def decode_tensors(self, payload: bytes, count: int, bipolar=None) -> list[np.ndarray]:
+        """``count * out_bytes`` payload bytes -> one ``(count, *shape)`` int64 array per output
+        tensor (:attr:`outputs`, in order); a bipolar tensor's codes 1/0 become +1/-1."""
+        return split_tensors(self.decode_outputs(payload, count), self.outputs, bipolar)
+
+
+def _flags(bipolar, parts) -> tuple[bool, ...]:
+    flags = (False,) * len(parts) if bipolar is None else tuple(bool(b) for b in bipolar)
+    if len(flags) != len(parts):
+        raise ValueError(f"{len(flags)} bipolar flags for {len(parts)} tensors")
+    return flags
+
+
+def join_tensors(arrays, parts, bipolar=None, what: str = "input", check: bool = True) -> np.ndarray:
+    """One ``(N, *shape)`` integer array per :class:`LinkPart` of ``parts`` -> the ``(N,
+    elements)`` int64 values a stream carries: per inference, each tensor's elements (NHWC) one
+    after the other; a ``bipolar`` tensor's -1/+1 as 0/1. Each array's shape is checked against
+    its part, and with ``check`` its values against the part's type (``ValueError`` naming
+    ``what``)."""
+    arrays = list(arrays)
+    if len(arrays) != len(parts):
+        raise ValueError(f"{len(arrays)} {what} tensors given; the accelerator takes {len(parts)}")
+    flat = []
+    for x, part, bip in zip(arrays, parts, _flags(bipolar, parts)):
+        name = f" {part.name!r}" if len(parts) > 1 else ""
+        x = np.asarray(x)
+        if x.shape[1:] != part.shape:
+            raise ValueError(f"{what}{name} shape {x.shape[1:]!r} does not match the accelerator's {part.shape!r}")
+        v = x.astype(np.int64).reshape(len(x), -1)
+        if bip:
+            if check and not np.isin(v, (-1, 1)).all():
+                raise ValueError(f"bipolar {what}s must be -1 or +1")
+            v = (v > 0).astype(np.int64)
+        elif check:
+            lo, hi = part.range
+            if v.min(initial=lo) < lo or v.max(initial=hi) > hi:
+                bad = v[(v < lo) | (v > hi)][0]
+                raise ValueError(f"{what}{name} value {int(bad)!r} does not fit "
+                                 f"{'int' if part.signed else 'uint'}{part.bits}")
+        flat.append(v)
+    if len({len(v) for v in flat}) > 1:
+        raise ValueError(f"the {what} tensors hold different numbers of inferences {[len(v) for v in flat]!r}")
+    return np.concatenate(flat, axis=1)
+
+
+def split_tensors(values, parts, bipolar=None) -> list[np.ndarray]:
+    """The inverse of :func:`join_tensors`: ``(N, ...)`` stream values (``N * elements`` of
+    them) -> one ``(N, *shape)`` int64 array per part; a ``bipolar`` tensor's 1/0 as +1/-1."""
+    v = np.asarray(values, dtype=np.int64)
+    v = v.reshape(len(v), -1)
+    out, at = [], 0
+    for part, bip in zip(parts, _flags(bipolar, parts)):
+        t = v[:, at:at + part.elems].reshape((len(v),) + part.shape)
+        out.append(2 * t - 1 if bip else t)
+        at += part.elems
+    if at != v.shape[1]:
+        raise ValueError(f"{v.shape[1]} stream values per inference, expected {at}")
+    return out
+
+
 def _little_endian(v: np.ndarray, nbytes: int) -> bytes:
     """Integers as ``nbytes`` little-endian two's-complement bytes each."""
     u = v & ((1 << (8 * nbytes)) - 1)
@@ -198,6 +357,10 @@ def link_format(describe: dict) -> LinkFormat:
     a build's ``accelerator.json``)."""
     try:
         i, o = describe["input"], describe["output"]
+        if "inputs" in describe or "outputs" in describe:
+            return LinkFormat.of_parts([LinkPart.from_describe(d) for d in describe["inputs"]],
+                                       [LinkPart.from_describe(d) for d in describe["outputs"]],
+                                       in_lanes=int(i["lanes"]), out_lanes=int(o["lanes"]))
         return LinkFormat.create(in_shape=i["shape"], in_bits=int(i["bits"]), in_signed=bool(i["signed"]),
                                  in_lanes=int(i["lanes"]), out_shape=o["shape"], out_bits=int(o["bits"]),
                                  out_signed=bool(o["signed"]), out_lanes=int(o["lanes"]))

@@ -2,34 +2,43 @@
 bit for bit with the golden integer executor.
 
 Tensors stream in NHWC order, ``lanes`` elements per transfer; a bipolar input (values -1/+1)
-is encoded as bits (1 = +1, 0 = -1). Long runs are split into chunks of inferences (each chunk a
-simulator run of the cached build) so progress can be shown.
+is encoded as bits (1 = +1, 0 = -1). A model's several inputs (outputs) stream one after the
+other per inference on the accelerator's one input (output) port (:func:`onnx2hw.protocol.join_tensors`).
+Integer inputs and outputs are one array for a model with one input (output), else a dict by
+tensor name (the integer graph's ``input_specs`` / ``output_specs``). Long runs are split into
+chunks of inferences (each chunk a simulator run of the cached build) so progress can be shown.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from onnx2hw.dataflow.pipeline import INPUT, OUTPUT, Link, Pipeline
 from onnx2hw.golden.integer import execute_integer
+from onnx2hw.protocol import join_tensors, split_tensors
 from onnx2hw.rtl.accelerator import AcceleratorCore
 
 from ._stream import default_max_cycles
 from .cocotb_run import run_cocotb
 from .pysim import run_stream
 
-__all__ = ["SimReport", "simulate", "random_inputs", "to_transfers", "from_transfers", "measure_timing"]
+__all__ = ["SimReport", "simulate", "random_inputs", "to_transfers", "from_transfers", "measure_timing",
+           "input_feeds", "output_values"]
 
 
 @dataclass
 class SimReport:
     total: int
     exact: int
-    hw: np.ndarray                      # (N, *output shape) integers computed by the hardware
-    golden: np.ndarray
-    first_mismatch: tuple | None = None  # (inference, flat index, expected, got)
+    #: (N, *output shape) integers computed by the hardware (a dict by tensor name for several outputs)
+    hw: np.ndarray | dict
+    golden: np.ndarray | dict
+    #: (inference, element, expected, got); the element is a flat index, or ``"name[index]"``
+    #: for a model with several outputs
+    first_mismatch: tuple | None = None
     diverged_stage: str | None = None
     ii: float | None = None             # measured cycles per inference (no backpressure)
     latency: int | None = None          # measured cycles, first input to last output of one inference
@@ -42,13 +51,63 @@ class SimReport:
         return self.exact == self.total
 
 
-def random_inputs(graph, count: int, seed: int = 0) -> np.ndarray:
-    """(count, *input shape) integers drawn uniformly over the input's whole range (-1/+1 if bipolar)."""
-    spec = graph.input_specs[0]
+def random_inputs(graph, count: int, seed: int = 0) -> np.ndarray | dict:
+    """(count, *input shape) integers drawn uniformly over the input's whole range (-1/+1 if
+    bipolar); a dict by tensor name for a graph with several inputs."""
     rng = np.random.default_rng(seed)
-    if spec.dtype.bipolar:
-        return rng.choice(np.array([-1, 1]), size=(count,) + spec.shape)
-    return rng.integers(spec.dtype.lo, spec.dtype.hi + 1, size=(count,) + spec.shape)
+    out = {}
+    for spec in graph.input_specs:
+        if spec.dtype.bipolar:
+            out[spec.name] = rng.choice(np.array([-1, 1]), size=(count,) + spec.shape)
+        else:
+            out[spec.name] = rng.integers(spec.dtype.lo, spec.dtype.hi + 1, size=(count,) + spec.shape)
+    return out.popitem()[1] if len(out) == 1 else out
+
+
+def input_feeds(graph, x) -> dict[str, np.ndarray]:
+    """Integer inputs (one array, or a dict by tensor name) -> feeds of ``execute_integer``."""
+    names = [s.name for s in graph.input_specs]
+    if isinstance(x, Mapping):
+        if sorted(x) != sorted(names):
+            raise ValueError(f"integer inputs {sorted(x)!r} are not the model's {names!r}")
+        return {n: np.asarray(x[n]) for n in names}
+    if len(names) != 1:
+        raise ValueError(f"the model has inputs {', '.join(map(repr, names))}: pass a dict by tensor name")
+    return {names[0]: np.asarray(x)}
+
+
+def output_values(graph, results: Mapping[str, np.ndarray]) -> np.ndarray | dict:
+    """Integer outputs by tensor name -> one array for a one-output graph, else the dict."""
+    names = [s.name for s in graph.output_specs]
+    return results[names[0]] if len(names) == 1 else {n: results[n] for n in names}
+
+
+def _count(feeds: Mapping[str, np.ndarray]) -> int:
+    return len(next(iter(feeds.values())))
+
+
+def _stream(pipeline: Pipeline, feeds: Mapping[str, np.ndarray], start: int = 0, stop: int | None = None):
+    """The input port's transfers for inferences ``start:stop`` of ``feeds`` (every input, one
+    after the other per inference)."""
+    g = pipeline.graph
+    parts = pipeline.input_parts
+    arrays = [feeds[p.name][start:stop] for p in parts]
+    values = join_tensors(arrays, parts, [s.dtype.bipolar for s in g.input_specs], check=False)
+    return values.reshape(-1, pipeline.input_link.dst_lanes)
+
+
+def _transfers_out(pipeline: Pipeline) -> int:
+    """Output transfers per inference."""
+    lo = pipeline.output_link
+    return lo.elements // lo.src_lanes
+
+
+def _outputs(pipeline: Pipeline, transfers, n: int) -> dict[str, np.ndarray]:
+    """The output port's transfers of ``n`` inferences -> integer outputs by tensor name."""
+    g = pipeline.graph
+    parts = split_tensors(np.asarray(transfers).reshape(n, -1), pipeline.output_parts,
+                          [s.dtype.bipolar for s in g.output_specs])
+    return {s.name: t for s, t in zip(g.output_specs, parts)}
 
 
 def to_transfers(x: np.ndarray, lanes: int, bipolar: bool = False) -> np.ndarray:
@@ -83,15 +142,14 @@ def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", com
     """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1).
     ``component``: the pipeline's :class:`AcceleratorCore` if already built (converted to Verilog
     once per object)."""
-    li, lo = pipeline.input_link, pipeline.output_link
-    bipolar = pipeline.graph.input_specs[0].dtype.bipolar
-    out_t = lo.elements // lo.src_lanes
-    k = min(len(x), 6)
+    feeds = input_feeds(pipeline.graph, x)
+    out_t = _transfers_out(pipeline)
+    k = min(_count(feeds), 6)
     acc = component if component is not None else AcceleratorCore(pipeline)
     cycles = {}
     for n in sorted({1, k}):
-        feeds = {"i": to_transfers(x[:n], li.dst_lanes, bipolar)}
-        _, cycles[n] = _run(acc, feeds, {"o": out_t * n}, simulator, "none", 0, False, n)
+        _, cycles[n] = _run(acc, {"i": _stream(pipeline, feeds, 0, n)}, {"o": out_t * n}, simulator, "none", 0,
+                            False, n)
     ii = (cycles[k] - cycles[1]) / (k - 1) if k > 1 else float(cycles[1])
     return ii, cycles[1]
 
@@ -115,7 +173,7 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
     backpressure.
     """
     g = pipeline.graph
-    env = execute_integer(g, {g.input_specs[0].name: x}, keep_intermediates=True)
+    env = execute_integer(g, input_feeds(g, x), keep_intermediates=True)
     for stage in pipeline.stages:
         if len(stage.inputs) != 1 or sum(link.src == stage.name for link in pipeline.links) != 1:
             continue
@@ -134,39 +192,56 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
 
 def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0, waves=False,
              chunk=50, progress=None, timing=True, component=None) -> SimReport:
-    """Run ``x`` ((N, *input shape) integers) through the accelerator with random backpressure
-    on input and output, and compare every output element with the golden executor.
+    """Run ``x`` ((N, *input shape) integers; a dict by tensor name for several inputs) through
+    the accelerator with random backpressure on input and output, and compare every output
+    element with the golden executor.
 
     ``progress(done, total)`` is called after each chunk; ``waves`` may be a folder that
     receives one waveform per chunk. ``component``: the pipeline's :class:`AcceleratorCore`
     if already built (converted to Verilog once per object).
     """
     g = pipeline.graph
-    in_spec, out_spec = g.input_specs[0], g.output_specs[0]
-    golden = execute_integer(g, {in_spec.name: x})[out_spec.name]
-    li, lo = pipeline.input_link, pipeline.output_link
-    n = len(x)
+    feeds = input_feeds(g, x)
+    golden = execute_integer(g, feeds)
+    n = _count(feeds)
     acc = component if component is not None else AcceleratorCore(pipeline)
     t0 = time.perf_counter()
     hw_parts, cycles = [], 0
     for start in range(0, n, chunk):
-        part = x[start:start + chunk]
-        feeds = {"i": to_transfers(part, li.dst_lanes, in_spec.dtype.bipolar)}
-        out, c = _run(acc, feeds, {"o": lo.elements // lo.src_lanes * len(part)}, simulator, "random",
-                      seed + start, waves, len(part))
+        count = min(chunk, n - start)
+        out, c = _run(acc, {"i": _stream(pipeline, feeds, start, start + count)},
+                      {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count)
         cycles += c
-        hw_parts.append(from_transfers(out["o"], len(part), out_spec.shape, out_spec.dtype.bipolar))
+        hw_parts.append(_outputs(pipeline, out["o"], count))
         if progress:
             progress(min(start + chunk, n), n)
     seconds = time.perf_counter() - t0
-    hw = np.concatenate(hw_parts)
-    same = np.all((hw == golden).reshape(n, -1), axis=1)
-    report = SimReport(total=n, exact=int(same.sum()), hw=hw, golden=golden, cycles=cycles, seconds=seconds)
+    hw = {s.name: np.concatenate([h[s.name] for h in hw_parts]) for s in g.output_specs}
+    report = SimReport(total=n, exact=0, hw=output_values(g, hw), golden=output_values(g, golden), cycles=cycles,
+                       seconds=seconds)
+    names = [s.name for s in g.output_specs]
+    flat_hw = np.concatenate([hw[k].reshape(n, -1) for k in names], axis=1)
+    flat_golden = np.concatenate([np.asarray(golden[k]).reshape(n, -1) for k in names], axis=1)
+    same = np.all(flat_hw == flat_golden, axis=1)
+    report.exact = int(same.sum())
     if not report.ok:
         bad = int(np.argmin(same))
-        flat = int(np.argmax(hw[bad].ravel() != golden[bad].ravel()))
-        report.first_mismatch = (bad, flat, int(golden[bad].ravel()[flat]), int(hw[bad].ravel()[flat]))
-        report.diverged_stage = locate_divergence(pipeline, x[bad:bad + 1], seed)
+        flat = int(np.argmax(flat_hw[bad] != flat_golden[bad]))
+        report.first_mismatch = (bad, _element(g, flat), int(flat_golden[bad, flat]), int(flat_hw[bad, flat]))
+        report.diverged_stage = locate_divergence(pipeline, {k: v[bad:bad + 1] for k, v in feeds.items()}, seed)
     if timing:
-        report.ii, report.latency = measure_timing(pipeline, x, simulator, component=acc)
+        report.ii, report.latency = measure_timing(pipeline, feeds, simulator, component=acc)
     return report
+
+
+def _element(graph, flat: int):
+    """Element ``flat`` of the outputs one after the other: the index itself for one output,
+    else ``"name[index]"``."""
+    if len(graph.output_specs) == 1:
+        return flat
+    for spec in graph.output_specs:
+        size = int(np.prod(spec.shape))
+        if flat < size:
+            return f"{spec.name}[{flat}]"
+        flat -= size
+    raise IndexError(flat)

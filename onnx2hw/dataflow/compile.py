@@ -1,33 +1,37 @@
 """``compile_pipeline(IntegerGraph, ...) -> Pipeline``: one streaming stage per layer."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from amaranth.hdl import Shape
 
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.names import Sanitizer
 from ..layers import IntegerGraph, elem_shape
+from ..protocol import common_type
 from ..rtl.cost import Cost
 from ..rtl.fork import Fork
+from ..rtl.segments import SegmentJoin, SegmentSplit
 from ._stages import build_stage
 from .fold import Budget, Folding, auto_fold, fold_entry
 from .pipeline import INPUT, OUTPUT, Block, Link, Pipeline, Stage
 
-__all__ = ["compile_pipeline", "check_supported"]
+__all__ = ["compile_pipeline", "check_supported", "common_shape", "SPLIT_OP", "JOIN_OP"]
 
 #: FIFO depth of an ordinary link (decouples neighbouring stages' stalls)
 LINK_FIFO = 2
 #: the op name of the stages that copy a tensor read by several layers (one per extra reader)
 FORK_OP = Fork.__name__.lower()
+#: the op names of the stages that split the pipeline's input stream into the model's inputs and
+#: join its outputs into the output stream (only in a pipeline with several inputs / outputs)
+SPLIT_OP, JOIN_OP = "split_inputs", "join_outputs"
 
 
 def check_supported(ig: IntegerGraph) -> None:
     """Raise one ``UnsupportedError`` listing every layer the hardware cannot build."""
     specs = ig.specs()
     problems = []
-    if len(ig.inputs) != 1 or len(ig.outputs) != 1:
-        problems.append(f"the model has {len(ig.inputs)} inputs and {len(ig.outputs)} outputs; "
-                        "the hardware path supports exactly one of each")
     for layer in ig.layers:
         why = layer.hardware_problem([specs[n] for n in layer.inputs])
         if why:
@@ -54,7 +58,10 @@ def compile_pipeline(ig: IntegerGraph, *, family: str = "ecp5", budget: Budget |
     ``folding`` (layer name -> (pe, simd) or (pe, simd, mul), ``mul`` "dsp" or "lut") overrides
     the automatic choice for the layers it names. Residual branches: a tensor read by two layers
     goes through a Fork; the FIFO on each fork output holds the whole tensor, so the branch that
-    is consumed later can never stall the other (deadlock-free for any stage latencies). The
+    is consumed later can never stall the other (deadlock-free for any stage latencies). Several
+    model inputs (outputs) share the pipeline's one input (output) stream, one after the other:
+    a split (join) stage deals them out (sends them out), and the links that wait for another
+    tensor's turn hold their whole tensor (see :func:`_fifo_depth`). The
     automatic folding fits ``budget`` with the links' FIFOs: when they do not fit beside the
     stages it is chosen again for the budget less the FIFOs.
     """
@@ -101,6 +108,7 @@ def _assemble(ig: IntegerGraph, fold: Folding, family: str) -> Pipeline:
     a.add_input(fold)
     for layer in ig.layers:
         a.add_layer(layer, fold_entry(fold[layer.name]))
+    a.add_join()
     a.connect()
     for link in a.links:
         if link.elements % link.src_lanes or link.elements % link.dst_lanes:
@@ -133,21 +141,84 @@ class _Assembly:
         for layer in ig.layers:
             for port, t in enumerate(layer.inputs):
                 self.consumers.setdefault(t, []).append((layer, port))
-        for t in (s.name for s in ig.output_specs):
-            self.consumers.setdefault(t, []).append((None, 0))
+        for port, t in enumerate(s.name for s in ig.output_specs):
+            self.consumers.setdefault(t, []).append((None, port))
+        #: the stage joining several outputs into the output stream (:meth:`add_join`), or None
+        self.join: Stage | None = None
+        #: (tensor, stage) of the links that hold their whole tensor because their consumer
+        #: takes it while the stream of another tensor waits (see the segment blocks)
+        self.whole: set[tuple[str, str]] = set()
 
     def elements(self, tensor: str) -> int:
         return int(np.prod(self.specs[tensor].shape))
 
     def add_input(self, fold: Folding) -> None:
-        """The pipeline input, at the lanes of the first layer that reads it."""
+        """The pipeline input, at the lanes of the first layer that reads it; with several model
+        inputs, a split stage deals the input stream out to them (:meth:`add_split`)."""
+        lanes = []
+        for spec in self.ig.input_specs:
+            first = next((layer for layer in self.ig.layers if spec.name in layer.inputs), None)
+            if first is None:
+                what = "its input" if len(self.ig.input_specs) == 1 else f"its input {spec.name!r}"
+                raise UnsupportedError(f"the model computes nothing from {what} that hardware could build")
+            lanes.append(fold_entry(fold[first.name])[1])
+        if len(lanes) > 1:
+            self.add_split(math.gcd(*lanes))
+            return
         in_spec = self.ig.input_specs[0]
-        first = next((layer for layer in self.ig.layers if in_spec.name in layer.inputs), None)
-        if first is None:
-            raise UnsupportedError("the model computes nothing from its input that hardware could build")
         shape = elem_shape(in_spec.dtype)
-        self.producer[in_spec.name] = (INPUT, 0, fold_entry(fold[first.name])[1], shape.width, shape.signed)
+        self.producer[in_spec.name] = (INPUT, 0, lanes[0], shape.width, shape.signed)
         self.routes[in_spec.name] = self.add_forks(in_spec.name)
+
+    def add_split(self, lanes: int) -> None:
+        """The stage that splits the input stream (the model's inputs one after the other, in
+        graph-input order, each flattened NHWC, elements of a common type) into one stream per
+        input, ``lanes`` (the gcd of their first readers' lanes) per transfer; a link after it
+        converts each to its reader's lanes."""
+        specs = self.ig.input_specs
+        shapes = [elem_shape(s.dtype) for s in specs]
+        common = common_shape(shapes)
+        counts = tuple(self.elements(s.name) // lanes for s in specs)
+        params = dict(in_shape=common, lanes=lanes, out_shapes=tuple(shapes), counts=counts)
+        st = self._boundary_stage(SPLIT_OP, SegmentSplit, params, ",".join(s.name for s in specs), counts,
+                                  lanes, common, inputs=1)
+        self.stages.append(st)
+        self.links.append(Link(st.inputs[0], INPUT, st.name, 0, 0, lanes, lanes, common.width, common.signed,
+                               sum(counts) * lanes, LINK_FIFO))
+        for port, (spec, shape) in enumerate(zip(specs, shapes)):
+            self.producer[spec.name] = (st.name, port, lanes, shape.width, shape.signed)
+            if port < len(specs) - 1:
+                self.whole.add((spec.name, st.name))
+            self.routes[spec.name] = self.add_forks(spec.name)
+
+    def add_join(self) -> None:
+        """With several model outputs, the stage that joins them into the output stream (one
+        after the other, in graph-output order, at the gcd of their producers' lanes, elements
+        of a common type); its links are made by :meth:`connect`."""
+        specs = self.ig.output_specs
+        if len(specs) == 1:
+            return
+        lanes = math.gcd(*(self.producer[s.name][2] for s in specs))
+        shapes = [Shape(self.producer[s.name][3], self.producer[s.name][4]) for s in specs]
+        common = common_shape(shapes)
+        counts = tuple(self.elements(s.name) // lanes for s in specs)
+        params = dict(in_shapes=tuple(shapes), lanes=lanes, out_shape=common, counts=counts)
+        self.join = self._boundary_stage(JOIN_OP, SegmentJoin, params, ",".join(s.name for s in specs), counts,
+                                         lanes, common, inputs=len(specs))
+        self.stages.append(self.join)
+        for spec in specs[1:]:
+            self.whole.add((spec.name, self.join.name))
+
+    def _boundary_stage(self, op: str, block, params: dict, tensor: str, counts, lanes: int, common: Shape,
+                        inputs: int) -> Stage:
+        """The split or join stage: one segment ``block`` of ``params``, ``sum(counts)``
+        transfers of ``lanes`` a round; its stream (``tensor``: the names it carries) of
+        element shape ``common``."""
+        cost = block.estimate(**params, family=self.family)
+        return Stage(name=self.names(op), layer="", op=op, inputs=(tensor,) * inputs, output=tensor, pe=lanes,
+                     simd=lanes, in_lanes=(lanes,) * inputs, out_lanes=lanes, out_bits=common.width,
+                     out_signed=common.signed, blocks=(Block(block, params, cost),), cycles=sum(counts),
+                     latency=cost.latency, cost=cost)
 
     def add_layer(self, layer, folding) -> None:
         """The layer's stage at ``folding`` (pe, simd, mul), then the forks of its output."""
@@ -174,25 +245,42 @@ class _Assembly:
         return sources
 
     def connect(self) -> None:
-        """A link from one route of every tensor to each of its consumers."""
+        """A link from one route of every tensor to each of its consumers (a model output: the
+        pipeline's output, or its port of the join stage), and from the join stage to the
+        pipeline's output."""
         forked = {t for t, r in self.routes.items() if len(r) > 1}
         for tensor, cons in self.consumers.items():
             _, _, lanes, bits, sg = self.producer[tensor]
             n = self.elements(tensor)
             for (dst, port), (src, sport) in zip(cons, self.routes[tensor]):
-                dst_stage = None if dst is None else self.layer_stage[dst.name]
+                dst_stage = self.join if dst is None else self.layer_stage[dst.name]
                 dst_name = OUTPUT if dst_stage is None else dst_stage.name
                 dst_lanes = lanes if dst_stage is None else dst_stage.in_lanes[port]
-                depth = _fifo_depth(n, dst_lanes, tensor in forked, dst_stage)
+                whole = tensor in forked or (tensor, src) in self.whole or (tensor, dst_name) in self.whole
+                depth = _fifo_depth(n, dst_lanes, whole, dst_stage)
                 self.links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
+        if self.join is not None:
+            j = self.join
+            n = sum(self.elements(s.name) for s in self.ig.output_specs)
+            self.links.append(Link(j.output, j.name, OUTPUT, 0, 0, j.out_lanes, j.out_lanes, j.out_bits,
+                                   j.out_signed, n, LINK_FIFO))
 
 
-def _fifo_depth(elements: int, dst_lanes: int, forked: bool, dst_stage: Stage | None) -> int:
+def common_shape(shapes) -> Shape:
+    """The element shape of a stream carrying tensors of ``shapes`` one after the other
+    (:func:`onnx2hw.protocol.common_type`)."""
+    return Shape(*common_type((s.width, s.signed) for s in shapes))
+
+
+def _fifo_depth(elements: int, dst_lanes: int, whole: bool, dst_stage: Stage | None) -> int:
     """Transfers the FIFO of a link holds: a fork's branch holds its whole tensor (the FIFO sits
     after the width converter: words of ``dst_lanes``), so the branch consumed later never stalls
-    the other; so does the link into a stage whose first block reads its input in one burst;
-    any other link decouples its neighbours' stalls."""
-    if forked:
+    the other; so do a model input's link out of the split stage, but the last input's, and a
+    model output's link into the join stage, but the first output's (see
+    :class:`~onnx2hw.rtl.segments.SegmentSplit`, :class:`~onnx2hw.rtl.segments.SegmentJoin`);
+    so does the link into a stage whose first block reads its input in one burst; any other
+    link decouples its neighbours' stalls."""
+    if whole:
         return -(-elements // dst_lanes) + LINK_FIFO
     if dst_stage is not None and dst_stage.blocks[0].input_burst:
         return elements // dst_lanes + LINK_FIFO

@@ -5,7 +5,10 @@ RTL blocks (:class:`Block`, a class name in :mod:`onnx2hw.rtl` plus its construc
 arguments) with one stream in per input and one stream out. A link carries one tensor in NHWC
 order, channels folded into lanes; where the producer's lanes differ from the consumer's a
 width converter is built, and every link is buffered by a FIFO of ``fifo_depth`` transfers.
-The pipeline's own input and output are the pseudo stages ``"input"`` and ``"output"``.
+The pipeline's own input and output are the pseudo stages ``"input"`` and ``"output"``; each
+carries one stream. With several model inputs (outputs) that stream holds them one after the
+other per inference, in graph order, and a split (join) stage connects it to the model's inputs
+(outputs) (:mod:`onnx2hw.dataflow.compile`).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from ..layers.graph import IntegerGraph
+from ..protocol import LinkPart
 from ..rtl.cost import Cost
 from ..rtl.stage import INPUT, OUTPUT, Block, Link, Stage
 
@@ -78,6 +82,30 @@ class Pipeline:
         return next(l for l in self.links if l.dst == OUTPUT)
 
     @property
+    def output_links(self) -> tuple[Link, ...]:
+        """The link that carries each model output (graph-output order) to the pipeline's end:
+        the output link itself, or the link into the output's port of the join stage."""
+        specs = self.graph.output_specs
+        if len(specs) == 1:
+            return (self.output_link,)
+        join = self.output_link.src
+        by_port = {l.dst_port: l for l in self.links if l.dst == join}
+        return tuple(by_port[k] for k in range(len(specs)))
+
+    @property
+    def input_parts(self) -> tuple[LinkPart, ...]:
+        """The model's inputs as the input stream carries them, in order: hardware tensor name,
+        NHWC shape and element type."""
+        return tuple(LinkPart(s.name, s.shape, s.dtype.bits, s.dtype.signed) for s in self.graph.input_specs)
+
+    @property
+    def output_parts(self) -> tuple[LinkPart, ...]:
+        """The model's outputs as the output stream carries them, in order (the element type of
+        each is that of the link that brings it: an accumulator's width for a raw output)."""
+        return tuple(LinkPart(s.name, s.shape, l.bits, l.signed)
+                     for s, l in zip(self.graph.output_specs, self.output_links))
+
+    @property
     def multipliers(self) -> int:
         return sum(s.multipliers for s in self.stages)
 
@@ -86,19 +114,32 @@ class Pipeline:
         return sum(s.macs for s in self.stages)
 
     def describe(self) -> dict:
-        """Machine-readable description for the driver and reports (JSON-ready)."""
-        g = self.graph
+        """Machine-readable description for the driver and reports (JSON-ready). ``input`` and
+        ``output`` describe the two streams; with several model inputs or outputs, ``inputs``
+        and ``outputs`` list the tensors each stream carries one after the other (a one-input,
+        one-output stream is its tensor: ``input``/``output`` name it)."""
+        g, li, lo = self.graph, self.input_link, self.output_link
+        if len(g.input_specs) == 1 and len(g.output_specs) == 1:
+            i, o = g.input_specs[0], g.output_specs[0]
+            streams = {
+                "input": {"tensor": i.name, "shape": list(i.shape), "bits": i.dtype.bits, "signed": i.dtype.signed,
+                          "lanes": li.dst_lanes},
+                "output": {"tensor": o.name, "shape": list(o.shape), "bits": lo.bits, "signed": lo.signed,
+                           "lanes": lo.src_lanes}}
+        else:
+            streams = {
+                "input": {"tensor": li.tensor, "shape": [li.elements], "bits": li.bits, "signed": li.signed,
+                          "lanes": li.dst_lanes},
+                "output": {"tensor": lo.tensor, "shape": [lo.elements], "bits": lo.bits, "signed": lo.signed,
+                           "lanes": lo.src_lanes},
+                "inputs": [p.describe() for p in self.input_parts],
+                "outputs": [p.describe() for p in self.output_parts]}
         return {
             "model": g.model_name,
             "family": self.family,
             "ii_cycles": self.ii,
             "latency_cycles": self.latency,
-            "input": {"tensor": g.input_specs[0].name, "shape": list(g.input_specs[0].shape),
-                      "bits": g.input_specs[0].dtype.bits, "signed": g.input_specs[0].dtype.signed,
-                      "lanes": self.input_link.dst_lanes},
-            "output": {"tensor": g.output_specs[0].name, "shape": list(g.output_specs[0].shape),
-                       "bits": self.output_link.bits, "signed": self.output_link.signed,
-                       "lanes": self.output_link.src_lanes},
+            **streams,
             "stages": [{"name": s.name, "layer": s.layer, "op": s.op, "pe": s.pe, "simd": s.simd,
                         **({"mul": s.mul} if s.mul else {}), "cycles": s.cycles, "latency": s.latency, "lut": s.cost.lut, "dsp": s.cost.dsp,
                         "ebr": s.cost.ebr, "ff": s.cost.ff, "macs": s.macs,

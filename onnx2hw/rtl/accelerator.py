@@ -35,9 +35,12 @@ class AcceleratorCore(wiring.Component):
     Ports
     -----
     i : In(stream.Signature(ArrayLayout(input elem, input lanes)))
-        The quantized input tensor, NHWC order, ``elements / lanes`` transfers per inference.
+        The quantized input tensor, NHWC order, ``elements / lanes`` transfers per inference;
+        for a model with several inputs, all of them one after the other in graph-input order,
+        elements of their common type (the pipeline's split stage deals them out).
     o : Out(stream.Signature(ArrayLayout(output elem, output lanes)))
-        The integer output tensor, NHWC order.
+        The integer output tensor, NHWC order; for several outputs, all of them one after the
+        other in graph-output order (joined by the pipeline's join stage).
 
     Initiation interval and latency: ``pipeline.ii`` / ``pipeline.latency`` (estimates).
     """
