@@ -4,6 +4,8 @@
 
     {"pipeline": Pipeline.describe(),
      "quant": {"input": {...}, "output": {...},       # host-side float <-> int
+               # a model with several inputs or outputs: "inputs": [{...}, ...], "outputs": [{...}, ...]
+               # instead, in the order the link carries them (see quant_records)
                "tail": null | {"onnx": base64 ModelProto, "outputs": [names]}},  # the host tail
      "link": {"in_bytes", "out_bytes", "max_batch", "buffer_bytes"},   # derived, informative
      "board": name, "clock_hz": ..., "baud": ...,
@@ -45,10 +47,11 @@ from .ir.errors import ModelError
 from .ir.save import to_model
 from .layers import PRE_OPS, InputQuant, IntType, OutputDequant
 from .protocol import LinkFormat, crc32, link_format
+from .sim.model_sim import input_feeds
 
 __all__ = ["FILENAME", "INCOMPLETE", "build_info", "write_build_info", "read_build_info", "begin_build",
-           "finish_build", "check_build_files", "host_converters", "host_tail", "selftest_record", "SelfTestData",
-           "selftest_data"]
+           "finish_build", "check_build_files", "host_converters", "host_tail", "quant_records", "selftest_record",
+           "SelfTestData", "selftest_data"]
 
 FILENAME = "accelerator.json"
 #: marker file of a build directory that synth has not finished
@@ -79,16 +82,20 @@ class SelfTestData:
 
 def selftest_record(pipeline, x, *, source: str) -> SelfTestData:
     """The self-test memory for integer inputs ``x`` ((N, *input shape), NHWC, as the host's
-    quantizer makes them) of ``pipeline``, with the outputs the golden executor computes for them."""
+    quantizer makes them; a dict by tensor name for several inputs) of ``pipeline``, with the
+    outputs the golden executor computes for them."""
     g = pipeline.graph
-    spec, ospec = g.input_specs[0], g.output_specs[0]
-    x = np.asarray(x)
-    if x.ndim < 1 or len(x) < 1:
+    feeds = input_feeds(g, x)
+    if any(np.ndim(v) < 1 or len(v) < 1 for v in feeds.values()):
         raise ValueError("a self-test needs at least one input")
+    n = len(next(iter(feeds.values())))
     fmt = link_format_of(pipeline)
-    y = execute_integer(g, {spec.name: x})[ospec.name]
-    return SelfTestData(len(x), str(source), fmt.encode_inputs(x, bipolar=bool(spec.dtype.bipolar)),
-                        fmt.encode_outputs(y, bipolar=bool(ospec.dtype.bipolar)))
+    y = execute_integer(g, feeds)
+    return SelfTestData(n, str(source),
+                        fmt.encode_tensors([feeds[s.name] for s in g.input_specs],
+                                           [s.dtype.bipolar for s in g.input_specs]),
+                        fmt.encode_output_tensors([y[s.name] for s in g.output_specs],
+                                                  [s.dtype.bipolar for s in g.output_specs]))
 
 
 def selftest_data(info: dict) -> SelfTestData | None:
@@ -116,31 +123,19 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=
     integer graph included); ``board``: a name or a :class:`boards.Board`; ``selftest``: the
     :class:`SelfTestData` of a self-test build."""
     g, p = pipeline.graph, pipeline
-    q, spec = g.inputs[0], g.input_specs[0]
-    d, ospec = g.outputs[0], g.output_specs[0]
     describe = p.describe()
     fmt = link_format_of(p)
+    ins = [_input_record(q, spec) for q, spec in zip(g.inputs, g.input_specs)]
+    outs = [_output_record(d, spec) for d, spec in zip(g.outputs, g.output_specs)]
+    quant = {"input": ins[0]} if len(ins) == 1 else {"inputs": ins}
+    quant.update({"output": outs[0]} if len(outs) == 1 else {"outputs": outs})
+    quant["tail"] = None if g.tail is None else {
+        "onnx": base64.b64encode(to_model(g.tail).SerializeToString()).decode("ascii"),
+        "outputs": list(g.tail.output_names)}
     info = {
         "version": VERSION,
         "pipeline": describe,
-        "quant": {
-            "input": {"name": q.name, "tensor": spec.name, "scale": float(q.scale),
-                      "zero_point": int(q.zero_point), "bits": spec.dtype.bits,
-                      "signed": bool(spec.dtype.signed), "bipolar": bool(spec.dtype.bipolar),
-                      "nchw_to_nhwc": bool(q.nchw_to_nhwc), "shape": list(spec.shape),
-                      "pre": [[op, c] for op, c in q.pre],
-                      "model_shape": None if q.model_shape is None else list(q.model_shape),
-                      "narrow": bool(q.narrow), "integer_input": bool(q.integer_input)},
-            "output": {"name": d.name, "tensor": ospec.name, "scale": _list(d.scale),
-                       "bipolar": bool(ospec.dtype.bipolar),
-                       "zero_point": _list(d.zero_point), "nhwc_to_nchw": bool(d.nhwc_to_nchw),
-                       "onnx_dtype": int(d.onnx_dtype), "integer_output": bool(d.integer_output),
-                       "shape": None if d.shape is None else [int(s) for s in d.shape],
-                       "spec_shape": list(ospec.shape), "bias": _list(d.bias)},
-            "tail": None if g.tail is None else {
-                "onnx": base64.b64encode(to_model(g.tail).SerializeToString()).decode("ascii"),
-                "outputs": list(g.tail.output_names)},
-        },
+        "quant": quant,
         "link": {"in_bytes": fmt.in_bytes, "out_bytes": fmt.out_bytes, "max_batch": fmt.max_batch,
                  "buffer_bytes": fmt.buffer_bytes},
         "board": str(getattr(board, "name", board)),
@@ -156,6 +151,38 @@ def build_info(pipeline, board, clock_hz, baud, *, model=None, calib=None, host=
                             "outputs": base64.b64encode(selftest.outputs).decode("ascii"),
                             "output_crc32": selftest.output_crc32}
     return info
+
+
+def _input_record(q: InputQuant, spec) -> dict:
+    """The host quantizer of one model input (:func:`host_converters` reads it back)."""
+    return {"name": q.name, "tensor": spec.name, "scale": float(q.scale),
+            "zero_point": int(q.zero_point), "bits": spec.dtype.bits,
+            "signed": bool(spec.dtype.signed), "bipolar": bool(spec.dtype.bipolar),
+            "nchw_to_nhwc": bool(q.nchw_to_nhwc), "shape": list(spec.shape),
+            "pre": [[op, c] for op, c in q.pre],
+            "model_shape": None if q.model_shape is None else list(q.model_shape),
+            "narrow": bool(q.narrow), "integer_input": bool(q.integer_input)}
+
+
+def _output_record(d: OutputDequant, spec) -> dict:
+    """The host dequantizer of one hardware output (:func:`host_converters` reads it back)."""
+    return {"name": d.name, "tensor": spec.name, "scale": _list(d.scale),
+            "bipolar": bool(spec.dtype.bipolar),
+            "zero_point": _list(d.zero_point), "nhwc_to_nchw": bool(d.nhwc_to_nchw),
+            "onnx_dtype": int(d.onnx_dtype), "integer_output": bool(d.integer_output),
+            "shape": None if d.shape is None else [int(s) for s in d.shape],
+            "spec_shape": list(spec.shape), "bias": _list(d.bias)}
+
+
+def quant_records(quant: dict, side: str) -> list[dict]:
+    """The records of a build description's ``quant`` for ``side`` ``"input"`` or
+    ``"output"``, in link order: the one record of a one-input (one-output) model, or its list."""
+    many = quant.get(side + "s")
+    if many is not None:
+        if not isinstance(many, list) or not many:
+            raise ValueError(f"{side}s must be a non-empty list, not {many!r}")
+        return many
+    return [quant[side]]
 
 
 def write_build_info(build_dir, pipeline, board, clock_hz, baud, *, model=None, calib=None, host=(),
@@ -262,43 +289,47 @@ def read_build_info(build_dir) -> dict:
 
 def _check_quant(quant) -> None:
     """The host converters' parameters: positive finite scales, integer zero points and widths."""
-    qi, qo = quant["input"], quant["output"]
-    for side, q in (("input", qi), ("output", qo)):
-        scale = np.asarray(q["scale"], dtype=np.float64)
-        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-            raise ValueError(f"{side} scale {q['scale']!r} is not positive and finite")
-        zp = np.asarray(q["zero_point"])
-        if zp.dtype.kind not in "iu":
-            raise ValueError(f"{side} zero point {q['zero_point']!r} is not an integer")
-    if not (isinstance(qi["bits"], int) and 1 <= qi["bits"] <= 16):
-        raise ValueError(f"input bits {qi['bits']!r} is not 1..16")
-    for step in qi.get("pre", []):
-        if not (isinstance(step, list) and len(step) == 2 and step[0] in PRE_OPS
-                and isinstance(step[1], (int, float)) and np.isfinite(step[1]) and (step[0] != "div" or step[1])):
-            raise ValueError(f"input scaling step {step!r} is not [op, finite number]")
-    shape = qi.get("shape")
-    if not (isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 1 for d in shape)):
-        raise ValueError(f"input shape {shape!r} is not a list of positive integers")
+    for side in ("input", "output"):
+        for q in quant_records(quant, side):
+            scale = np.asarray(q["scale"], dtype=np.float64)
+            if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+                raise ValueError(f"{side} scale {q['scale']!r} is not positive and finite")
+            zp = np.asarray(q["zero_point"])
+            if zp.dtype.kind not in "iu":
+                raise ValueError(f"{side} zero point {q['zero_point']!r} is not an integer")
+    for qi in quant_records(quant, "input"):
+        if not (isinstance(qi["bits"], int) and 1 <= qi["bits"] <= 16):
+            raise ValueError(f"input bits {qi['bits']!r} is not 1..16")
+        for step in qi.get("pre", []):
+            if not (isinstance(step, list) and len(step) == 2 and step[0] in PRE_OPS
+                    and isinstance(step[1], (int, float)) and np.isfinite(step[1]) and (step[0] != "div" or step[1])):
+                raise ValueError(f"input scaling step {step!r} is not [op, finite number]")
+        shape = qi.get("shape")
+        if not (isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 1 for d in shape)):
+            raise ValueError(f"input shape {shape!r} is not a list of positive integers")
 
 
-def host_converters(quant: dict) -> tuple[InputQuant, OutputDequant]:
-    """The host's input quantizer and output dequantizer of a build description's ``quant`` record
-    (the same converters the golden flow uses)."""
-    qi, qo = quant["input"], quant["output"]
-    dtype = IntType(1, False, bipolar=True) if qi["bipolar"] else IntType(qi["bits"], qi["signed"])
-    iq = InputQuant(qi["name"], qi["scale"], qi["zero_point"], dtype, qi["nchw_to_nhwc"],
-                    tuple(tuple(step) for step in qi.get("pre", [])),
-                    None if not qi.get("model_shape") else tuple(qi["model_shape"]), bool(qi.get("narrow", False)),
-                    integer_input=bool(qi.get("integer_input", False)))
-    od = OutputDequant(qo["name"], np.asarray(qo["scale"]), np.asarray(qo["zero_point"]), qo["nhwc_to_nchw"],
-                       qo["onnx_dtype"], qo["integer_output"], None if qo["shape"] is None else tuple(qo["shape"]),
-                       np.asarray(qo.get("bias", 0.0), np.float64))
-    return iq, od
+def host_converters(quant: dict) -> tuple[list[InputQuant], list[OutputDequant]]:
+    """The host's input quantizers and output dequantizers of a build description's ``quant``
+    record, in link order (the same converters the golden flow uses)."""
+    iqs, ods = [], []
+    for qi in quant_records(quant, "input"):
+        dtype = IntType(1, False, bipolar=True) if qi["bipolar"] else IntType(qi["bits"], qi["signed"])
+        iqs.append(InputQuant(qi["name"], qi["scale"], qi["zero_point"], dtype, qi["nchw_to_nhwc"],
+                              tuple(tuple(step) for step in qi.get("pre", [])),
+                              None if not qi.get("model_shape") else tuple(qi["model_shape"]),
+                              bool(qi.get("narrow", False)), integer_input=bool(qi.get("integer_input", False))))
+    for qo in quant_records(quant, "output"):
+        ods.append(OutputDequant(qo["name"], np.asarray(qo["scale"]), np.asarray(qo["zero_point"]), qo["nhwc_to_nchw"],
+                                 qo["onnx_dtype"], qo["integer_output"],
+                                 None if qo["shape"] is None else tuple(qo["shape"]),
+                                 np.asarray(qo.get("bias", 0.0), np.float64)))
+    return iqs, ods
 
 
 def host_tail(quant: dict) -> Graph | None:
     """The host tail of a build description's ``quant`` record (``None`` when the hardware
-    computes the model's outputs); ``ValueError`` when it is not a graph reading the output."""
+    computes the model's outputs); ``ValueError`` when it is not a graph reading hardware outputs."""
     t = quant.get("tail")
     if t is None:
         return None
@@ -306,7 +337,7 @@ def host_tail(quant: dict) -> Graph | None:
         graph = load(base64.b64decode(t["onnx"], validate=True))
     except ModelError as e:
         raise ValueError(f"host tail: {e}") from None
-    if graph.input_names != (quant["output"]["name"],):
-        raise ValueError(f"host tail reads {list(graph.input_names)!r}, not the hardware's output "
-                         f"{quant['output']['name']!r}")
+    names = [q["name"] for q in quant_records(quant, "output")]
+    if not graph.input_names or not set(graph.input_names) <= set(names):
+        raise ValueError(f"host tail reads {list(graph.input_names)!r}, not the hardware's outputs {names!r}")
     return graph

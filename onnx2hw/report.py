@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from .files import write_json, write_text
 
-__all__ = ["make_report", "write_report", "render_html", "used_resources", "throughput"]
+__all__ = ["make_report", "write_report", "render_html", "used_resources", "throughput", "io_part", "host_part"]
 
 #: report resource -> nextpnr cell types (first present wins) and a multiplier
 _CELLS = {
@@ -113,6 +113,7 @@ def make_report(*, model: str, board, pipeline, clock_mhz: float, fmax_mhz: floa
                     "cycles": s.cycles,
                     "lut": s.cost.lut, "dsp": s.cost.dsp, "bram": s.cost.ebr} for s in pipeline.stages],
         "times_s": {k: round(v, 2) for k, v in times.items()},
+        "io": io_part(pipeline.graph),
         "host": host_part(pipeline.graph),
         "arithmetic": arithmetic(pipeline),
     }
@@ -135,12 +136,23 @@ def arithmetic(pipeline) -> dict:
             "roofline_inferences_per_cycle": mults / macs if macs else None}
 
 
+def io_part(ig) -> dict:
+    """The hardware's inputs and outputs, in the order the host link carries them: the model's
+    name of each (the input it quantizes, the output it dequantizes into), the hardware's
+    tensor, its NHWC shape and integer type."""
+    def entry(name, spec):
+        return {"name": name, "tensor": spec.name, "shape": list(spec.shape), "type": str(spec.dtype)}
+    return {"inputs": [entry(q.name, s) for q, s in zip(ig.inputs, ig.input_specs)],
+            "outputs": [entry(d.name, s) for d, s in zip(ig.outputs, ig.output_specs)]}
+
+
 def host_part(ig) -> dict | None:
-    """What the host computes after the hardware's output (``None`` when nothing): the tensor
-    the hardware ends at and the host's nodes."""
+    """What the host computes after the hardware's outputs (``None`` when nothing): the tensors
+    the hardware hands over (``cuts``; ``cut``: the first), the model outputs the host makes
+    and the host's nodes."""
     if ig.tail is None:
         return None
-    return {"cut": ig.tail.input_names[0], "outputs": list(ig.tail.output_names),
+    return {"cut": ig.tail.input_names[0], "cuts": list(ig.tail.input_names), "outputs": list(ig.tail.output_names),
             "nodes": [{"name": n.name, "op": f"{n.domain}::{n.op_type}" if n.domain else n.op_type}
                       for n in ig.tail.nodes]}
 
@@ -297,8 +309,22 @@ def _host_html(host: dict | None) -> str:
     if not host:
         return "<p>The hardware computes the model's outputs; the host only quantizes and dequantizes.</p>"
     ops = ", ".join(f'{html.escape(n["name"])} ({html.escape(n["op"])})' for n in host["nodes"])
-    return (f'<p><b>On the host</b>, after the hardware’s output {html.escape(host["cut"])}: {ops} '
+    cuts = host.get("cuts") or [host["cut"]]
+    what = "output" if len(cuts) == 1 else "outputs"
+    return (f'<p><b>On the host</b>, after the hardware’s {what} {html.escape(", ".join(cuts))}: {ops} '
             f'(the golden executor, as the model defines them)</p>')
+
+
+def _io_html(io: dict | None) -> str:
+    """The hardware's inputs and outputs as a table, in link order."""
+    if not io:                # a report of an earlier version
+        return ""
+    rows = "".join(f'<tr><td>{side}</td><td>{html.escape(e["name"])}</td><td>{html.escape(e["tensor"])}</td>'
+                   f'<td>{"×".join(map(str, e["shape"]))}</td><td>{html.escape(e["type"])}</td></tr>'
+                   for side in ("inputs", "outputs") for e in io[side])
+    return ("<h2>Inputs and outputs</h2><table><tr><th></th><th>model</th><th>hardware tensor</th>"
+            f"<th>shape (NHWC)</th><th>type</th></tr>{rows}</table><p>In the order the host link carries "
+            "them, one after the other in each inference.</p>")
 
 
 def _num(v, fmt="{:,.0f}") -> str:
@@ -390,7 +416,7 @@ latency {tp["latency_cycles"]:,} cycles{link}</p>
 {_throughput_html(r)}{_selftest_html(r)}
 <h2>Pipeline</h2>{_svg_pipeline(r["stages"])}
 <p>Box height: a stage's cycles per inference; orange: the slowest, which sets the initiation interval. Hover
-over a stage for its full name and figures.</p>{_host_html(r.get("host"))}
+over a stage for its full name and figures.</p>{_io_html(r.get("io"))}{_host_html(r.get("host"))}
 <h2>Resources</h2><table>{bars}</table><p>Bars: used after place and route; red tick: the estimate.</p>
 <h2>Build time</h2><p>{times}</p></body></html>
 """

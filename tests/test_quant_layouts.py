@@ -137,7 +137,7 @@ def test_integer_input_survives_the_build_description(tmp_path):
                      "pre": [], "model_shape": None, "narrow": False, "integer_input": True},
            "output": {"name": "y", "scale": 1.0, "zero_point": 0, "nhwc_to_nchw": False, "onnx_dtype": 3,
                       "integer_output": True, "shape": None}}
-    iq, _ = build_info.host_converters(rec)
+    (iq,), _ = build_info.host_converters(rec)
     assert iq.integer_input
 
 

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from ..build_info import host_converters
+from ..build_info import host_converters, quant_records
 from ..driver import Accelerator, LinkError, read_build_info
 from ..files import save_npz
 from ..quant.calib import InputSpec, check_arrays, load_npz
@@ -22,7 +22,7 @@ def configure(parser):
     parser.add_argument("build_dir", metavar="BUILD_DIR", help="directory written by `onnx2hw synth`")
     parser.add_argument("--port", required=True, help="serial port (e.g. /dev/ttyUSB0), or 'sim'")
     parser.add_argument("--inputs", metavar="X.npz",
-                        help="inputs keyed by the model's input name (batch first); float unless --raw "
+                        help="inputs keyed by the model's input names (batch first); float unless --raw "
                              "(required unless --selftest)")
     parser.add_argument("--selftest", action="store_true",
                         help="run the board's self-test (a `synth --selftest` build): its stored inputs "
@@ -30,7 +30,8 @@ def configure(parser):
                              "the golden executor")
     parser.add_argument("--passes", type=int, default=64, metavar="R",
                         help="with --selftest: replays of the stored inputs (default 64)")
-    parser.add_argument("--output", "-o", metavar="Y.npz", help="write the outputs, keyed by output name")
+    parser.add_argument("--output", "-o", metavar="Y.npz",
+                        help="write the outputs, keyed by output name (with --raw: the hardware's tensor names)")
     parser.add_argument("--baud", type=float, help="override the build's baud rate")
     parser.add_argument("--raw", action="store_true",
                         help="inputs and outputs are the hardware's integer tensors (NHWC)")
@@ -41,34 +42,40 @@ def configure(parser):
                              "run's bytes, with a margin for retries)")
 
 
-def _input_spec(info: dict, raw: bool) -> InputSpec:
-    """What ``--inputs`` holds: the model's input (float, or the integer codes of a model that
-    takes them), or with ``--raw`` the accelerator's integer input tensor (NHWC)."""
-    q = info["quant"]["input"]
-    quantizer = host_converters(info["quant"])[0]
-    t, shape = quantizer.dtype, tuple(q["shape"])
-    if raw:
-        return InputSpec(q["name"], ("N", *shape), (str(t), t.lo, t.hi))
-    if q.get("model_shape"):
-        shape = tuple(q["model_shape"])
-    elif q["nchw_to_nhwc"]:   # the model's image is NCHW; the hardware's tensor is (H, W, C)
-        shape = (shape[2], shape[0], shape[1])
-    return InputSpec(q["name"], ("N", *shape), (str(t), *quantizer.clamp) if quantizer.integer_input else None)
+def _input_specs(info: dict, raw: bool) -> list[InputSpec]:
+    """What ``--inputs`` holds, one entry per model input: the model's input (float, or the
+    integer codes of a model that takes them), or with ``--raw`` the accelerator's integer
+    input tensor (NHWC), keyed by the model's input name."""
+    specs = []
+    for q, quantizer in zip(quant_records(info["quant"], "input"), host_converters(info["quant"])[0]):
+        t, shape = quantizer.dtype, tuple(q["shape"])
+        if raw:
+            specs.append(InputSpec(q["name"], ("N", *shape), (str(t), t.lo, t.hi)))
+            continue
+        if q.get("model_shape"):
+            shape = tuple(q["model_shape"])
+        elif q["nchw_to_nhwc"]:   # the model's image is NCHW; the hardware's tensor is (H, W, C)
+            shape = (shape[2], shape[0], shape[1])
+        specs.append(InputSpec(q["name"], ("N", *shape),
+                               (str(t), *quantizer.clamp) if quantizer.integer_input else None))
+    return specs
 
 
-def _load_inputs(path: str, info: dict, raw: bool) -> np.ndarray:
-    """The checked inputs in ``path`` (read and checked as every verb's data; other keys, such as
-    the labels of a test set, are left alone): the array named after the model's input (or its
-    hardware tensor), or the archive's only array."""
-    spec = _input_spec(info, raw)
+def _load_inputs(path: str, info: dict, raw: bool) -> dict[str, np.ndarray]:
+    """The checked inputs in ``path`` by model input name (read and checked as every verb's
+    data; other keys, such as the labels of a test set, are left alone): each array named
+    after its model input (or its hardware tensor); a one-input model also takes the
+    archive's only array."""
+    specs = _input_specs(info, raw)
     arrays = load_npz(path, "input")
-    if spec.name not in arrays:
-        tensor = info["quant"]["input"]["tensor"]
-        key = tensor if tensor in arrays else next(iter(arrays)) if len(arrays) == 1 else None
-        if key is not None:
-            arrays = {spec.name: arrays[key]}
-    hint = "; integer tensors for the hardware need --raw" if spec.codes is None else ""
-    return check_arrays(arrays, [spec], "raw input" if raw else "input", others=True, float_hint=hint)[spec.name]
+    records = quant_records(info["quant"], "input")
+    for spec, q in zip(specs, records):
+        if spec.name not in arrays and q["tensor"] in arrays:
+            arrays[spec.name] = arrays.pop(q["tensor"])
+    if len(specs) == 1 and specs[0].name not in arrays and len(arrays) == 1:
+        arrays = {specs[0].name: next(iter(arrays.values()))}
+    hint = "; integer tensors for the hardware need --raw" if any(s.codes is None for s in specs) else ""
+    return check_arrays(arrays, specs, "raw input" if raw else "input", others=True, float_hint=hint)
 
 
 def _selftest(args, info) -> int:
@@ -104,6 +111,9 @@ def run(args) -> int:
     if not args.inputs:
         raise UsageError("--inputs X.npz is required (or --selftest)")
     x = _load_inputs(args.inputs, info, args.raw)
+    if args.raw:        # by the hardware's tensor names
+        x = {q["tensor"]: x[q["name"]] for q in quant_records(info["quant"], "input")}
+    x = next(iter(x.values())) if len(x) == 1 else x
     if args.batch is not None and args.batch < 1:
         raise UsageError(f"--batch must be at least 1, not {args.batch!r}")
     if args.retries < 0:
@@ -120,7 +130,7 @@ def run(args) -> int:
     except LinkError as e:
         raise UsageError(str(e)) from None
     if not isinstance(y, dict):
-        y = {info["quant"]["output"]["tensor"] if args.raw else acc.output_names[0]: y}
+        y = {quant_records(info["quant"], "output")[0]["tensor"] if args.raw else acc.output_names[0]: y}
     bound = acc.link_bound
     print(f"{s.inferences} inferences in {s.seconds:.4g} s ({s.inferences_per_s:,.1f}/s; link bound "
           f"{bound:,.1f}/s); {s.frames} frames, {s.resent} resent, {s.crc_errors} bad CRCs received, "

@@ -22,7 +22,8 @@ def configure(parser):
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--inputs", metavar="X.npz", help="float inputs keyed by the model's input names (batch first)")
     src.add_argument("--count", type=int, default=20, metavar="N", help="random integer inputs to simulate (default 20)")
-    parser.add_argument("--output", "-o", metavar="Y.npz", help="write what the hardware computed, keyed by output name")
+    parser.add_argument("--output", "-o", metavar="Y.npz",
+                        help="write what the hardware computed (through the host's part), keyed by model output name")
     parser.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
     parser.add_argument("--seed", type=int, default=0, help="seed for inputs and backpressure patterns")
     parser.add_argument("--waves", metavar="DIR", help="write a waveform (VCD) of each simulator run into DIR")

@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import protocol as P
 from ..build import BuildResult
-from ..build_info import host_converters, host_tail, read_build_info, selftest_data
+from ..build_info import host_converters, host_tail, quant_records, read_build_info, selftest_data
 from ..design import Design
 from ..dataflow import compile_pipeline
 from ..flow import integer_graph_of, link_format_of, load_graph
@@ -128,7 +129,10 @@ class Accelerator:
 
     Use :meth:`open`. ``run(x)`` takes float inputs shaped like the ONNX model's input (batch
     first) and returns float outputs shaped like its output; ``run(x, raw=True)`` takes and
-    returns the integer tensors the hardware computes (NHWC, batch first).
+    returns the integer tensors the hardware computes (NHWC, batch first). A model with several
+    inputs takes a dict by input name (raw: by the hardware's tensor name, as
+    :attr:`input_shapes` lists them); several outputs come back as a dict by name. They travel
+    one after the other in each inference's frame payload (:mod:`onnx2hw.protocol`).
 
     Frames carry up to ``batch`` inferences (default: the board's maximum, but at most a
     quarter of the run so that frames overlap on the link); ``window`` frames are in flight at
@@ -153,8 +157,8 @@ class Accelerator:
         self.transport = transport
         self.fmt = P.link_format(info["pipeline"])
         q = info["quant"]
-        self._qin, self._qout = q["input"], q["output"]
-        self._quantizer, self._dequantizer = host_converters(q)
+        self._qins, self._qouts = quant_records(q, "input"), quant_records(q, "output")
+        self._quantizers, self._dequantizers = host_converters(q)
         self._tail = host_tail(q)
         if not (batch is None or isinstance(batch, int) and 1 <= batch <= self.fmt.max_batch):
             raise ValueError(f"batch must be 1..{self.fmt.max_batch} inferences per frame, not {batch!r}")
@@ -231,55 +235,74 @@ class Accelerator:
     # ------------------------------------------------------------------ quantization
     @property
     def input_shape(self) -> tuple:
-        """Integer (NHWC) input shape of one inference."""
+        """Integer (NHWC) input shape of one inference (of a one-input model; with several
+        inputs, ``(elements,)`` of all of them one after the other: see :attr:`input_shapes`)."""
         return tuple(self.fmt.in_shape)
 
     @property
-    def model_input_shape(self) -> tuple:
-        """The ONNX model's input shape of one inference (NCHW when the model's input is an image)."""
-        if self._qin.get("model_shape"):
-            return tuple(self._qin["model_shape"])
-        s = self.input_shape
-        return (s[2], s[0], s[1]) if self._qin["nchw_to_nhwc"] else s
+    def input_shapes(self) -> dict[str, tuple]:
+        """The hardware's integer (NHWC) input tensors of one inference by tensor name, in link order."""
+        return {q["tensor"]: tuple(q["shape"]) for q in self._qins}
 
-    def quantize(self, x) -> np.ndarray:
+    @property
+    def model_input_shape(self) -> tuple:
+        """The ONNX model's input shape of one inference (NCHW when the model's input is an
+        image; the first input's for a model with several, see :attr:`model_input_shapes`)."""
+        return _model_shape(self._qins[0])
+
+    @property
+    def model_input_shapes(self) -> dict[str, tuple]:
+        """The ONNX model's input shapes of one inference by input name."""
+        return {q["name"]: _model_shape(q) for q in self._qins}
+
+    def quantize(self, x):
         """Float model inputs (batch first, ONNX layout) -> integer NHWC tensors.
 
-        ``x`` must be a real floating array (float64/float16 are converted to float32, as the
-        model computes) of shape ``(N, *model_input_shape)`` with finite values; anything else
-        raises ``ValueError`` saying what was expected and what was given."""
-        q = self._qin
-        x = np.asarray(x)
-        want = self.model_input_shape
-        if q.get("integer_input"):  # the model takes its integer codes (TFLite int8): passed through
-            if x.dtype.kind not in "iu":
-                raise ValueError(f"inputs must be an integer array (the model's input is its integer codes), "
-                                 f"not {x.dtype}")
-        elif x.dtype.kind != "f":
-            raise ValueError(f"inputs must be a float array (the model's input is float32), not {x.dtype}"
-                             + ("; integer tensors for the hardware need --raw" if x.dtype.kind in "iu" else ""))
-        if x.ndim < 1 or x.shape[0] < 1:
-            raise ValueError(f"inputs of shape {x.shape!r} hold no inferences (batch first)")
-        if x.shape[1:] != want:
-            raise ValueError(f"inputs have shape {x.shape!r}; the model takes (N, {', '.join(map(str, want))})")
-        if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
-            raise ValueError("inputs contain NaN or infinite values")
-        if q["nchw_to_nhwc"] and x.ndim < 3:
-            raise ValueError(f"input of shape {x.shape!r} has no channel axis to move")
-        if int(np.prod(x.shape[1:])) != self.fmt.in_elems:
-            raise ValueError(f"input of shape {x.shape!r} does not hold {self.fmt.in_elems} elements "
-                             f"per inference (batch first)")
-        return self._quantizer.quantize(x, self.input_shape)
+        ``x`` is one array for a one-input model, else a dict by input name (the result: a dict
+        by the hardware's tensor name). Each must be a real floating array (float64/float16 are
+        converted to float32, as the model computes) of shape ``(N, *model_input_shape)`` with
+        finite values; anything else raises ``ValueError`` saying what was expected and what
+        was given."""
+        arrays = self._by_input(x, [q["name"] for q in self._qins], "input name")
+        out = [_quantize_one(q, quantizer, a, len(self._qins) > 1)
+               for q, quantizer, a in zip(self._qins, self._quantizers, arrays)]
+        if len({len(a) for a in out}) > 1:
+            raise ValueError(f"the inputs hold different numbers of inferences {[len(a) for a in out]!r}")
+        return self._as_inputs(out)
+
+    def _by_input(self, x, names: list[str], what: str) -> list:
+        """``x`` as a list in link order: one array (a one-input model), or a dict by ``names``."""
+        if isinstance(x, Mapping):
+            if sorted(x) != sorted(names):
+                raise ValueError(f"inputs are keyed {sorted(x)!r}; the model takes {names!r} (by {what})")
+            return [x[n] for n in names]
+        if len(names) != 1:
+            raise ValueError(f"the model has inputs {', '.join(map(repr, names))}: pass a dict by {what}")
+        return [x]
+
+    def _as_inputs(self, arrays: list):
+        """Integer inputs in link order -> one array, or a dict by the hardware's tensor name."""
+        return arrays[0] if len(arrays) == 1 else {q["tensor"]: a for q, a in zip(self._qins, arrays)}
+
+    def _as_outputs(self, arrays: list):
+        """Integer outputs in link order -> one array, or a dict by the hardware's tensor name."""
+        return arrays[0] if len(arrays) == 1 else {q["tensor"]: a for q, a in zip(self._qouts, arrays)}
 
     @property
     def output_names(self) -> tuple[str, ...]:
-        """The model's outputs :meth:`outputs` returns (those of the host tail, if the model has one)."""
-        return (self._dequantizer.name,) if self._tail is None else self._tail.output_names
+        """The model's outputs :meth:`outputs` returns: those the host tail computes (if the
+        model has one), and the hardware's outputs the tail does not read."""
+        names = [d.name for d in self._dequantizers]
+        if self._tail is None:
+            return tuple(names)
+        return tuple(self._tail.output_names) + tuple(n for n in names if n not in self._tail.input_names)
 
-    def dequantize(self, y: np.ndarray) -> dict[str, np.ndarray]:
-        """Integer NHWC outputs -> the model's outputs by name (ONNX layout): dequantized, then
-        through the host tail (the golden executor's float ops, as the model defines them)."""
-        return run_tail(self._tail, {self._dequantizer.name: self._dequantizer.dequantize(y)})
+    def dequantize(self, y) -> dict[str, np.ndarray]:
+        """Integer NHWC outputs (one array, or a dict by the hardware's tensor name for several)
+        -> the model's outputs by name (ONNX layout): dequantized, then through the host tail
+        (the golden executor's float ops, as the model defines them)."""
+        ys = self._by_input(y, [q["tensor"] for q in self._qouts], "output tensor name")
+        return run_tail(self._tail, {d.name: d.dequantize(v) for d, v in zip(self._dequantizers, ys)})
 
     # ------------------------------------------------------------------ running
     def outputs(self, x) -> dict[str, np.ndarray]:
@@ -290,12 +313,15 @@ class Accelerator:
         """Run a batch of inferences; see the class docstring for ``raw``. Returns one array,
         or a dict by output name for a model with several outputs (see :meth:`outputs`)."""
         if raw:
-            xi = np.asarray(x)
-            if not np.issubdtype(xi.dtype, np.integer):
-                raise ValueError(f"raw inputs must be integers, not {xi.dtype}")
-            if xi.shape[1:] != self.input_shape:
-                raise ValueError(f"raw input shape {xi.shape!r} is not (N, *{self.input_shape!r})")
-            return self._run_int(xi)
+            shapes = self.input_shapes
+            xs = [np.asarray(a) for a in self._by_input(x, list(shapes), "tensor name")]
+            for (name, shape), xi in zip(shapes.items(), xs):
+                label = f"raw input {name!r}" if len(xs) > 1 else "raw input"
+                if not np.issubdtype(xi.dtype, np.integer):
+                    raise ValueError(f"{label}s must be integers, not {xi.dtype}")
+                if xi.shape[1:] != shape:
+                    raise ValueError(f"{label} shape {xi.shape!r} is not (N, *{shape!r})")
+            return self._run_int(self._as_inputs(xs))
         out = self.outputs(x)
         return next(iter(out.values())) if len(out) == 1 else out
 
@@ -410,11 +436,13 @@ class Accelerator:
         stats.noise_bytes = parser.junk
         self._interrupted = False
 
-    def _run_int(self, xi: np.ndarray) -> np.ndarray:
-        """Integer NHWC inputs -> integer outputs, over the link (see the class docstring)."""
-        if len(xi) == 0:
-            return np.zeros((0,) + tuple(self.fmt.out_shape), np.int64)
-        return _DataRun(self, xi).run()
+    def _run_int(self, xi):
+        """Integer NHWC inputs -> integer outputs, over the link (one array each, or dicts by
+        the hardware's tensor name: see the class docstring)."""
+        xs = [np.asarray(a) for a in self._by_input(xi, [q["tensor"] for q in self._qins], "tensor name")]
+        if len(xs[0]) == 0:
+            return self._as_outputs([np.zeros((0,) + p.shape, np.int64) for p in self.fmt.outputs])
+        return self._as_outputs(_DataRun(self, xs).run())
 
 
 class _SelfTestRun:
@@ -502,10 +530,10 @@ class _DataRun:
     ``batch`` inferences, at most ``window`` in flight, each sent again when it times out, is
     reported bad by the board or is overtaken by a later frame's result."""
 
-    def __init__(self, acc: Accelerator, xi: np.ndarray):
+    def __init__(self, acc: Accelerator, xs: list[np.ndarray]):
         fmt = acc.fmt
-        self.acc, self.t, self.n = acc, acc.transport, len(xi)
-        data = fmt.encode_inputs(xi, bipolar=bool(acc._qin.get("bipolar")))
+        self.acc, self.t, self.n = acc, acc.transport, len(xs[0])
+        data = fmt.encode_tensors(xs, [bool(q.get("bipolar")) for q in acc._qins])
         self.stats = acc.stats = RunStats(inferences=self.n)
         acc._batch = acc.batch or max(1, min(fmt.max_batch, -(-self.n // 4)))
         self.frames = []                  # (first inference, count, payload) of each frame
@@ -521,8 +549,8 @@ class _DataRun:
         self.timeout = acc._timeout()
         self.deadline = acc.deadline if acc.deadline is not None else acc.default_deadline(self.n)
 
-    def run(self) -> np.ndarray:
-        """Exchange frames until every result is back; the outputs in input order."""
+    def run(self) -> list[np.ndarray]:
+        """Exchange frames until every result is back; each output's results in input order."""
         acc, t = self.acc, self.t
         self.session = acc._run_session()
         t0 = self.last_rx = acc._claim_link()
@@ -531,7 +559,7 @@ class _DataRun:
             self._fill_window()
             self._step()
         acc._release_link(self.stats, self.parser, t0)
-        return np.concatenate(self.results)
+        return [np.concatenate([r[k] for r in self.results]) for k in range(len(self.results[0]))]
 
     def _fill_window(self) -> None:
         """Send frames not sent yet while fewer than ``window`` are in flight."""
@@ -594,10 +622,8 @@ class _DataRun:
     def _keep(self, f, e: _Pending) -> None:
         """Keep the result ``f`` of the frame ``e``; frames sent before ``e`` and still in
         flight were lost on the way and are sent again."""
-        results = self.acc.fmt.decode_outputs(f.payload, f.count)
-        if self.acc._qout.get("bipolar"):          # bipolar codes: bit 1 = +1, 0 = -1
-            results = 2 * results - 1
-        self.results[e.index] = results
+        self.results[e.index] = self.acc.fmt.decode_tensors(f.payload, f.count,
+                                                             [bool(q.get("bipolar")) for q in self.acc._qouts])
         del self.outstanding[f.seq]
         self.done += 1
         for other in sorted(self.outstanding.values(), key=lambda o: o.order):
@@ -637,6 +663,43 @@ class _DataRun:
             f"of session {self.session:#06x}), received {stats.bytes_in} bytes: {self.done} good results, "
             f"{stats.crc_errors} frames with a bad CRC, {stats.stale} of other sessions, "
             f"{parser.junk} bytes of noise; check the port, baud rate and that the board runs this build")
+
+
+def _model_shape(q: dict) -> tuple:
+    """The ONNX model's shape of one inference of the input whose quantizer record is ``q``
+    (NCHW when the model's input is an image)."""
+    if q.get("model_shape"):
+        return tuple(q["model_shape"])
+    s = tuple(q["shape"])
+    return (s[2], s[0], s[1]) if q["nchw_to_nhwc"] else s
+
+
+def _quantize_one(q: dict, quantizer, x, named: bool) -> np.ndarray:
+    """One model input's float array -> its integer NHWC tensor (see :meth:`Accelerator.quantize`);
+    errors name the input when ``named``."""
+    x = np.asarray(x)
+    want = _model_shape(q)
+    shape = tuple(q["shape"])
+    what, one = (f"input {q['name']!r}",) * 2 if named else ("inputs", "input")
+    if q.get("integer_input"):  # the model takes its integer codes (TFLite int8): passed through
+        if x.dtype.kind not in "iu":
+            raise ValueError(f"{what} must be an integer array (the model's input is its integer codes), "
+                             f"not {x.dtype}")
+    elif x.dtype.kind != "f":
+        raise ValueError(f"{what} must be a float array (the model's input is float32), not {x.dtype}"
+                         + ("; integer tensors for the hardware need --raw" if x.dtype.kind in "iu" else ""))
+    if x.ndim < 1 or x.shape[0] < 1:
+        raise ValueError(f"{what} of shape {x.shape!r} hold no inferences (batch first)")
+    if x.shape[1:] != want:
+        raise ValueError(f"{what} have shape {x.shape!r}; the model takes (N, {', '.join(map(str, want))})")
+    if x.dtype.kind == "f" and not np.all(np.isfinite(x)):
+        raise ValueError(f"{what} contain NaN or infinite values")
+    if q["nchw_to_nhwc"] and x.ndim < 3:
+        raise ValueError(f"{one} of shape {x.shape!r} has no channel axis to move")
+    if int(np.prod(x.shape[1:])) != int(np.prod(shape)):
+        raise ValueError(f"{one} of shape {x.shape!r} does not hold {int(np.prod(shape))} elements "
+                         f"per inference (batch first)")
+    return quantizer.quantize(x, shape)
 
 
 def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTransport:
