@@ -45,7 +45,7 @@ def test_transpose_that_meets_no_inverse_stays():
     nodes = [h.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), h.make_node("Relu", ["t"], ["y"])]
     m = model(nodes, ("x", ["N", 3, 4]), ("y", ["N", 4, 3]), {})
     g = canonicalize(load(m))
-    assert ops(g) == ["Relu", "Transpose"]
+    assert ops(g) == ["Transpose", "Relu"]   # moving it would gain nothing: it stays
     assert_same_function(m, g)
 
 
@@ -104,6 +104,8 @@ def test_reduction_of_a_transposed_tensor():
                  h.make_node("Relu", ["t"], ["r"]), h.make_node("ReduceMean", ["r"], ["y"], axes=[1], keepdims=keep)]
         m = model(nodes, ("x", ["N", 3, 8]), ("y", out), {"W": w(6, 3, 3)}, opset=11)
         g = sink_transposes(load(m))
-        assert ops(g) == ["Conv", "Relu", "ReduceMean"] + (["Transpose"] if keep else [])
-        assert g.nodes[2].attrs["axes"] == (2,)
+        if keep:   # the Transpose would only move below the reduction: it stays
+            assert ops(g) == ["Conv", "Transpose", "Relu", "ReduceMean"]
+        else:
+            assert ops(g) == ["Conv", "Relu", "ReduceMean"] and g.nodes[2].attrs["axes"] == (2,)
         assert_same_function(m, g)

@@ -58,9 +58,13 @@ def _elementwise(n: Node) -> bool:
 
 
 class _Sinker:
-    def __init__(self, graph: Graph):
+    """Moves the Transposes named in ``moving`` (and those they become) down the graph."""
+
+    def __init__(self, graph: Graph, moving: set[str] = frozenset()):
         self.e = Edit(graph)
         self.t = trace(graph)
+        self.moving = set(moving)
+        self.source = ""   # the name of the Transpose being moved (its copies keep it)
 
     def rank(self, name: str) -> int | None:
         vi = self.e.source.value_info.get(name)
@@ -117,8 +121,9 @@ class _Sinker:
             self.e.replace(op, dataclasses.replace(moved, outputs=op.outputs))
             return
         mid = self.e.fresh(f"{op.outputs[0]}_pre")
-        self.e.replace(op, dataclasses.replace(moved, outputs=(mid,)),
-                       self.e.node("Transpose", [mid], [op.outputs[0]], f"{op.name}_transpose", perm=list(p)))
+        t = self.e.node("Transpose", [mid], [op.outputs[0]], self.source, perm=list(p))
+        self.moving.add(t.name)
+        self.e.replace(op, dataclasses.replace(moved, outputs=(mid,)), t)
 
     def reduce(self, op: Node, p) -> bool:
         """A reduction over ``axes`` of ``transpose(a, p)``: the same reduction of ``a`` over
@@ -168,12 +173,15 @@ class _Sinker:
                 self.e.replace(outer, self.e.node("Identity", [inner.inputs[0]], list(outer.outputs), outer.name))
         else:
             self.e.replace(outer, dataclasses.replace(outer, inputs=(inner.inputs[0],), attrs={"perm": list(pq)}))
+            self.moving.add(outer.name)
 
     def step(self) -> bool:
         for n in list(self.e.nodes):
-            if n.op_type != "Transpose" or n.domain != DEFAULT or _perm(n) is None or n.outputs[0] in self.e.outputs:
+            if n.op_type != "Transpose" or n.domain != DEFAULT or _perm(n) is None or n.outputs[0] in self.e.outputs \
+                    or n.name not in self.moving:
                 continue
             p = _perm(n)
+            self.source = n.name
             for r in self.e.readers(n.outputs[0]):
                 if r.op_type == "Transpose" and r.domain == DEFAULT and _perm(r) is not None:
                     self.merge(r, p, _perm(r))
@@ -185,9 +193,11 @@ class _Sinker:
         return False
 
     def absorb_all(self) -> bool:
+        """Every Transpose in :attr:`moving` (every one, if that is empty) absorbed where it can be."""
         changed = False
         for n in list(self.e.nodes):
-            if n.op_type == "Transpose" and n.domain == DEFAULT and _perm(n) is not None and n in self.e.nodes:
+            if n.op_type == "Transpose" and n.domain == DEFAULT and _perm(n) is not None and n in self.e.nodes \
+                    and (not self.moving or n.name in self.moving):
                 for r in self.e.readers(n.outputs[0]):
                     if self.absorb(n, r, _perm(n)):
                         changed = True
@@ -246,10 +256,13 @@ class _Sinker:
         return w, axis
 
 
-def sink_transposes(graph: Graph) -> Graph:
-    if not any(n.op_type == "Transpose" for n in graph.nodes):
-        return graph
-    s = _Sinker(graph)
+def _count(graph: Graph) -> int:
+    return sum(n.op_type == "Transpose" and n.domain == DEFAULT for n in graph.nodes)
+
+
+def _sink(graph: Graph, names: set[str]) -> Graph:
+    """``graph`` with the Transposes ``names`` moved down as far as they go."""
+    s = _Sinker(graph, names)
     steps = 0
     while steps < _MAX_STEPS and s.step():
         steps += 1
@@ -257,5 +270,21 @@ def sink_transposes(graph: Graph) -> Graph:
         s.e.nodes = [n for n in s.e.nodes if not (n.op_type == "Transpose" and not s.e.readers(n.outputs[0])
                                                    and n.outputs[0] not in s.e.outputs)]
         graph = s.e.graph()
-    s = _Sinker(graph)
-    return s.e.graph() if s.absorb_all() else graph
+    a = _Sinker(graph, s.moving)
+    return a.e.graph() if a.absorb_all() else graph
+
+
+def sink_transposes(graph: Graph) -> Graph:
+    """Each Transpose moved down, and absorbed into a dense layer where it then can be, when
+    that leaves fewer Transposes (it met its inverse, was absorbed, or Transposes joined), then
+    all of them together (Transposes that meet at a join of two branches); one that would only
+    move stays where the exporter put it (a model input's layout Transpose, which the importers
+    read as such)."""
+    names = [n.name for n in graph.nodes if n.op_type == "Transpose" and n.domain == DEFAULT]
+    for group in [{name} for name in names] + [set(names)]:   # one at a time, then those that meet at a join
+        group &= {n.name for n in graph.nodes if n.op_type == "Transpose"}
+        if group:
+            trial = _sink(graph, group)
+            if _count(trial) < _count(graph):
+                graph = trial
+    return graph
