@@ -21,7 +21,6 @@ import time
 import traceback
 from pathlib import Path
 
-import numpy as np
 
 from .children import Interrupted, SignalsRaise
 from .cli import main as cli_main   # `onnx2hw accuracy` itself runs in this child process
@@ -71,7 +70,7 @@ def _verify(spec: dict) -> dict:
     else:
         x = design.random_inputs(spec["count"], seed=spec["seed"])
     t0 = time.perf_counter()
-    report = design.simulate_raw(np.asarray(x), simulator=spec["simulator"], seed=spec["seed"], timing=True)
+    report = design.simulate_raw(x, simulator=spec["simulator"], seed=spec["seed"], timing=True)
     out = {"inferences": report.total, "exact": report.exact, "ii": report.ii, "latency": report.latency,
            "cycles": report.cycles, "sim_seconds": round(time.perf_counter() - t0, 2),
            "estimated_ii": design.pipeline.ii, "first_mismatch": None, "diverged_stage": None}

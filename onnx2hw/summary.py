@@ -119,12 +119,12 @@ def _stored_bytes(a: np.ndarray) -> int:
 @dataclass(frozen=True)
 class PathView:
     """The hardware path's view of a model: its canonical graph, the nodes the host runs (by
-    name) after the tensor ``cut`` where the hardware ends, and the node compile refuses with
+    name) after the tensors ``cuts`` where the hardware ends, and the node compile refuses with
     its one-line message (``refused``: ``(node name, message)``, or ``None``)."""
 
     canonical: Graph
     host_nodes: tuple[str, ...] = ()
-    cut: str | None = None
+    cuts: tuple[str, ...] = ()
     refused: tuple[str, str] | None = None
 
 
@@ -138,7 +138,7 @@ def path_view(graph: Graph, host=()) -> PathView:
         return PathView(canonical)
     if parts.tail is None:
         return PathView(canonical)
-    return PathView(canonical, tuple(n.name for n in parts.tail.nodes), parts.cut)
+    return PathView(canonical, tuple(n.name for n in parts.tail.nodes), parts.cuts)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,8 @@ class ModelSummary:
     #: [{"op", "count", "status", "supported", "mapping", "where"}]: status one of STATUSES,
     #: where "hardware" | "host" | "folded"
     hardware: list
-    #: the host/hardware partition: {"cut": tensor the hardware ends at, "nodes": host node names}
+    #: the host/hardware partition: {"cuts": tensors the hardware ends at ("cut": the first),
+    #: "nodes": host node names}
     host: dict | None = None
 
     def to_dict(self) -> dict:
@@ -206,7 +207,7 @@ def _operator_rows(graph: Graph, view: PathView) -> list[dict]:
         rows.append(_row(op_label(domain, op), count, status, "folded", STATUSES[status]))
     for (domain, op), count in _by_count(host_ops):
         rows.append(_row(op_label(domain, op), count, "host", "host",
-                         f"on the host, after the hardware's output {view.cut!r}"))
+                         f"on the host, after the hardware's output {', '.join(map(repr, view.cuts))}"))
     return rows
 
 
@@ -235,5 +236,5 @@ def summarize(graph: Graph, path: str = "", view: PathView | None = None) -> Mod
         op_histogram=dict(Counter(op_label(n.domain, n.op_type) for n in graph.nodes)),
         parameters=params, parameter_bytes=nbytes, layers=layers, total_macs=total,
         metadata=dict(graph.metadata), warnings=list(graph.warnings), hardware=_operator_rows(graph, view),
-        host=None if view.cut is None else {"cut": view.cut, "nodes": list(view.host_nodes)},
+        host=None if not view.cuts else {"cut": view.cuts[0], "cuts": list(view.cuts), "nodes": list(view.host_nodes)},
     )

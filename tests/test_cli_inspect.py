@@ -48,7 +48,7 @@ def test_inspect_conv_macs_and_unsupported(capsys, tmp_path):
     assert s["inputs"][0]["shape"] == ["batch", 2, 5, 7]
     assert {h["op"]: (h["supported"], h["where"]) for h in s["hardware"]} == {
         "Conv": (True, "hardware"), "Erf": (False, "hardware"), "Softmax": (True, "host")}
-    assert s["host"] == {"cut": "e", "nodes": ["sm"]}
+    assert s["host"] == {"cut": "e", "cuts": ["e"], "nodes": ["sm"]}
     assert (s["verdict"], s["refusal"]["node"], s["refusal"]["op"]) == ("refused", "erf", "Erf")
     assert main(["inspect", str(path)]) == 2
     out, err = capsys.readouterr()

@@ -98,7 +98,7 @@ def _print_verdict(s, v: Verdict) -> None:
                   "calibration data; activation types, and so the resources near the board's limit, can: "
                   "pass --calib to settle those)")
     if s.host:
-        con.print(escape(f"host/hardware split: the hardware ends at {s.host['cut']!r}; the host runs "
+        con.print(escape(f"host/hardware split: the hardware ends at {', '.join(map(repr, s.host['cuts']))}; the host runs "
                          f"{len(s.host['nodes'])} node(s) after it: {', '.join(s.host['nodes'])}"))
     if v.integer_layers:
         con.print(escape(f"integer layers ({len(v.integer_layers)}): "
