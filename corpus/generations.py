@@ -512,17 +512,6 @@ def _torch_old_models():
             "conv1d_each": (Conv1dEach, (24, 6))}
 
 
-def _randomize_bn(model):
-    from torch import nn
-    for m in model.modules():
-        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.2, 0.2)
-    return model.eval()
-
-
 def _build_torch_old(mc):
     import torch
     ver = torch.__version__
@@ -532,7 +521,7 @@ def _build_torch_old(mc):
             "conv1d_each": (9, False, [3])}
     for k, (name, (cls, shape)) in enumerate(_torch_old_models().items()):
         mc.seed_all(SEED + k)
-        model = _randomize_bn(cls())
+        model = mc.randomize_stats(cls())
         x = torch.rand(32, *shape)
         with torch.no_grad():
             y = model(x).numpy()
@@ -855,11 +844,11 @@ def build_qonnx_conventions(mc):
     torch.manual_seed(SEED + 50)
     model = FC(num_classes=10, weight_bit_width=2, act_bit_width=2, in_bit_width=2, in_channels=1,
                out_features=[64, 64, 64], in_features=(8, 8))
-    old("brevitas_old_tfc_w2a2_opset9", _randomize_stats(model), (1, 1, 8, 8), 9,
+    old("brevitas_old_tfc_w2a2_opset9", mc.randomize_stats(model), (1, 1, 8, 8), 9,
         "brevitas_examples.bnn_pynq FC (TFC) w2a2 on 1x8x8, flatten x.view(x.shape[0], -1)")
     torch.manual_seed(SEED + 51)
     model = cnv_mod.CNV(num_classes=10, weight_bit_width=1, act_bit_width=1, in_bit_width=8, in_ch=3)
-    old("brevitas_old_cnv_w1a1_opset11", _randomize_stats(model), (1, 3, 16, 16), 11,
+    old("brevitas_old_cnv_w1a1_opset11", mc.randomize_stats(model), (1, 3, 16, 16), 11,
         "brevitas_examples.bnn_pynq CNV (shrunk as in the brevitas family) w1a1 on 3x16x16")
     torch.manual_seed(SEED + 52)
     model = settle(nets["QCNN"](), (1, 1, 8, 8))
@@ -934,15 +923,3 @@ def build_qonnx_conventions(mc):
     mc.qonnx_oracles(QONNX_FAMILIES)
 
 
-def _randomize_stats(model):
-    import torch
-    for m in model.modules():
-        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.2, 0.2)
-        if type(m).__name__ == "TensorNorm":
-            m.running_mean.uniform_(-0.5, 0.5)
-            m.running_var.uniform_(0.5, 2.0)
-    return model.eval()

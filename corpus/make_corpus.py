@@ -614,15 +614,6 @@ def torch_models():
             v, i = torch.topk(self.net(x), 3, dim=1)
             return v, i
 
-    def randomize_bn(model):
-        for m in model.modules():
-            if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.data.uniform_(0.5, 1.5)
-                m.bias.data.uniform_(-0.2, 0.2)
-        return model
-
     return {
         "mlp_softmax": (MLPSoftmax, (64,)),
         "cnn_softmax": (CNNSoftmax, (1, 8, 8)),
@@ -638,7 +629,7 @@ def torch_models():
         "act_cnn": (ActCNN, (3, 8, 8)),
         "mlp_argmax": (MLPArgMax, (16,)),
         "cnn_topk": (CNNTopK, (1, 8, 8)),
-    }, randomize_bn
+    }, randomize_stats
 
 
 def build_torch():
@@ -741,6 +732,21 @@ def build_ort():
 # 3. Brevitas 0.13 QONNX: FINN's TFC and a small CNV
 
 
+def randomize_stats(model):
+    """``model`` in eval mode with random BatchNorm / TensorNorm statistics (not identities)."""
+    import torch
+    for m in model.modules():
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+        if type(m).__name__ == "TensorNorm":
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
 def build_brevitas():
     import torch
     import brevitas
@@ -787,18 +793,6 @@ def build_brevitas():
                         "per-tensor scales; the last layer has an int8 output quantizer (the graph ends in Quant)"))
         return Net()
 
-    def randomize(model):
-        for m in model.modules():
-            if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-                m.weight.data.uniform_(0.5, 1.5)
-                m.bias.data.uniform_(-0.2, 0.2)
-            if type(m).__name__ == "TensorNorm":
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-        return model.eval()
-
     def export(model, shape, stem, notes, ts=False):
         """``model``'s sample data, raw export, qonnx cleanup (and TorchScript export if ``ts``)."""
         x = torch.rand(16, *shape[1:])
@@ -837,7 +831,7 @@ def build_brevitas():
             else:
                 model = cnv_mod.CNV(num_classes=10, weight_bit_width=wb, act_bit_width=ab, in_bit_width=8, in_ch=3)
                 shape = (1, 3, 16, 16)
-            randomize(model)
+            randomize_stats(model)
             export(model, shape, f"brevitas_{topo}_w{wb}a{ab}",
                    f"brevitas_examples.bnn_pynq {'FC (TFC)' if topo == 'tfc' else 'CNV (shrunk)'}",
                    ts=topo == "tfc" and (wb, ab) == (2, 2))

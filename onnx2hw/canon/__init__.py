@@ -8,9 +8,8 @@ quantization) sees the canonical one. docs/architecture.md (section 3) lists the
 """
 from __future__ import annotations
 
-import weakref
-
 from ..ir.graph import Graph
+from ..ir.memo import per_graph
 from ..ir.simplify import simplify
 from .affine import affine_maps, matmul_add
 from .channels_last import channels_last
@@ -35,18 +34,9 @@ RULES = (
     ("traced types", traced_types),
 )
 
-#: id(graph) -> (weak reference to graph, its canonical form); Graph is not hashable
-_cache: dict[int, tuple[weakref.ref, Graph]] = {}
-
-
+@per_graph
 def canonicalize(graph: Graph) -> Graph:
     """``graph`` in canonical form (see the module docstring); computed once per graph object."""
-    hit = _cache.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    out = graph
     for _name, rule in RULES:
-        out = rule(out)
-    key = id(graph)
-    _cache[key] = (weakref.ref(graph, lambda _r, key=key, cache=_cache: cache.pop(key, None)), out)
-    return out
+        graph = rule(graph)
+    return graph

@@ -10,7 +10,6 @@ same contents in both runs; :func:`constant_values` finds those.
 from __future__ import annotations
 
 import dataclasses
-import weakref
 
 import numpy as np
 from onnx import helper
@@ -18,6 +17,7 @@ from onnx import helper
 from ..golden.execute import execute, unsupported_nodes
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, ValueInfo
+from ..ir.memo import per_graph
 
 __all__ = ["Trace", "trace"]
 
@@ -87,23 +87,11 @@ def _batches(graph: Graph) -> tuple[int, ...] | None:
     return tuple(fixed) if fixed else BATCHES
 
 
-#: id(graph) -> (weak reference to graph, its trace): rules that leave a graph as it was share its runs
-_cache: dict[int, tuple[weakref.ref, Trace | None]] = {}
-
-
+@per_graph
 def trace(graph: Graph) -> Trace | None:
     """The runs of ``graph`` on zero inputs, or ``None`` when it cannot run that way (an op the
-    golden executor lacks, an unknown input dim, an error on zeros); once per graph object."""
-    hit = _cache.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    out = _trace(graph)
-    key = id(graph)
-    _cache[key] = (weakref.ref(graph, lambda _r, key=key, cache=_cache: cache.pop(key, None)), out)
-    return out
-
-
-def _trace(graph: Graph) -> Trace | None:
+    golden executor lacks, an unknown input dim, an error on zeros); once per graph object (rules
+    that leave a graph as it was share its runs)."""
     batches = _batches(graph)
     if batches is None or unsupported_nodes(graph):
         return None

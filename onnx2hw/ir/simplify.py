@@ -34,7 +34,6 @@ import contextlib
 import io
 import logging
 import warnings
-import weakref
 
 import numpy as np
 import onnx
@@ -43,6 +42,7 @@ from onnx import helper, numpy_helper
 from .errors import ModelError
 from .graph import Graph
 from .load import load
+from .memo import per_graph
 
 __all__ = ["simplify", "follow_names", "to_model", "TRIGGER_OPS"]
 
@@ -51,9 +51,6 @@ TRIGGER_OPS = frozenset({"Shape", "Gather", "Concat", "Cast", "Transpose", "Sque
                          "ConstantOfShape", "Expand", "Range", "Size"})
 _VIEW_OPS = frozenset({"Squeeze", "Unsqueeze", "Flatten", "Reshape"})
 _BATCHES = (2, 3)
-
-#: id(graph) -> (weak reference to graph, its simplification); Graph is not hashable
-_cache: dict[int, tuple[weakref.ref, Graph]] = {}
 
 
 def _attr_value(v):
@@ -132,19 +129,10 @@ def follow_names(before: Graph, after: Graph, names) -> tuple[str, ...]:
     return tuple(out)
 
 
+@per_graph
 def simplify(graph: Graph) -> Graph:
     """The hardware path's view of ``graph`` (see the module docstring); ``graph`` itself when
     there is nothing to simplify or the simplification would not hold for every batch."""
-    hit = _cache.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    out = _simplify(graph)
-    key = id(graph)
-    _cache[key] = (weakref.ref(graph, lambda _r, key=key, cache=_cache: cache.pop(key, None)), out)
-    return out
-
-
-def _simplify(graph: Graph) -> Graph:
     if any(n.domain for n in graph.nodes) or not any(n.op_type in TRIGGER_OPS for n in graph.nodes):
         return graph
     if not graph.inputs or any(v.shape is None or not v.shape or v.kind != "tensor" for v in graph.inputs):
