@@ -73,10 +73,40 @@ def test_divide_after_an_activation_of_a_vector_is_a_diagonal_dense_layer():
     assert_same_function(m, g)
 
 
-def test_map_of_the_model_input_stays():
-    nodes = [h.make_node("Sub", ["x", "c"], ["s"]), h.make_node("Gemm", ["s", "W"], ["y"], transB=1)]
-    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 2]), {"c": w(4), "W": w(2, 4)})
-    assert ops(affine_maps(load(m))) == ["Sub", "Gemm"]
+def test_map_of_the_model_input_folds_into_the_dense_layer_that_reads_it():
+    """An input normalization (a BatchNormalization on the model input) folds forward into the
+    first dense layer: W' = diag(k) W, b' = b + t W."""
+    nodes = [h.make_node("BatchNormalization", ["x", "bn_s", "bn_b", "bn_m", "bn_v"], ["n"]),
+             h.make_node("Gemm", ["n", "W", "b"], ["g"], transB=1), h.make_node("Relu", ["g"], ["y"])]
+    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 2]), {**_bn_params("bn", 4), "W": w(2, 4), "b": w(2)})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Gemm", "Relu"]
+    assert_same_function(m, g)
+
+
+def test_map_before_a_padded_convolution_stays():
+    """Folding a shift into a padded Conv is not exact (the padding is not shifted): it stays for
+    the model input, and is a layer of its own after an activation."""
+    nodes = [h.make_node("Sub", ["x", "c"], ["s"]), h.make_node("Conv", ["s", "W"], ["y"], pads=[1, 1, 1, 1])]
+    m = model(nodes, ("x", ["N", 2, 4, 4]), ("y", ["N", 3, 4, 4]), {"c": w(1, 2, 1, 1), "W": w(3, 2, 3, 3)})
+    assert ops(affine_maps(load(m))) == ["Sub", "Conv"]
+    nodes = [h.make_node("Conv", ["x", "W0"], ["c0"]), h.make_node("Relu", ["c0"], ["r"]),
+             h.make_node("Sub", ["r", "c"], ["s"]), h.make_node("Conv", ["s", "W"], ["y"], pads=[1, 1, 1, 1])]
+    m = model(nodes, ("x", ["N", 2, 4, 4]), ("y", ["N", 3, 4, 4]), {"W0": w(2, 2, 1, 1), "c": w(1, 2, 1, 1), "W": w(3, 2, 3, 3)})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Conv", "Relu", "Conv", "Conv"] and g.nodes[2].attrs["group"] == 2
+    assert_same_function(m, g)
+
+
+def test_map_after_an_activation_folds_into_an_unpadded_convolution():
+    nodes = [h.make_node("Conv", ["x", "W0"], ["c0"]), h.make_node("Relu", ["c0"], ["r"]),
+             h.make_node("Mul", ["r", "k"], ["mk"]), h.make_node("Add", ["mk", "c"], ["s"]),
+             h.make_node("Conv", ["s", "W", "b"], ["y"])]
+    m = model(nodes, ("x", ["N", 2, 5, 5]), ("y", ["N", 3, 3, 3]),
+              {"W0": w(2, 2, 1, 1), "k": 1 + w(1, 2, 1, 1), "c": w(1, 2, 1, 1), "W": w(3, 2, 3, 3), "b": w(3)})
+    g = canonicalize(load(m))
+    assert ops(g) == ["Conv", "Relu", "Conv"]
+    assert_same_function(m, g)
 
 
 def test_quantized_graphs_are_left_to_the_importers():

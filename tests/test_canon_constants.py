@@ -74,3 +74,12 @@ def test_view_between_a_layer_and_its_activation_moves_below_it():
     g = canonicalize(load(m))
     assert ops(g)[1:4] == ["Conv", "Add", "Relu"] or ops(g)[1:3] == ["Conv", "Relu"], ops(g)
     assert_same_function(m, g)
+
+
+def test_canonical_form_is_a_fixed_point():
+    """Rules run until a pass changes nothing: canonicalizing the canonical graph gives it back."""
+    from onnx2hw.canon import _shape_of
+    m = _flatten_by_shape_chain(ir=3, as_inputs=True)
+    g = canonicalize(load(m))
+    from onnx2hw.ir.simplify import to_model
+    assert _shape_of(canonicalize(load(to_model(g)))) == _shape_of(g)

@@ -47,3 +47,13 @@ def test_other_pads_stay(case):
     cin = 3 + (case == "channels")
     m = model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", None, None, None]), {"pads": pads, "v": np.float32(0.5), "W": w(2, cin, 3, 3)})
     assert "Pad" in ops(pads_into_windows(load(m)))
+
+
+def test_pad_of_nothing_goes():
+    """PyTorch's avg_pool2d at opset 9 writes a Pad of all zeros (attribute form) before the pool."""
+    nodes = [h.make_node("Relu", ["x"], ["r"]), _pad(9, [0] * 8),
+             h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    m = model(nodes, ("x", ["N", 2, 4, 4]), ("y", ["N", 2, 2, 2]), {}, opset=9)
+    g = pads_into_windows(load(m))
+    assert ops(g) == ["Relu", "AveragePool"]
+    assert_same_function(m, g)

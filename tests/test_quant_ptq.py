@@ -277,9 +277,9 @@ def test_batchnorm_of_the_model_input_is_rejected():
         quantize(model, {"x": np.ones((4, 8), np.float32)})
 
 
-def test_constant_add_after_an_activation_becomes_a_layer():
-    """Between two layers, after an activation, a constant Add is a layer of its own (a dense layer
-    with the identity weight: onnx2hw.canon.affine); one right after a layer folds into its bias."""
+def test_constant_add_after_an_activation_folds_into_the_next_layer():
+    """Between two dense layers, after an activation, a constant Add folds into the next layer's
+    bias (onnx2hw.canon.affine: b' = b + c W); one right after a layer folds into its bias."""
     rng = np.random.default_rng(5)
     model = _tiny_model([helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc", transB=1),
                          helper.make_node("Relu", ["g"], ["h"], name="relu"),
@@ -289,7 +289,7 @@ def test_constant_add_after_an_activation_becomes_a_layer():
                          "w2": rng.standard_normal((4, 4))}, ["N", 8], ["N", 4])
     q = quantize(model, {"x": rng.standard_normal((16, 8)).astype(np.float32)})
     gemms = [n for n in q.graph.node if n.op_type == "Gemm"]
-    assert [n.name for n in gemms] == ["fc", "add_const", "fc2"]
+    assert [n.name for n in gemms] == ["fc", "fc2"]
 
 
 def test_quantized_model_is_rejected():

@@ -34,9 +34,25 @@ RULES = (
     ("traced types", traced_types),
 )
 
+#: passes over :data:`RULES` at most (a rule may open the way for an earlier one: a Transpose
+#: pair cancelled leaves a map next to the layer it folds into)
+MAX_PASSES = 4
+
+
 @per_graph
 def canonicalize(graph: Graph) -> Graph:
-    """``graph`` in canonical form (see the module docstring); computed once per graph object."""
-    for _name, rule in RULES:
-        graph = rule(graph)
+    """``graph`` in canonical form (see the module docstring): :data:`RULES` run in order until a
+    pass changes nothing, so that canonicalizing a canonical graph gives it back; computed once
+    per graph object."""
+    for _ in range(MAX_PASSES):
+        start = _shape_of(graph)
+        for _name, rule in RULES:
+            graph = rule(graph)
+        if _shape_of(graph) == start:
+            break
     return graph
+
+
+def _shape_of(graph: Graph) -> tuple:
+    """What a pass can change: the nodes (op, domain, values read and written) and the constants."""
+    return (tuple((n.domain, n.op_type, n.inputs, n.outputs) for n in graph.nodes), tuple(sorted(graph.initializers)))

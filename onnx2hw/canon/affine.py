@@ -10,8 +10,9 @@
   ``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``) read by it alone moves above them
   (``k`` and ``t`` carried through the view); above a linear layer, it stays a ``Mul``/``Add``
   that the post-training quantizer folds into that layer's weights and bias
-  (:mod:`onnx2hw.layers.canonical`); above any other op (an activation), it becomes a layer of
-  its own: a depthwise 1x1 ``Conv`` (per-channel ``k``, ``t``) on images and sequences, a
+  (:mod:`onnx2hw.layers.canonical`); after any other op (an activation, or on the model input)
+  it folds into the layer that reads it where that is exact (a dense layer; a convolution
+  without padding), else it becomes a layer of its own: a depthwise 1x1 ``Conv`` (per-channel ``k``, ``t``) on images and sequences, a
   ``Gemm`` with the diagonal weight ``diag(k)`` on vectors. Each rewrite is exact in real
   arithmetic (float32 rounding of the folded constants aside).
 """
@@ -133,32 +134,73 @@ class _Maps:
         for node in self.e.nodes:
             if node.op_type not in _AFFINE or node.domain != DEFAULT or self.shape(node.outputs[0]) is None:
                 continue
+            r = self.e.sole_reader(node.outputs[0])
+            if r is not None and _map_of(r, self.e, len(self.shape(node.outputs[0]))) is not None:
+                continue   # the map after it takes it in (two maps are one)
             m = _map_of(node, self.e, len(self.shape(node.outputs[0])))
             if m is not None and self.rewrite(node, *m):
                 return True
         return False
 
-    def rewrite(self, node: Node, x: str, k, t) -> bool:
-        views, x, k, t = self.climb(node, x, k, t)
+    def rewrite(self, node: Node, x0: str, k0, t0) -> bool:
+        views, gone, x, k, t = self.climb(node, x0, k0, t0)
         top = self.e.producer(x)
         linear = self.after_linear(x)
-        if not views and node.op_type in ("BatchNormalization", "Mul", "Add") and linear:
+        if not views and not gone and node.op_type in ("BatchNormalization", "Mul", "Add") and linear:
             return False   # the quantizer folds it into that layer as it is
+        if not linear and self.forward(node, x0, k0, t0):
+            return True
         if top is None or k is None:
-            return False   # a map of the model input: the host's or the first layer's business
+            return False   # a map of the model input the next layer cannot take: the host's business
         out = node.outputs[0]
         head = self.e.fresh(f"{out}_affine") if views else out
         made = self.linear_pair(x, k, t, head, node.name) if linear else self.layer(x, k, t, head, node.name)
         if made is None:
             return False
-        pos = self.e.nodes.index(views[-1] if views else node)
+        pos = min(self.e.nodes.index(n) for n in [node] + views + gone)
         chain = list(reversed(views))   # the views, top-most first, now after the map
+        for i, v in enumerate(chain):
+            chain[i] = self.e_input(v, chain[i - 1].outputs[0] if i else head)
         if chain:
-            chain[0] = self.e_input(chain[0], head)
             chain[-1] = dataclasses.replace(chain[-1], outputs=(out,))
-        for n in [node] + views:
+        for n in [node] + views + gone:
             self.e.nodes.remove(n)
         self.e.nodes[pos:pos] = list(made) + chain
+        return True
+
+    def forward(self, node: Node, x: str, k, t) -> bool:
+        """The map folded into the one layer that reads it, where that is exact: a dense layer
+        (``W' = diag(k) W``, ``b' = b + t W``), or a convolution without padding (or ``t = 0``)
+        and one group (``W'[o, c] = W[o, c] k[c]``, ``b'[o] = b[o] + sum W[o, c] t[c]``)."""
+        r = self.e.sole_reader(node.outputs[0])
+        shape = self.shape(node.outputs[0])
+        if r is None or r.domain != DEFAULT or r.inputs[0] != node.outputs[0] or len(r.inputs) < 2 \
+                or not self.e.is_const(r.inputs[1]) or (len(r.inputs) > 2 and r.inputs[2] and not self.e.is_const(r.inputs[2])):
+            return False
+        per = [_per_channel(np.broadcast_to(a, (1,) + shape[1:])[0] if a.ndim <= len(shape) else a, shape)
+               for a in (k, t)] if len(shape) >= 2 else [None]
+        if any(v is None for v in per):
+            return False
+        kc, tc = per
+        w = np.asarray(self.e.inits[r.inputs[1]], np.float64)
+        b = np.asarray(self.e.inits[r.inputs[2]], np.float64) if len(r.inputs) > 2 and r.inputs[2] else None
+        if r.op_type in ("Gemm", "MatMul") and len(shape) == 2 and w.ndim == 2 and not r.attr("transA", 0) \
+                and float(r.attr("alpha", 1.0)) == 1.0 and float(r.attr("beta", 1.0)) == 1.0:
+            wt = w.T if r.attr("transB", 0) else w          # (in, out)
+            w2, bias = (kc[:, None] * wt), tc @ wt + (0 if b is None else np.broadcast_to(b, wt.shape[1:]))
+            w2 = w2.T if r.attr("transB", 0) else w2
+        elif r.op_type == "Conv" and int(r.attr("group", 1)) == 1 and w.ndim == len(shape) and \
+                (not np.any(tc) or (not any(r.attr("pads", ())) and r.attr("auto_pad", b"NOTSET") in (b"NOTSET", b"VALID", "NOTSET", "VALID"))):
+            cshape = (1, -1) + (1,) * (w.ndim - 2)
+            w2 = w * kc.reshape(cshape)
+            bias = (w * tc.reshape(cshape)).sum(axis=tuple(range(1, w.ndim))) + (0 if b is None else b)
+        else:
+            return False
+        inputs = (x, self.e.const(f"{r.inputs[1]}_mapped", w2.astype(np.float32)),
+                  self.e.const(f"{r.name}_bias_mapped", np.asarray(bias, np.float32).reshape(-1)))
+        op = "Gemm" if r.op_type == "MatMul" else r.op_type
+        self.e.nodes.remove(node)
+        self.e.replace(r, dataclasses.replace(r, op_type=op, inputs=inputs))
         return True
 
     def after_linear(self, x: str) -> bool:
@@ -177,7 +219,8 @@ class _Maps:
         return dataclasses.replace(view, inputs=(name,) + view.inputs[1:])
 
     def climb(self, node: Node, x: str, k, t):
-        """(the ops the map moves above, the value it then maps, ``k``, ``t`` there): it climbs
+        """(the ops the map moves above, the maps before it that it takes in, the value it then
+        maps, ``k``, ``t`` there): it climbs
         views (``k``, ``t`` carried through the reshape or transpose) and the ops it commutes with
         (per-channel ``k``, ``t`` only: a resize, whose weights sum to 1; a max pool, for ``k > 0``;
         an average pool without counted padding), each read by the map's chain alone."""
@@ -185,23 +228,33 @@ class _Maps:
         if k.ndim > len(shape) or t.ndim > len(shape):
             return [], x, None, None
         kf, tf = (np.broadcast_to(a, (1,) + shape[1:]) for a in (k, t))
-        views = []
+        views, gone, last = [], [], node
         while (p := self.e.producer(x)) is not None and p.domain == DEFAULT \
-                and self.e.sole_reader(x) is (views[-1] if views else node) and self.shape(p.inputs[0]):
+                and self.e.sole_reader(x) is last and self.shape(p.inputs[0]):
             src = self.shape(p.inputs[0])
+            if not (self.t.batch_first(p.inputs[0]) and self.t.batch_first(p.outputs[0])):
+                break   # a view that moves the batch (a dense layer over time steps folded into it)
             if p.op_type == "Transpose":
                 inv = np.argsort([int(a) for a in p.attr("perm")])
                 kf, tf = np.transpose(kf, inv), np.transpose(tf, inv)
             elif p.op_type in _VIEWS:
                 kf, tf = kf.reshape((1,) + src[1:]), tf.reshape((1,) + src[1:])
+            elif (m := _map_of(p, self.e, len(src))) is not None:
+                kp, tp = (np.broadcast_to(a, (1,) + src[1:]) for a in m[1:])
+                kf, tf = kp * kf, tp * kf + tf   # x -> (x kp + tp) k + t: two maps are one
+                gone.append(p)
+                last = p
+                x = m[0]
+                continue
             elif self.commutes(p, kf, tf, src):
                 kf, tf = (np.broadcast_to(_per_channel(a[0], a.shape).reshape((1, -1) + (1,) * (len(src) - 2)),
                                           (1,) + src[1:]) for a in (kf, tf))
             else:
                 break
             views.append(p)
+            last = p
             x = p.inputs[0]
-        return views, x, _compress(np.ascontiguousarray(kf)), _compress(np.ascontiguousarray(tf))
+        return views, gone, x, _compress(np.ascontiguousarray(kf)), _compress(np.ascontiguousarray(tf))
 
     def commutes(self, p: Node, kf, tf, src) -> bool:
         """The map ``kf``, ``tf`` is per-channel and may move above ``p``, whose input is ``src``."""

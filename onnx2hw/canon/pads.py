@@ -4,7 +4,8 @@
 ``AveragePool`` that counts padded positions (``count_include_pad=1``), when the Pad is of
 constant mode with value 0, adds nothing on the batch and channel axes and removes nothing, and
 the window op sets its padding explicitly (no ``auto_pad``). Exporters of channels-last
-frameworks write Keras' ``ZeroPadding2D`` and TensorFlow's explicit padding this way.
+frameworks write Keras' ``ZeroPadding2D`` and TensorFlow's explicit padding this way. A Pad
+that pads nothing (PyTorch's ``avg_pool2d`` at opset 9 writes one) goes, whatever reads it.
 """
 from __future__ import annotations
 
@@ -52,6 +53,12 @@ def pads_into_windows(graph: Graph) -> Graph:
     for pad in [n for n in graph.nodes if n.op_type == "Pad" and n.domain == DEFAULT]:
         amounts = _pad_amounts(e, pad)
         readers = e.readers(pad.outputs[0])
+        if amounts is not None and not np.any(amounts) and pad.outputs[0] not in e.outputs:
+            for r in readers:   # pads nothing: the identity
+                e.rename_input(r, pad.outputs[0], pad.inputs[0])
+            e.nodes.remove(pad)
+            changed = True
+            continue
         if amounts is None or not readers or pad.outputs[0] in e.outputs or \
                 not all(_takes_pads(r) and r.inputs[0] == pad.outputs[0] for r in readers):
             continue

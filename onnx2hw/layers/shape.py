@@ -30,11 +30,14 @@ __all__ = ["PATTERNS"]
 
 def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     """``x`` viewed with the ONNX shape ``shape`` (same number of elements, ONNX C order): a
-    flatten, or any reshape between shapes that are not images (a vector as ``(1, F)`` and back)."""
+    flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), or
+    a 1-D signal as the ``H = 1`` image and back (the hardware holds both as ``(1, L, C)``)."""
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(x.onnx_shape))
     if shape == x.onnx_shape:
         return x
+    if x.perm is None and not x.hwc and _signal_as_image(x.onnx_shape, shape):
+        return replace(x, onnx_shape=shape)   # both are held as the (1, L, C) image: the same stream
     if len(shape) == 3 or int(np.prod(shape)) != n:
         raise node_error(node, f"reshape of {x.onnx_shape!r} to {shape!r} (only flattening to (N, features) is "
                          f"supported)", UnsupportedError)
@@ -45,6 +48,12 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     else:
         perm = flatten_perm(x.onnx_shape)
     return replace(x, onnx_shape=shape, perm=perm, hwc=False)
+
+
+def _signal_as_image(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """``a`` and ``b`` are a 1-D signal ``(C, L)`` and the ``H = 1`` image ``(C, 1, L)``, either way."""
+    a, b = sorted((a, b), key=len)
+    return len(a) == 2 and b == (a[0], 1, a[1])
 
 
 def _flatten_input(node: Node, x: FloatIn, shape) -> FloatIn:
