@@ -157,3 +157,20 @@ def test_negative_scale_does_not_cross_a_max_pool():
     g = affine_maps(load(m))
     assert ops(g) == ["Conv", "MaxPool", "Conv"]   # a depthwise layer of its own
     assert_same_function(m, g)
+
+
+def test_dense_over_steps_with_the_batch_merged_into_rows():
+    """TensorFlow's Tensordot (tf2onnx): Reshape (N, L, F) -> (N*L, F), MatMul, Reshape back (its
+    shape computed from the input's), bias Add: a dense layer over the steps of the sequence."""
+    nodes = [h.make_node("Reshape", ["x", "rows"], ["r"]), h.make_node("MatMul", ["r", "W"], ["m"]),
+             h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n"], ["n1"], axes=[0]), h.make_node("Concat", ["n1", "rest"], ["back"], axis=0),
+             h.make_node("Reshape", ["m", "back"], ["u"]), h.make_node("Add", ["u", "b"], ["a"]),
+             h.make_node("Relu", ["a"], ["y"])]
+    inits = {"rows": np.array([-1, 4], np.int64), "W": w(4, 3), "i0": np.array(0, np.int64),
+             "rest": np.array([5, 3], np.int64), "b": w(3)}
+    m = model(nodes, ("x", ["N", 5, 4]), ("y", ["N", 5, 3]), inits, opset=9)
+    g = canonicalize(load(m))
+    assert "MatMul" not in ops(g) and ops(g).count("Conv") == 1 and "Shape" not in ops(g)
+    assert_same_function(m, g, batch=2)
+    assert_same_function(m, g, batch=4)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..ir.graph import Graph
 from ..ir.memo import per_graph
 from ..ir.simplify import simplify
-from .affine import affine_maps, matmul_add
+from .affine import affine_maps, batch_rows, matmul_add
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
 from .pads import pads_into_windows
@@ -26,6 +26,7 @@ RULES = (
     ("channels-last nodes", channels_last),
     ("constant folding", fold_constants),
     ("zero Pad into windows", pads_into_windows),
+    ("batch-merged rows", batch_rows),
     ("MatMul + Add", matmul_add),
     ("affine maps", affine_maps),
     ("literal views", literal_views),

@@ -27,7 +27,7 @@ from .channels_last import to_first, to_last
 from .edit import DEFAULT, Edit
 from .trace import trace
 
-__all__ = ["matmul_add", "affine_maps"]
+__all__ = ["batch_rows", "matmul_add", "affine_maps"]
 
 _LINEAR = frozenset({"Conv", "Gemm", "MatMul", "ConvTranspose"})
 _VIEWS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
@@ -37,6 +37,42 @@ _COMMUTING = frozenset({"Resize", "Upsample", "MaxPool", "GlobalMaxPool", "Avera
 #: ops that say a graph is already quantized (the maps of such graphs are the importers' business)
 _QUANTIZED = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
                         "ConvInteger", "DynamicQuantizeLinear"})
+
+
+def batch_rows(graph: Graph) -> Graph:
+    """A dense layer applied to every step of a sequence, written with the batch merged into the
+    rows (TensorFlow's Tensordot: ``Reshape (N, L, F) -> (N*L, F)``, ``MatMul``, ``Reshape`` back
+    to ``(N, L, O)``), is the ``MatMul`` of the sequence itself."""
+    if not any(n.op_type == "MatMul" for n in graph.nodes):
+        return graph
+    t = trace(graph)
+    if t is None:
+        return graph
+    e = Edit(graph)
+    changed = False
+    for mm in list(e.nodes):
+        if mm.op_type != "MatMul" or mm.domain != DEFAULT or not e.is_const(mm.inputs[1]):
+            continue
+        r1, r2 = e.producer(mm.inputs[0]), e.sole_reader(mm.outputs[0])
+        if r1 is None or r2 is None or r1.op_type != "Reshape" or r2.op_type != "Reshape" \
+                or e.sole_reader(r1.outputs[0]) is not mm:
+            continue
+        xs, ys = t.shape(r1.inputs[0]), t.shape(r2.outputs[0])
+        w = np.asarray(e.inits[mm.inputs[1]])
+        if xs is None or len(xs) < 3 or None in xs[1:] or w.ndim != 2 or ys != xs[:-1] + (w.shape[1],) \
+                or not (t.batch_first(r1.inputs[0]) and t.batch_first(r2.outputs[0])):
+            continue
+        steps = int(np.prod(xs[1:-1]))
+        if any(np.shape(r[mm.inputs[0]]) != (b * steps, xs[-1]) for r, b in zip(t.runs, t.batches)):
+            continue
+        e.nodes.remove(r1)
+        e.nodes.remove(r2)
+        e.replace(mm, dataclasses.replace(mm, inputs=(r1.inputs[0], mm.inputs[1]), outputs=r2.outputs))
+        changed = True
+    if not changed:
+        return graph
+    e.prune()
+    return e.graph()
 
 
 def matmul_add(graph: Graph) -> Graph:

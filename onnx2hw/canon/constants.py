@@ -103,7 +103,7 @@ def literal_views(graph: Graph) -> Graph:
     changed |= _merge_views(e, t)
     if not changed:
         return graph
-    e.nodes = _live(e.nodes, e.outputs)
+    e.prune()
     return e.graph()
 
 
@@ -165,13 +165,3 @@ def _merge_views(e: Edit, t: Trace) -> bool:
             e.nodes.remove(node)
             changed = True
     return changed
-
-
-def _live(nodes: list[Node], outputs) -> list[Node]:
-    """``nodes`` less those whose outputs nothing reads."""
-    while True:
-        used = {i for n in nodes for i in n.inputs} | set(outputs)
-        live = [n for n in nodes if any(o in used for o in n.outputs)]
-        if len(live) == len(nodes):
-            return live
-        nodes = live

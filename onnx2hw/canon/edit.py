@@ -67,6 +67,15 @@ class Edit:
     def is_const(self, name: str) -> bool:
         return name in self.inits
 
+    def prune(self) -> None:
+        """Drop the nodes whose outputs nothing reads (what fed a view now literal, ...)."""
+        while True:
+            used = {i for n in self.nodes for i in n.inputs} | set(self.outputs)
+            live = [n for n in self.nodes if any(o in used for o in n.outputs)]
+            if len(live) == len(self.nodes):
+                return
+            self.nodes = live
+
     def graph(self) -> Graph:
         """The edited graph, checked and with shapes inferred again; unused constants dropped."""
         used = {i for n in self.nodes for i in n.inputs} | set(self.outputs)
