@@ -109,3 +109,20 @@ def test_reduction_of_a_transposed_tensor():
         else:
             assert ops(g) == ["Conv", "Relu", "ReduceMean"] and g.nodes[2].attrs["axes"] == (2,)
         assert_same_function(m, g)
+
+
+def test_quantized_bias_moves_with_the_layout():
+    """QKeras through qonnx: the Conv1D bias is a QONNX Quant of a constant, added on the NWC
+    tensor between two Transposes; the Transposes meet once the quantized bias is transposed."""
+    q = "qonnx.custom_op.general"
+    nodes = [h.make_node("Conv", ["x", "W"], ["c"]), h.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 1]),
+             h.make_node("Quant", ["b", "s", "z", "bw"], ["bq"], domain=q, signed=1, narrow=0, rounding_mode="ROUND"),
+             h.make_node("Add", ["t", "bq"], ["a"]), h.make_node("Relu", ["a"], ["r"]),
+             h.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1])]
+    m = model(nodes, ("x", ["N", 3, 8]), ("y", ["N", 4, 6]),
+              {"W": w(4, 3, 3), "b": w(4), "s": np.float32(0.125), "z": np.float32(0), "bw": np.float32(8)}, domains=[q])
+    g = sink_transposes(load(m))
+    assert "Transpose" not in ops(g)
+    add = next(n for n in g.nodes if n.op_type == "Add")
+    bias = next(n for n in g.nodes if n.op_type == "Quant" and n.outputs[0] in add.inputs)
+    assert g.initializers[bias.inputs[0]].shape == (1, 4, 1)

@@ -3,7 +3,8 @@ they meet their inverse (both go), a flatten into a dense layer (its weight rows
 instead), or an op they do not commute with (they stay).
 
 A Transpose ``y = transpose(a, p)`` (``y`` axis ``k`` is ``a`` axis ``p[k]``) commutes with:
-- an elementwise op whose other operands are constants: ``f(y, c) = transpose(f(a, c'), p)``,
+- an elementwise op whose other operands are constants (or a QONNX quantizer of one, with
+  scalar parameters): ``f(y, c) = transpose(f(a, c'), p)``,
   ``c'`` being ``c`` broadcast to the rank of ``y`` and transposed by the inverse of ``p``; the
   QONNX quantizers (``Quant``, ``BipolarQuant``, ``Trunc``) are elementwise in this sense, and
   ``QuantizeLinear``/``DequantizeLinear`` with their ``axis`` mapped to ``p[axis]``;
@@ -90,7 +91,27 @@ class _Sinker:
             c = c.reshape((1,) * (rank - c.ndim) + c.shape)
             return self.e.const(f"{name}_t", np.transpose(c, _inverse(p)))
         hit = self.transposed(name)
-        return hit[0].inputs[0] if hit is not None and hit[1] == p else None
+        if hit is not None and hit[1] == p:
+            return hit[0].inputs[0]
+        return self.quantized_constant(name, p, rank)
+
+    def quantized_constant(self, name: str, p, rank: int) -> str | None:
+        """A QONNX quantizer of a constant with scalar parameters (a quantized bias), as the
+        same quantizer of the constant transposed by the inverse of ``p`` (quantizing commutes
+        with moving elements); ``None`` for anything else."""
+        q = self.e.producer(name)
+        if q is None or q.domain != QONNX or q.op_type not in _QONNX_ELEMENTWISE or not self.e.is_const(q.inputs[0]) \
+                or any(i and (not self.e.is_const(i) or np.size(self.e.inits[i]) != 1) for i in q.inputs[1:]):
+            return None
+        c = np.asarray(self.e.inits[q.inputs[0]])
+        if c.ndim > rank:
+            return None
+        c = c.reshape((1,) * (rank - c.ndim) + c.shape)
+        out = self.e.fresh(f"{name}_t")
+        copy = dataclasses.replace(q, name=self.e.fresh(f"{q.name}_t"), outputs=(out,),
+                                   inputs=(self.e.const(f"{q.inputs[0]}_t", np.transpose(c, _inverse(p))),) + q.inputs[1:])
+        self.e.nodes.insert(self.e.nodes.index(q) + 1, copy)
+        return out
 
     def move(self, op: Node, p) -> bool:
         """``op`` (reading Transposes ``p``) moved above them, a Transpose ``p`` after it."""

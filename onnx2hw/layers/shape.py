@@ -31,7 +31,7 @@ __all__ = ["PATTERNS"]
 def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     """``x`` viewed with the ONNX shape ``shape`` (same number of elements, ONNX C order): a
     flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), or
-    a 1-D signal as the ``H = 1`` image and back (the hardware holds both as ``(1, L, C)``)."""
+    a 1-D signal as an image with a unit axis and back (the hardware streams both alike)."""
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(x.onnx_shape))
     if shape == x.onnx_shape:
@@ -51,7 +51,9 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
 
 
 def _signal_as_image(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """``a`` and ``b`` are a 1-D signal ``(C, L)`` and the ``H = 1`` image ``(C, 1, L)``, either way."""
+    """``a`` and ``b`` are a 1-D signal ``(C, L)`` and the ``H = 1`` image ``(C, 1, L)``, either
+    way: the hardware holds both as ``(1, L, C)`` (an image ``(C, L, 1)`` is another geometry,
+    which canonicalization turns into this one)."""
     a, b = sorted((a, b), key=len)
     return len(a) == 2 and b == (a[0], 1, a[1])
 
@@ -82,6 +84,8 @@ def _flatten(b: Builder, node: Node):
 def _reshape(b: Builder, node: Node):
     """Reshape that keeps the batch (target ``[0 or -1, ...]``) to the same shape or a vector."""
     x = as_tensor(b, b.get(node.inputs[0], node))
+    if isinstance(x, Acc) and _pending_view(b, node, x, [int(v) for v in b.const(node.inputs[1], node, "shape")][1:]):
+        return
     if not isinstance(x, (QT, FloatIn)):
         raise node_error(node, "reshapes a value that is not a quantized tensor", UnsupportedError)
     shape = [int(v) for v in b.const(node.inputs[1], node, "shape")]
@@ -124,8 +128,23 @@ def _unit_axis_move(x: QT | FloatIn, shape: tuple[int, ...]) -> QT | FloatIn | N
     return None
 
 
+def _pending_view(b: Builder, node: Node, x, shape) -> bool:
+    """A pending layer ``x`` viewed as ``shape`` where that keeps its stream (a 1-D signal and an
+    image of it with a unit axis): the layer's result takes the view (``True``); else ``False``."""
+    if isinstance(x, Acc) and _signal_as_image(x.onnx_shape, tuple(shape)):
+        b.set(node, replace(x, onnx_shape=tuple(shape)))
+        return True
+    return False
+
+
 def _squeeze(b: Builder, node: Node):
     x = as_tensor(b, b.get(node.inputs[0], node))
+    if isinstance(x, Acc):
+        axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
+        rank = len(x.onnx_shape) + 1
+        axes = [a + rank if a < 0 else a for a in (axes or ())]
+        if _pending_view(b, node, x, tuple(d for i, d in enumerate(x.onnx_shape) if i + 1 not in axes)):
+            return
     if not isinstance(x, QT):
         raise node_error(node, "squeezes a value that is not a quantized tensor", UnsupportedError)
     axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
@@ -139,6 +158,13 @@ def _squeeze(b: Builder, node: Node):
 
 def _unsqueeze(b: Builder, node: Node):
     x = as_tensor(b, b.get(node.inputs[0], node))
+    if isinstance(x, Acc):
+        axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
+        rank = len(x.onnx_shape) + 1 + len(axes or ())
+        axes = [a + rank if a < 0 else a for a in (axes or ())]
+        rest = iter(x.onnx_shape)
+        if _pending_view(b, node, x, tuple(1 if i in axes else next(rest) for i in range(1, rank))):
+            return
     if not isinstance(x, QT):
         raise node_error(node, "unsqueezes a value that is not a quantized tensor", UnsupportedError)
     axes = node.attr("axes") if len(node.inputs) < 2 else tuple(int(a) for a in b.const(node.inputs[1], node, "axes"))
