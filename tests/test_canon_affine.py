@@ -174,3 +174,17 @@ def test_dense_over_steps_with_the_batch_merged_into_rows():
     assert "MatMul" not in ops(g) and ops(g).count("Conv") == 1 and "Shape" not in ops(g)
     assert_same_function(m, g, batch=2)
     assert_same_function(m, g, batch=4)
+
+
+def test_batchnorm_as_mul_add_after_a_layer_and_after_an_activation():
+    """tf2onnx's Keras BatchNormalization at opset 9 (Mul, Add by constants): after a dense layer it
+    stays for the quantizer to fold; after an activation it folds into the next dense layer."""
+    nodes = [h.make_node("Gemm", ["x", "W1", "b1"], ["g1"]), h.make_node("Mul", ["g1", "k1"], ["m1"]),
+             h.make_node("Add", ["m1", "t1"], ["a1"]), h.make_node("Relu", ["a1"], ["r1"]),
+             h.make_node("Mul", ["r1", "k2"], ["m2"]), h.make_node("Add", ["m2", "t2"], ["a2"]),
+             h.make_node("Gemm", ["a2", "W2", "b2"], ["y"])]
+    m = model(nodes, ("x", ["N", 4]), ("y", ["N", 2]), {"W1": w(4, 5), "b1": w(5), "k1": 1 + w(5), "t1": w(5),
+                                                        "k2": 1 + w(5), "t2": w(5), "W2": w(5, 2), "b2": w(2)}, opset=9)
+    g = affine_maps(load(m))
+    assert ops(g) == ["Gemm", "Mul", "Add", "Relu", "Gemm"]
+    assert_same_function(m, g)

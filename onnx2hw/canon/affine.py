@@ -182,8 +182,8 @@ class _Maps:
         views, gone, x, k, t = self.climb(node, x0, k0, t0)
         top = self.e.producer(x)
         linear = self.after_linear(x)
-        if not views and not gone and node.op_type in ("BatchNormalization", "Mul", "Add") and linear:
-            return False   # the quantizer folds it into that layer as it is
+        if not views and linear and all(n.op_type in ("BatchNormalization", "Mul", "Add") for n in [node] + gone):
+            return False   # the quantizer folds these into that layer as they are
         if not linear and self.forward(node, x0, k0, t0):
             return True
         if top is None or k is None:
