@@ -197,8 +197,16 @@ def test_bipolar_image_input_conv_without_padding():
     np.testing.assert_array_equal(design.golden({"X": x.astype(np.float32)})["Y"], cnn_oracle(x, pads=(0, 0, 0, 0)))
 
 
+def test_bipolar_image_input_of_a_padded_conv_reads_two_bit_codes():
+    """The conv pads with 0, which no bipolar code is: the input is read as 2-bit signed codes."""
+    design = onnx2hw.compile(cnn("BIPOLAR"))
+    assert not design.integer.input_specs[0].dtype.bipolar and design.integer.input_specs[0].dtype.bits == 2
+    x = codes("BIPOLAR", (20, 2, 5, 5), seed=8)
+    np.testing.assert_array_equal(design.golden({"X": x.astype(np.float32)})["Y"], cnn_oracle(x))
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize("model, datatype", [("mlp", "BIPOLAR"), ("cnn", "INT8")])
+@pytest.mark.parametrize("model, datatype", [("mlp", "BIPOLAR"), ("cnn", "INT8"), ("cnn", "BIPOLAR")])
 def test_annotated_input_simulates_bit_exact(model, datatype):
     shape = (6, 16) if model == "mlp" else (6, 2, 5, 5)
     design = onnx2hw.compile(mlp(datatype) if model == "mlp" else cnn(datatype))

@@ -15,7 +15,8 @@ quantizer of a model input: it runs on the host):
 * FINN's datatype annotation (the graph's ``quantization_annotation``, key ``finn_datatype``,
   as QONNX's ``ModelWrapper.set_tensor_datatype`` writes it) says the input holds integers,
   stored as float32. It is honoured when the layer reads the values as they are (views only):
-  ``BIPOLAR`` (+-1), ``BINARY`` (0, 1), ``TERNARY`` (-1, 0, 1: 2-bit signed narrow range),
+  ``BIPOLAR`` (+-1; read as 2-bit signed codes by a layer that pads it with zeros),
+  ``BINARY`` (0, 1), ``TERNARY`` (-1, 0, 1: 2-bit signed narrow range),
   ``INTn`` (n = 2..16) and ``UINTn`` (n = 1..16), all with scale 1 and zero point 0; on the
   values the type allows, that quantizer is the identity, so the model computes what it
   computed. ``FLOAT32``/``FLOAT16`` mark a float input (as no annotation does); any other type
@@ -141,6 +142,8 @@ def datatype_grid(graph: Graph, read: FloatRead) -> InputGrid | None:
     name = graph.datatypes[read.input]
     special = {"BIPOLAR": InputGrid(1.0, 1, True, bipolar=True), "BINARY": InputGrid(1.0, 1, False),
                "TERNARY": InputGrid(1.0, 2, True, narrow=True)}
+    if name == "BIPOLAR" and _pads(read.node):
+        return special["TERNARY"]   # +-1 as 2-bit codes, so that the layer's zero padding is a code too
     if name in special:
         return special[name]
     m = re.fullmatch(r"(U?)INT([0-9]+)", name)
@@ -151,6 +154,12 @@ def datatype_grid(graph: Graph, read: FloatRead) -> InputGrid | None:
     raise UnsupportedError(f"model input {read.input!r} is annotated {name} (FINN datatype) and feeds layer "
                            f"{read.node.name!r} directly; onnx2hw reads an annotated input as BIPOLAR, BINARY, "
                            f"TERNARY, INTn (n = 2..16) or UINTn (n = 1..16)")
+
+
+def _pads(node: Node) -> bool:
+    """``node`` is a window op that pads its input with zeros."""
+    return node.op_type in ("Conv", "AveragePool") and (any(node.attr("pads", ()) or ())
+                                                          or node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"))
 
 
 def with_input_quantizers(graph: Graph, grids: Mapping[str, InputGrid]) -> Graph:
