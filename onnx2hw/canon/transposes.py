@@ -1,6 +1,7 @@
 """Transposes of activations as a layout: moved down through the ops they commute with until
-they meet their inverse (both go), a flatten into a dense layer (its weight rows are permuted
-instead), or an op they do not commute with (they stay).
+they meet their inverse (both go) or a flatten into a dense layer (its weight rows are permuted
+instead). A Transpose moves only where that leaves fewer of them; one that would only move
+stays where the exporter wrote it (the importers read a model input's layout Transpose as such).
 
 A Transpose ``y = transpose(a, p)`` (``y`` axis ``k`` is ``a`` axis ``p[k]``) commutes with:
 - an elementwise op whose other operands are constants (or a QONNX quantizer of one, with
@@ -23,12 +24,12 @@ import dataclasses
 import numpy as np
 
 from ..ir.graph import Graph, Node
+from ..ir.load import QONNX_DOMAIN as QONNX
 from .edit import DEFAULT, Edit
 from .trace import trace
 
 __all__ = ["sink_transposes", "ELEMENTWISE"]
 
-QONNX = "qonnx.custom_op.general"
 #: default-domain ops computed element by element (NumPy broadcasting between their operands)
 ELEMENTWISE = frozenset({
     "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus",
