@@ -230,7 +230,7 @@ def _view(graph: Graph, host: tuple[str, ...], ig: IntegerGraph | None) -> PathV
     tail = ig.tail
     if tail is None:
         return PathView(canonical)
-    return PathView(canonical, tuple(n.name for n in tail.nodes), tail.input_names[0])
+    return PathView(canonical, tuple(n.name for n in tail.nodes), tuple(tail.input_names))
 
 
 def predict(graph: Graph, calib=None, host=(), board="ulx3s") -> Verdict:

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from _paths import EXAMPLES
+from _paths import EXAMPLES, ROOT
 from onnx2hw.cli import main
 
 MLP = EXAMPLES / "digits_mlp.onnx"
@@ -90,3 +90,11 @@ def test_console_script_exit_status(tmp_path):
     assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
     ok = subprocess.run([str(exe), "inspect", str(MLP)], capture_output=True, text=True)
     assert ok.returncode == 0 and "Gemm" in ok.stdout
+
+
+def test_inspect_names_the_tensors_the_hardware_hands_over(capsys):
+    """A model that maps: the split names each tensor where the host takes over (Brevitas'
+    TensorNorm tail after the last dense layer)."""
+    assert main(["inspect", str(ROOT / "corpus" / "brevitas_old_tfc_w2a2_opset9.onnx")]) == 0
+    out = " ".join(capsys.readouterr()[0].split())
+    assert "the hardware ends at '/features.14/MatMul_output_0'; the host runs 4 node(s)" in out
