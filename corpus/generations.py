@@ -48,6 +48,10 @@ QONNX_FAMILIES = ("brevitas-old", "qonnx-chlast", "finn-annot", "qonnx-float-inp
 KERAS2ONNX_ERROR = "ModuleNotFoundError: No module named 'onnx.mapping'"
 
 SEED = 32
+#: the seed of a second set of models in the same forms, kept out of the corpus to try the flow on
+#: models its tests have not seen, except for a few written here: those draw from this seed (plus
+#: their place in the set) as in the full set, so that they are the same graphs
+SET2_SEED = 3232
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +325,55 @@ def _keras_models(keras):
             L.MaxPooling1D(2), L.Conv1D(8, 3, padding="same", activation="relu"), L.Flatten(),
             L.Dense(8, activation="softmax")]), (32, 10),
             "Conv1D-ReLU, MaxPooling1D, Conv1D-ReLU, Flatten, Dense softmax on 32 frames x 10 MFCC (NWC)"),
+        "conv1d_bn_stride": (lambda: keras.Sequential([
+            keras.Input((40, 8), name="input_1"), L.Conv1D(12, 5, strides=2, padding="valid"), L.BatchNormalization(),
+            L.Activation("relu"), L.Conv1D(16, 3, strides=2, padding="same", activation="relu"),
+            L.BatchNormalization(), L.Flatten(), L.Dense(6, activation="softmax")]), (40, 8),
+            "Conv1D stride 2 (valid), BatchNormalization, ReLU, Conv1D-ReLU stride 2 (same), BatchNormalization, "
+            "Flatten, Dense softmax on 40 frames x 8 features (NWC)"),
+        "seq_dense_gap": (lambda: keras.Sequential([
+            keras.Input((10, 12), name="input_1"), L.Dense(16, activation="relu"), L.Dense(16, activation="tanh"),
+            L.GlobalAveragePooling1D(), L.Dense(4, activation="softmax")]), (10, 12),
+            "Dense-ReLU and Dense-tanh on a 10 x 12 sequence, GlobalAveragePooling1D, Dense softmax"),
     }
+
+
+#: the Keras models by the seed of their generator, in the order they draw from it (samples,
+#: labels, BatchNormalization statistics); a model of SET2_SEED's set that the corpus does not hold
+#: is given by what it draws (input shape, classes, BatchNormalization channels)
+_KERAS_SETS = {SEED: ("mlp", "dense_bn", "seq_dense_bn", "conv1d"),
+               SET2_SEED: (((16, 16, 3), 10, (8,)), ((40,), 5, (48, 24)), "conv1d_bn_stride",
+                      ((16, 16, 3), 10, (8, 16)), "seq_dense_gap")}
+
+
+def _bn_stats(rng, c: int) -> list:
+    """Random BatchNormalization statistics of ``c`` channels: mean, variance, gamma, beta."""
+    return [rng.uniform(lo, hi, c).astype(np.float32) for lo, hi in ((-0.5, 0.5), (0.5, 2.0), (0.5, 1.5), (-0.2, 0.2))]
+
+
+def _keras_trained(keras, tf, build, shape, seed: int, rng):
+    """The model of ``build`` trained two epochs on 32 random samples and labels from ``rng``,
+    with random BatchNormalization statistics; returns (model, samples, Keras' outputs)."""
+    keras.backend.clear_session()  # layer names from dense, as in a fresh session
+    tf.keras.utils.set_random_seed(seed)
+    model = build()
+    x = rng.random((32, *shape), dtype=np.float32)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x, rng.integers(0, model.output_shape[-1], 32), epochs=2, verbose=0)
+    for layer in model.layers:  # statistics that are not the initial identity
+        if type(layer).__name__ == "BatchNormalization":
+            for var, value in zip((layer.moving_mean, layer.moving_variance, layer.gamma, layer.beta),
+                                  _bn_stats(rng, layer.moving_mean.shape[0])):
+                var.assign(value)
+    return model, x, model.predict(x, verbose=0)
+
+
+def _keras_draws(rng, shape, classes: int, bn_channels) -> None:
+    """What _keras_trained draws from ``rng`` for a model not built here."""
+    rng.random((32, *shape), dtype=np.float32)
+    rng.integers(0, classes, 32)
+    for c in bn_channels:
+        _bn_stats(rng, c)
 
 
 def _tf_names(model) -> dict:
@@ -336,54 +388,58 @@ def _build_keras_old(mc):
     import os
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
+    import keras
+    models = _keras_models(keras)
+    for seed, names in _KERAS_SETS.items():
+        rng = np.random.default_rng(seed)
+        for name in names:
+            if isinstance(name, tuple):
+                _keras_draws(rng, *name)
+            else:
+                build, shape, doc = models[name]
+                _write_keras_old(mc, name, *_keras_trained(keras, tf, build, shape, seed, rng), doc)
+
+
+#: per Keras model: (opset of the keras2onnx form, the forms written)
+_KERAS_PLAN = {"mlp": (8, ("keras2onnx", "tf2onnx")), "dense_bn": (7, ("keras2onnx", "tf2onnx")),
+               "seq_dense_bn": (8, ("keras2onnx",)), "conv1d": (8, ("keras2onnx", "tf2onnx")),
+               "conv1d_bn_stride": (None, ("tf2onnx",)), "seq_dense_gap": (None, ("tf2onnx",))}
+#: classes of the keras2onnx-form files (written here, so known by construction)
+_K2O_CLASSES = {"mlp": [1], "dense_bn": [1, 2], "seq_dense_bn": [1, 2], "conv1d": [1, 3]}
+
+
+def _write_keras_old(mc, name: str, model, x: np.ndarray, y: np.ndarray, doc: str) -> None:
+    """The forms of _KERAS_PLAN of one trained Keras model, with its samples and outputs."""
+    import tensorflow as tf
     import tf2onnx
     import keras
     tv = f"tf2onnx {tf2onnx.__version__} (TensorFlow {tf.__version__}, Keras {keras.__version__})"
     kv = f"written as keras2onnx 1.7.0 wrote it (weights: Keras {keras.__version__}, TensorFlow {tf.__version__})"
-    rng = np.random.default_rng(SEED)
-    plan = {"mlp": (8, ("keras2onnx", "tf2onnx")), "dense_bn": (7, ("keras2onnx", "tf2onnx")),
-            "seq_dense_bn": (8, ("keras2onnx",)), "conv1d": (8, ("keras2onnx", "tf2onnx"))}
-    classes_k2o = {"mlp": [1], "dense_bn": [1, 2], "seq_dense_bn": [1, 2], "conv1d": [1, 3]}
-    for name, (build, shape, doc) in _keras_models(keras).items():
-        keras.backend.clear_session()  # layer names from dense, as in a fresh session
-        tf.keras.utils.set_random_seed(SEED)
-        model = build()
-        x = rng.random((32, *shape), dtype=np.float32)
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        model.fit(x, rng.integers(0, model.output_shape[-1], 32), epochs=2, verbose=0)
-        for layer in model.layers:  # statistics that are not the initial identity
-            if type(layer).__name__ == "BatchNormalization":
-                c = layer.moving_mean.shape[0]
-                layer.moving_mean.assign(rng.uniform(-0.5, 0.5, c).astype(np.float32))
-                layer.moving_variance.assign(rng.uniform(0.5, 2.0, c).astype(np.float32))
-                layer.gamma.assign(rng.uniform(0.5, 1.5, c).astype(np.float32))
-                layer.beta.assign(rng.uniform(-0.2, 0.2, c).astype(np.float32))
-        y = model.predict(x, verbose=0)
-        data = mc.save_npz(f"keras_old_{name}.npz", input=x, output=y)
-        opset, variants = plan[name]
-        if "keras2onnx" in variants:
-            fname = f"keras2onnx_{name}_opset{opset}.onnx"
-            proto = _K2O(opset).convert(model, "input_1", _tf_names(model), model.name)
-            (mc.HERE / fname).write_bytes(proto.SerializeToString(deterministic=True))
-            _check_float(mc, fname, x, y)
-            mc.record(fname, "keras2onnx", "float", "onnx.helper in keras2onnx's form", kv,
-                      f"keras2onnx.convert_keras(model, target_opset={opset}) as its converters write it "
-                      f"(keras2onnx does not install: {KERAS2ONNX_ERROR}); IR 3, initializers also graph inputs",
-                      data=data, notes=doc, classes=classes_k2o[name])
-        if "tf2onnx" in variants:
-            fname = f"tf2onnx_{name}_opset9.onnx"
-            spec = (tf.TensorSpec((None, *shape), tf.float32, name="input"),)
+    data = mc.save_npz(f"keras_old_{name}.npz", input=x, output=y)
+    opset, variants = _KERAS_PLAN[name]
+    if "keras2onnx" in variants:
+        fname = f"keras2onnx_{name}_opset{opset}.onnx"
+        proto = _K2O(opset).convert(model, "input_1", _tf_names(model), model.name)
+        (mc.HERE / fname).write_bytes(proto.SerializeToString(deterministic=True))
+        _check_float(mc, fname, x, y)
+        mc.record(fname, "keras2onnx", "float", "onnx.helper in keras2onnx's form", kv,
+                  f"keras2onnx.convert_keras(model, target_opset={opset}) as its converters write it "
+                  f"(keras2onnx does not install: {KERAS2ONNX_ERROR}); IR 3, initializers also graph inputs",
+                  data=data, notes=doc, classes=_K2O_CLASSES[name])
+    if "tf2onnx" in variants:
+        fname = f"tf2onnx_{name}_opset9.onnx"
+        spec = (tf.TensorSpec((None, *x.shape[1:]), tf.float32, name="input"),)
 
-            @tf.function(input_signature=spec)
-            def fn(inp):
-                return {"output": model(inp)}
-            with mc.quiet():
-                tf2onnx.convert.from_function(fn, input_signature=spec, opset=9, output_path=str(mc.HERE / fname))
-            mc.tidy(mc.HERE / fname, tf2onnx=True)
-            _check_float(mc, fname, x, y)
-            mc.record(fname, "tf2onnx-old", "float", "tf2onnx.convert.from_function", tv,
-                      "Keras 3 model called in a tf.function, opset=9 (as `python -m tf2onnx.convert --opset 9`), "
-                      "batch dynamic", data=data, notes=doc, classes=_classes_of(mc.HERE / fname))
+        @tf.function(input_signature=spec)
+        def fn(inp):
+            return {"output": model(inp)}
+        with mc.quiet():
+            tf2onnx.convert.from_function(fn, input_signature=spec, opset=9, output_path=str(mc.HERE / fname))
+        mc.tidy(mc.HERE / fname, tf2onnx=True)
+        _check_float(mc, fname, x, y)
+        mc.record(fname, "tf2onnx-old", "float", "tf2onnx.convert.from_function", tv,
+                  "Keras 3 model called in a tf.function, opset=9 (as `python -m tf2onnx.convert --opset 9`), "
+                  "batch dynamic", data=data, notes=doc, classes=_classes_of(mc.HERE / fname))
 
 
 def _classes_of(path) -> list[int]:
@@ -507,26 +563,55 @@ def _torch_old_models():
             h = torch.relu(self.c2(h.transpose(1, 2)).transpose(1, 2))
             return self.fc(h.mean(dim=1))
 
+    class CnnReluBN(nn.Module):
+        """Conv-ReLU-BatchNorm2d-MaxPool, Conv-ReLU-BatchNorm2d-AvgPool, flatten with
+        ``view(h.size(0), -1)``, Linear on 3x16x16 (each batch norm after the activation)."""
+        def __init__(self):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+            self.c2, self.b2 = nn.Conv2d(8, 12, 3, padding=1), nn.BatchNorm2d(12)
+            self.fc = nn.Linear(12 * 4 * 4, 10)
+
+        def forward(self, x):
+            h = torch.max_pool2d(self.b1(torch.relu(self.c1(x))), 2)
+            h = torch.nn.functional.avg_pool2d(self.b2(torch.relu(self.c2(h))), 2)
+            return self.fc(h.view(h.size(0), -1))
+
+    class BNFirstMLP(nn.Module):
+        """BatchNorm1d on the 30 input features (a normalization layer), Linear-ReLU, Dropout,
+        Linear."""
+        def __init__(self):
+            super().__init__()
+            self.bn0, self.fc1, self.fc2 = nn.BatchNorm1d(30), nn.Linear(30, 20), nn.Linear(20, 4)
+            self.drop = nn.Dropout(0.3)
+
+        def forward(self, x):
+            return self.fc2(self.drop(torch.relu(self.fc1(self.bn0(x)))))
+
     return {"matmul_add": (MatMulAdd, (16,)), "seq_linear_bn": (SeqLinearBN, (8, 12)), "bn1d": (BN1d, (32,)),
             "selu_bn": (SeluBN, (3, 16, 16)), "relu_bn": (ReluBN, (20,)), "conv1d_nwc": (Conv1dNWC, (32, 10)),
-            "conv1d_each": (Conv1dEach, (24, 6))}
+            "conv1d_each": (Conv1dEach, (24, 6)), "cnn_relu_bn": (CnnReluBN, (3, 16, 16)),
+            "bn_first_mlp": (BNFirstMLP, (30,))}
 
 
 def _build_torch_old(mc):
     import torch
     ver = torch.__version__
-    # name: (opset, dynamic batch, classes); bn1d is written in the old exporter's form
-    plan = {"matmul_add": (9, True, [1]), "seq_linear_bn": (11, True, [1, 2]), "bn1d": (9, True, [2]),
-            "selu_bn": (11, False, [2]), "relu_bn": (9, True, [2]), "conv1d_nwc": (11, True, [3]),
-            "conv1d_each": (9, False, [3])}
-    for k, (name, (cls, shape)) in enumerate(_torch_old_models().items()):
-        mc.seed_all(SEED + k)
+    # name: (opset, dynamic batch, classes, seed); bn1d is written in the old exporter's form; the
+    # last two are models of SET2_SEED's set (seeded by their place in it)
+    plan = {"matmul_add": (9, True, [1], SEED), "seq_linear_bn": (11, True, [1, 2], SEED + 1),
+            "bn1d": (9, True, [2], SEED + 2), "selu_bn": (11, False, [2], SEED + 3),
+            "relu_bn": (9, True, [2], SEED + 4), "conv1d_nwc": (11, True, [3], SEED + 5),
+            "conv1d_each": (9, False, [3], SEED + 6), "cnn_relu_bn": (9, True, [2], SET2_SEED),
+            "bn_first_mlp": (9, True, [2], SET2_SEED + 5)}
+    for name, (cls, shape) in _torch_old_models().items():
+        opset, dynamic, classes, seed = plan[name]
+        mc.seed_all(seed)
         model = mc.randomize_stats(cls())
         x = torch.rand(32, *shape)
         with torch.no_grad():
             y = model(x).numpy()
         data = mc.save_npz(f"torch_old_{name}.npz", input=x.numpy(), output=y)
-        opset, dynamic, classes = plan[name]
         fname = f"torch_opset{opset}_{name}.onnx"
         if name == "bn1d":
             (mc.HERE / fname).write_bytes(torch_bn1d_unsqueeze(model, opset).SerializeToString(deterministic=True))
@@ -666,8 +751,24 @@ def _brevitas_nets():
             h = torch.max_pool2d(self.r2(self.c2(h)), 2)
             return self.fc(torch.flatten(h, 1))
 
+    class AnnotCNN(nn.Module):
+        """First QuantConv2d (4-bit weights) reads the input as it is: QuantConv2d + QuantReLU
+        4-bit, MaxPool, QuantConv2d stride 2 + QuantReLU, 1x1 QuantConv2d + QuantReLU 2-bit,
+        QuantLinear (float output)."""
+        def __init__(self, c_in, hw):
+            super().__init__()
+            self.c1, self.r1 = qnn.QuantConv2d(c_in, 8, 3, padding=1, weight_bit_width=4), relu()
+            self.c2, self.r2 = qnn.QuantConv2d(8, 12, 3, stride=2, padding=1, weight_bit_width=4), relu()
+            self.c3, self.r3 = qnn.QuantConv2d(12, 8, 1, weight_bit_width=4), relu(2)
+            self.fc = qnn.QuantLinear(8 * (hw // 4) ** 2, 5, bias=True, weight_bit_width=4)
+
+        def forward(self, x):
+            h = torch.max_pool2d(self.r1(self.c1(x)), 2)
+            h = self.r3(self.c3(self.r2(self.c2(h))))
+            return self.fc(torch.flatten(h, 1))
+
     return dict(Branched=Branched, Separable=Separable, UNet=UNet, QCNN=QCNN, MLP=MLPNoInputQuant,
-                CNN=CNNNoInputQuant)
+                CNN=CNNNoInputQuant, AnnotCNN=AnnotCNN)
 
 
 #: the interpreter of a venv with QKeras and qonnx's Keras converter (qonnx <= 0.4 ships it;
@@ -675,19 +776,22 @@ def _brevitas_nets():
 #: tf2onnx 1.16.1, qonnx 0.4.0, numpy < 2, pyparsing
 QKERAS_PYTHON = os.environ.get("QKERAS_PYTHON", "/work/qkeras-venv/bin/python")
 
-#: run by QKERAS_PYTHON with the corpus folder as argument: two QKeras models whose first layer
-#: reads the float input, trained briefly, through ``qonnx.converters.from_keras(opset=9)``;
-#: writes ``qkeras_<name>.onnx`` / ``.npz`` and prints the versions as JSON
+#: run by QKERAS_PYTHON with the corpus folder, SEED and SET2_SEED as arguments: QKeras models
+#: whose first layer reads the float input, trained briefly, through
+#: ``qonnx.converters.from_keras(opset=9)``; writes ``qkeras_<name>.onnx`` / ``.npz`` and prints
+#: the versions as JSON. ``SETS``: per seed, the samples per model and the models in the order
+#: they draw samples and labels from its generator; a model of SET2_SEED's set that the corpus
+#: does not hold is given by what it draws (input shape, classes).
 _QKERAS_CHILD = r"""
 import importlib.metadata, json, os, sys
 import numpy as np
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
 from tensorflow import keras
-from qkeras import QActivation, QConv2D, QDense, quantized_bits, quantized_relu
+from qkeras import QActivation, QConv1D, QConv2D, QDense, quantized_bits, quantized_relu
 from qonnx.converters import from_keras
 import onnx
-out = sys.argv[1]
+out, seed1, seed2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 L = keras.layers
 def q(bits):
     return quantized_bits(bits, 0, alpha=1)
@@ -705,46 +809,66 @@ def cnn():
         QConv2D(8, 3, padding="same", kernel_quantizer=q(4), bias_quantizer=q(4), name="conv2"),
         QActivation(quantized_relu(4), name="relu2"), L.MaxPooling2D(2, name="pool2"),
         L.Flatten(name="flatten"), QDense(10, kernel_quantizer=q(4), bias_quantizer=q(4), name="fc")])
-rng = np.random.default_rng(32)
-for name, build, shape in (("mlp", mlp, (64,)), ("cnn", cnn, (8, 8, 3))):
-    keras.backend.clear_session()
-    tf.keras.utils.set_random_seed(32)
-    model = build()
-    x = rng.random((16, *shape), dtype=np.float32)
-    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(x, rng.integers(0, 10, 16), epochs=2, verbose=0)
-    y = model.predict(x, verbose=0)
-    proto, _ = from_keras(model, f"qkeras_{name}", opset=9)
-    onnx.save(proto, os.path.join(out, f"qkeras_{name}.onnx"))
-    np.savez_compressed(os.path.join(out, f"qkeras_{name}.npz"), input=x, output=y)
+def conv1d():
+    return keras.Sequential([keras.Input((32, 4), name="input"),
+        QConv1D(8, 5, padding="same", kernel_quantizer=q(4), bias_quantizer=q(4), name="conv1"),
+        QActivation(quantized_relu(4), name="relu1"), L.MaxPooling1D(2, name="pool"),
+        QConv1D(8, 3, strides=2, padding="same", kernel_quantizer=q(4), bias_quantizer=q(4), name="conv2"),
+        QActivation(quantized_relu(4), name="relu2"), L.Flatten(name="flatten"),
+        QDense(3, kernel_quantizer=q(4), bias_quantizer=q(4), name="fc")])
+SETS = {seed1: (16, (("mlp", mlp, (64,)), ("cnn", cnn, (8, 8, 3)))),
+        seed2: (32, (((12, 12, 3), 6), ((48,), 5), ((16, 16, 1), 4), ("conv1d_noqin", conv1d, (32, 4))))}
+for seed, (n, models) in SETS.items():
+    rng = np.random.default_rng(seed)
+    for item in models:
+        if len(item) == 2:
+            rng.random((n, *item[0]), dtype=np.float32)
+            rng.integers(0, item[1], n)
+            continue
+        name, build, shape = item
+        keras.backend.clear_session()
+        tf.keras.utils.set_random_seed(seed)
+        model = build()
+        x = rng.random((n, *shape), dtype=np.float32)
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(x, rng.integers(0, model.output_shape[-1], n), epochs=2, verbose=0)
+        y = model.predict(x, verbose=0)
+        proto, _ = from_keras(model, f"qkeras_{name}", opset=9)
+        onnx.save(proto, os.path.join(out, f"qkeras_{name}.onnx"))
+        np.savez_compressed(os.path.join(out, f"qkeras_{name}.npz"), input=x, output=y)
 print(json.dumps({p: importlib.metadata.version(p) for p in ("tensorflow-cpu", "QKeras", "qonnx", "tf2onnx")}))
 """
 
 
 def _build_qkeras(mc) -> None:
-    """QKeras through qonnx's Keras converter (class 7, and 1: QDense is MatMul + Add), run in
-    the QKeras venv (``QKERAS_PYTHON``); the qonnx executor's oracle comes later, as for the
-    other QONNX files."""
+    """QKeras through qonnx's Keras converter (class 7, and 1: QDense is MatMul + Add; 3: the
+    converter writes Conv1D between Transposes), run in the QKeras venv (``QKERAS_PYTHON``); the
+    qonnx executor's oracle comes later, as for the other QONNX files."""
     if not Path(QKERAS_PYTHON).exists():
         raise ImportError(f"no QKeras interpreter at {QKERAS_PYTHON} (set QKERAS_PYTHON)")
     env = dict(os.environ, PYTHONHASHSEED="0", TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([QKERAS_PYTHON, "-c", _QKERAS_CHILD, str(mc.HERE)], capture_output=True, text=True,
-                          env=env)
+    done = subprocess.run([QKERAS_PYTHON, "-c", _QKERAS_CHILD, str(mc.HERE), str(SEED), str(SET2_SEED)],
+                          capture_output=True, text=True, env=env)
     if done.returncode:
         sys.stderr.write(done.stderr[-3000:])
         raise RuntimeError(f"the QKeras export failed ({QKERAS_PYTHON})")
     v = json.loads(done.stdout.strip().splitlines()[-1])
     ver = f"QKeras {v['QKeras']}, qonnx {v['qonnx']}, tf2onnx {v['tf2onnx']}, TensorFlow {v['tensorflow-cpu']}"
-    for name, doc in (("mlp", "QDense 64-32-16-10, 4-bit weights and biases (quantized_bits(4, 0, alpha=1)), "
-                              "quantized_relu(4); the first QDense reads the float input"),
-                      ("cnn", "QConv2D 3x3 x2 (4-bit) + quantized_relu(4) + MaxPooling2D on 8x8x3 (NHWC), "
-                              "Flatten, QDense 10; the first QConv2D reads the float input")):
+    for name, classes, doc in (
+            ("mlp", [1, 7], "QDense 64-32-16-10, 4-bit weights and biases (quantized_bits(4, 0, alpha=1)), "
+                            "quantized_relu(4); the first QDense reads the float input"),
+            ("cnn", [1, 7], "QConv2D 3x3 x2 (4-bit) + quantized_relu(4) + MaxPooling2D on 8x8x3 (NHWC), "
+                            "Flatten, QDense 10; the first QConv2D reads the float input"),
+            ("conv1d_noqin", [1, 3, 7], "QConv1D k5 (same) + quantized_relu(4), MaxPooling1D, QConv1D k3 stride 2 "
+                                        "(same) + quantized_relu(4), Flatten, QDense 3 (4-bit) on 32 frames x 4 (NWC: "
+                                        "the converter writes each Conv1D between Transposes); the first QConv1D "
+                                        "reads the float input; 32 samples")):
         fname = f"qkeras_{name}.onnx"
         mc.tidy(mc.HERE / fname, tf2onnx=True)
         mc.record(fname, "qonnx-float-input", "quantized", "qonnx.converters.from_keras", ver,
                   "QKeras 0.9 model (trained 2 epochs on random labels) through qonnx's Keras converter, opset=9, "
                   "batch dynamic; no input quantizer", data=f"qkeras_{name}.npz", notes=doc,
-                  classes=[1, 7], check=False)
+                  classes=classes, check=False)
 
 
 def build_qonnx_conventions(mc):
@@ -888,6 +1012,10 @@ def build_qonnx_conventions(mc):
     model = settle(nets["CNN"](1, 16), (1, 1, 16, 16), codes=(0, 15))
     annotated("finn_annot_cnn_uint4", model, (1, 1, 16, 16), "UINT4", (0, 15),
               "CNN on 1x16x16 UINT4 pixels. " + nets["CNN"].__doc__)
+    torch.manual_seed(SET2_SEED + 22)  # a model of SET2_SEED's set
+    model = settle(nets["AnnotCNN"](1, 8), (1, 1, 8, 8), codes="bipolar")
+    annotated("finn_annot_cnn_bipolar", model, (1, 1, 8, 8), "BIPOLAR", "bipolar",
+              "CNN on 1x8x8 +-1 pixels (BIPOLAR). " + nets["AnnotCNN"].__doc__)
 
     # ---- class 7: quantized model whose first layer reads the float input
     def float_input(stem, model, shape, notes, clean):

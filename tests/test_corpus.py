@@ -376,8 +376,14 @@ def _oracle(name: str, feeds: dict) -> dict[str, np.ndarray]:
 #: that is an exact tie where the exact integer sum is not: the float32 Conv of
 #: torch_conv1d_kws' second layer gives 74.5 for one sample where the exact value is 74.5000024, so
 #: onnxruntime's QuantizeLinear takes 74 and the integer path 75; every later value of that sample
-#: follows. Allowed: this many of the SAMPLES samples differ (the rest exact to 1e-6).
-ORACLE_TIES = {f"torch_conv1d_kws_{e}_{b}.onnx": 1 for e in ("ts", "dynamo") for b in ("dyn", "b1", "b3")}
+#: follows. In torch_opset9_cnn_relu_bn the second Conv + ReLU of sample 4 (channel 8, row 1,
+#: column 0) is, exactly, (50909 - 11901) * s_x * s_w / s_y = 153.4999992 on the output grid (the
+#: integer path takes 153), and onnxruntime's float32 Conv gives 0.29302648, 153.5 after the float32
+#: division, so QuantizeLinear takes 154 (the QDQ model's bias scale, s_x * s_w rounded to float32,
+#: alone moves the value to 153.5000001); one output element of that sample follows. Allowed: this
+#: many of the SAMPLES samples differ (the rest exact to 1e-6).
+ORACLE_TIES = {**{f"torch_conv1d_kws_{e}_{b}.onnx": 1 for e in ("ts", "dynamo") for b in ("dyn", "b1", "b3")},
+               "torch_opset9_cnn_relu_bn.onnx": 1}
 
 
 def _assert_close(name: str, got: dict, want: dict) -> None:
