@@ -5,7 +5,7 @@ import pytest
 from onnx import helper as h
 
 from _canon_models import assert_same_function, model, ops, w
-from onnx2hw.canon.pads import pads_into_windows
+from onnx2hw.canon.pads import ceil_pools, pads_into_windows
 from onnx2hw.ir import load
 
 
@@ -56,4 +56,19 @@ def test_pad_of_nothing_goes():
     m = model(nodes, ("x", ["N", 2, 4, 4]), ("y", ["N", 2, 2, 2]), {}, opset=9)
     g = pads_into_windows(load(m))
     assert ops(g) == ["Relu", "AveragePool"]
+    assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("size, kernel, stride, pads", [(7, 2, 2, [0, 0, 0, 0]), (9, 3, 2, [0, 0, 0, 0]),
+                                                        (6, 3, 2, [1, 1, 1, 1]), (8, 2, 2, [0, 0, 0, 0])])
+def test_ceil_mode_max_pool_is_end_padding(size, kernel, stride, pads):
+    """PyTorch's MaxPool2d(ceil_mode=True) on an odd feature map: a partial last window."""
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("MaxPool", ["r"], ["y"], kernel_shape=[kernel] * 2, strides=[stride] * 2, pads=pads, ceil_mode=1)]
+    out = -(-(size + pads[0] + pads[2] - kernel) // stride) + 1
+    if (out - 1) * stride >= size + pads[0]:
+        out -= 1
+    m = model(nodes, ("x", ["N", 2, size, size]), ("y", ["N", 2, out, out]), {}, opset=13)
+    g = ceil_pools(load(m))
+    assert g.nodes[1].attrs["ceil_mode"] == 0
     assert_same_function(m, g)

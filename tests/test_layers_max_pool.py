@@ -6,13 +6,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from _one_layer import S8, graph_of, ort_op
-from _oracle import lsb_apart, run_spec
+from _canon_models import model, w
+from _oracle import lsb_apart, run_spec, spec_session
+import onnx2hw
 from onnx2hw import golden
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
 from onnx2hw.layers import MaxPool, TensorSpec, dequantize_outputs, quantize_inputs
-from onnx2hw.quant import quantize, to_integer_graph
+from onnx2hw.quant import ptq, quantize, to_integer_graph
 from onnx2hw.rtl.accelerator import AcceleratorCore
 from onnx2hw.sim.model_sim import from_transfers, to_transfers
 from onnx2hw.sim.pysim import run_stream
@@ -72,3 +74,30 @@ def test_global_max_pool_in_hardware_is_bit_exact(quantized):
     out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 3},
                         src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
     np.testing.assert_array_equal(from_transfers(out["o"], 3, igraph.output_specs[0].shape), want)
+
+
+def _ceil_mode_cnn():
+    """PyTorch's MaxPool2d(ceil_mode=True) on odd feature maps (9x9 -> 5x5, 4x4 -> 2x2 with a 3x3
+    window): partial last windows, which canonicalization makes end padding."""
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Conv", ["p", "W2", "b2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("MaxPool", ["r2"], ["p2"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Flatten", ["p2"], ["f"]), helper.make_node("Gemm", ["f", "Wd", "bd"], ["y"], transB=1)]
+    return model(nodes, ("x", ["N", 3, 9, 9]), ("y", ["N", 4]),
+                 {"W": w(6, 3, 3, 3), "b": w(6), "W2": w(8, 6, 2, 2), "b2": w(8), "Wd": w(4, 32), "bd": w(4)})
+
+
+def test_ceil_mode_max_pool_matches_the_quantized_model():
+    """Golden against onnxruntime (optimizations off) on the QDQ model onnx2hw's quantizer writes."""
+    m = _ceil_mode_cnn()
+    x = np.random.default_rng(0).standard_normal((32, 3, 9, 9)).astype(np.float32)
+    design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
+    want = spec_session(ptq.quantize(m, {"x": x})).run(None, {"x": x[:16]})[0]
+    np.testing.assert_allclose(design.golden({"x": x[:16]})["y"], want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.sim
+def test_ceil_mode_max_pool_simulates_bit_exact():
+    x = np.random.default_rng(1).standard_normal((32, 3, 9, 9)).astype(np.float32)
+    onnx2hw.compile(_ceil_mode_cnn(), board="ulx3s", calib={"x": x}).simulate({"x": x[:8]})

@@ -14,7 +14,7 @@ from ..ir.simplify import simplify
 from .affine import affine_maps, batch_rows, matmul_add
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
-from .pads import pads_into_windows
+from .pads import ceil_pools, pads_into_windows
 from .signals import unit_width
 from .transposes import sink_transposes
 from .types import traced_types
@@ -27,6 +27,7 @@ RULES = (
     ("channels-last nodes", channels_last),
     ("constant folding", fold_constants),
     ("zero Pad into windows", pads_into_windows),
+    ("ceil-mode max pools", ceil_pools),
     ("signals of unit width", unit_width),
     ("batch-merged rows", batch_rows),
     ("MatMul + Add", matmul_add),

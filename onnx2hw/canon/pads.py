@@ -1,4 +1,5 @@
-"""``Pad`` with zeros in front of a window op: the window op's own padding.
+"""Padding as window ops take it: a zero ``Pad`` in front of a window op is the op's own
+padding, and a ``MaxPool``'s ``ceil_mode`` is end padding (:func:`ceil_pools`).
 
 ``Conv(Pad(x, p))`` is ``Conv(x)`` with ``p`` added to its ``pads``, and so is an
 ``AveragePool`` that counts padded positions (``count_include_pad=1``), when the Pad is of
@@ -15,8 +16,9 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .edit import DEFAULT, Edit
+from .trace import trace
 
-__all__ = ["pads_into_windows"]
+__all__ = ["pads_into_windows", "ceil_pools"]
 
 
 def _pad_amounts(e: Edit, pad: Node) -> np.ndarray | None:
@@ -69,5 +71,43 @@ def pads_into_windows(graph: Graph) -> Graph:
             e.replace(r, dataclasses.replace(r, inputs=(pad.inputs[0],) + r.inputs[1:],
                                              attrs=dict(r.attrs, pads=[int(v) for v in own + extra])))
         e.nodes.remove(pad)
+        changed = True
+    return e.graph() if changed else graph
+
+
+def _ceil_end_pad(n: int, k: int, s: int, begin: int, end: int) -> int | None:
+    """The end padding with which a floor-mode window count equals ONNX's ceil-mode count on an
+    axis of ``n`` (a last window may not start in the end padding), or ``None`` if none does."""
+    o = -(-(n + begin + end - k) // s) + 1
+    if (o - 1) * s >= n + begin:
+        o -= 1
+    pad = max(end, (o - 1) * s + k - n - begin)
+    return pad if (n + begin + pad - k) // s + 1 == o else None
+
+
+def ceil_pools(graph: Graph) -> Graph:
+    """A ``MaxPool`` with ``ceil_mode=1`` is the floor-mode ``MaxPool`` with the partial last
+    windows' extent added to its end padding: max pooling ignores padded positions, so the two
+    are the same function (an ``AveragePool`` is not: its divisor would count them)."""
+    pools = [n for n in graph.nodes if n.op_type == "MaxPool" and n.domain == DEFAULT and int(n.attr("ceil_mode", 0))]
+    t = trace(graph) if pools else None
+    if t is None:
+        return graph
+    e = Edit(graph)
+    changed = False
+    for node in pools:
+        shape = t.shape(node.inputs[0])
+        kernel = [int(k) for k in node.attr("kernel_shape", ())]
+        d = len(kernel)
+        if shape is None or len(shape) != d + 2 or None in shape[2:] or len(node.outputs) > 1 \
+                or node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") \
+                or any(int(x) != 1 for x in node.attr("dilations", (1,) * d)):
+            continue
+        strides = [int(x) for x in node.attr("strides", (1,) * d)]
+        pads = [int(x) for x in node.attr("pads", (0,) * (2 * d))]
+        ends = [_ceil_end_pad(shape[2 + i], kernel[i], strides[i], pads[i], pads[d + i]) for i in range(d)]
+        if None in ends:
+            continue
+        e.replace(node, dataclasses.replace(node, attrs=dict(node.attrs, ceil_mode=0, pads=pads[:d] + ends)))
         changed = True
     return e.graph() if changed else graph
