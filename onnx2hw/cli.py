@@ -18,6 +18,9 @@ import argparse
 import importlib
 import signal
 import sys
+import warnings
+
+from amaranth.hdl import UnusedElaboratable
 
 from .children import Interrupted, SignalsRaise, activities_of
 from .commands import UsageError
@@ -51,6 +54,8 @@ def _error(message) -> tuple[int, str]:
 
 
 def _interrupted(exc: KeyboardInterrupt) -> tuple[int, str]:
+    # elaboration cut short leaves blocks never elaborated: their warnings at exit are not news
+    warnings.filterwarnings("ignore", category=UnusedElaboratable)
     signum = getattr(exc, "signum", signal.SIGINT)
     acts = activities_of(exc)
     during = f" during {', '.join(reversed(acts))}" if acts else ""
