@@ -25,7 +25,7 @@ import numpy as np
 from ..ir.graph import Graph, Node
 from .channels_last import to_first, to_last
 from .edit import DEFAULT, Edit
-from .trace import trace
+from .trace import trace, trace_for
 
 __all__ = ["batch_rows", "matmul_add", "affine_maps"]
 
@@ -43,9 +43,7 @@ def batch_rows(graph: Graph) -> Graph:
     """A dense layer applied to every step of a sequence, written with the batch merged into the
     rows (TensorFlow's Tensordot: ``Reshape (N, L, F) -> (N*L, F)``, ``MatMul``, ``Reshape`` back
     to ``(N, L, O)``), is the ``MatMul`` of the sequence itself."""
-    if not any(n.op_type == "MatMul" for n in graph.nodes):
-        return graph
-    t = trace(graph)
+    t = trace_for(graph, {"MatMul"})
     if t is None:
         return graph
     e = Edit(graph)

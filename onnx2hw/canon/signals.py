@@ -13,7 +13,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .edit import DEFAULT, Edit
-from .trace import trace
+from .trace import trace_for
 
 __all__ = ["unit_width"]
 
@@ -44,9 +44,7 @@ def _turnable(node: Node, e: Edit, s_in, s_out) -> bool:
 
 
 def unit_width(graph: Graph) -> Graph:
-    if not any(n.op_type in _WINDOW_OPS for n in graph.nodes):
-        return graph
-    t = trace(graph)
+    t = trace_for(graph, _WINDOW_OPS)
     if t is None:
         return graph
     e = Edit(graph)

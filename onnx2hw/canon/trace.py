@@ -19,7 +19,7 @@ from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Graph, ValueInfo
 from ..ir.memo import per_graph
 
-__all__ = ["Trace", "trace"]
+__all__ = ["Trace", "trace", "trace_for"]
 
 #: the two batch sizes of a dynamic-batch run
 BATCHES = (2, 3)
@@ -111,3 +111,9 @@ def trace(graph: Graph) -> Trace | None:
         except (ModelError, UnsupportedError, ArithmeticError, ValueError, TypeError, IndexError):
             return None
     return Trace(batches, tuple(runs))
+
+
+def trace_for(graph: Graph, ops) -> Trace | None:
+    """:func:`trace` of ``graph`` when it has a default-domain node of ``ops`` (a rule's work),
+    else ``None`` (nothing to run)."""
+    return trace(graph) if any(n.op_type in ops and not n.domain for n in graph.nodes) else None
