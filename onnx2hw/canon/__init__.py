@@ -12,6 +12,7 @@ from ..ir.graph import Graph
 from ..ir.memo import per_graph
 from ..ir.simplify import simplify
 from .affine import affine_maps, batch_rows, matmul_add
+from .channels import channel_gathers, channel_shuffles, channel_splits
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
 from .pads import ceil_pools, pads_into_windows
@@ -26,6 +27,9 @@ RULES = (
     ("static inputs", static_inputs),
     ("channels-last nodes", channels_last),
     ("constant folding", fold_constants),
+    ("channel splits", channel_splits),
+    ("channel shuffles", channel_shuffles),
+    ("channel gathers", channel_gathers),
     ("zero Pad into windows", pads_into_windows),
     ("ceil-mode max pools", ceil_pools),
     ("signals of unit width", unit_width),

@@ -1,0 +1,222 @@
+"""onnx2hw.canon.channels: a Split as Slices; a chain of views that permutes the channels (the
+channel shuffle as PyTorch's TorchScript and dynamo exporters and tf2onnx write it, with and
+without QDQ between the views) as one Gather; a channel Gather composed into the selections that
+read it or absorbed into the weights of the 1x1 convolution or dense layer that reads it. Oracle:
+onnxruntime with every optimization off runs both graphs."""
+import numpy as np
+import pytest
+from onnx import helper as h
+
+from _canon_models import assert_same_function, model, ops, w
+from _oracle import run_spec
+from onnx2hw.canon import RULES, canonicalize
+from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits
+from onnx2hw.ir import load
+from onnx2hw.ir.simplify import to_model
+
+C, G, H, W = 8, 2, 5, 6
+
+
+def _i64(*v):
+    return np.asarray(v, np.int64)
+
+
+def _torchscript_shuffle(src, out, nodes, inits):
+    """``x.view(n, g, c // g, h, w).transpose(1, 2).contiguous().view(n, -1, h, w)`` as the
+    TorchScript exporter writes it: the batch read at run time (Shape -> Gather -> Unsqueeze ->
+    Concat), the rest literal."""
+    nodes += [h.make_node("Shape", [src], ["sh"]), h.make_node("Gather", ["sh", "zero"], ["n"], axis=0),
+              h.make_node("Unsqueeze", ["n", "ax0"], ["n1"]),
+              h.make_node("Concat", ["n1", "rest5"], ["shape5"], axis=0),
+              h.make_node("Reshape", [src, "shape5"], ["v5"]),
+              h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+              h.make_node("Concat", ["n1", "rest4"], ["shape4"], axis=0),
+              h.make_node("Reshape", ["t5", "shape4"], [out])]
+    inits.update(zero=np.asarray(0, np.int64), ax0=_i64(0), rest5=_i64(G, C // G, H, W), rest4=_i64(-1, H, W))
+
+
+def _unit(form: str):
+    """Conv 1x1 -> channel shuffle in ``form`` -> Conv 1x1: x (N, C, H, W) or, for ``keras``,
+    (N, H, W, C) with tf2onnx's Transposes around each Conv."""
+    nodes, inits = [], {"W1": w(C, C, 1, 1), "W2": w(6, C, 1, 1), "b2": w(6)}
+    if form == "keras":
+        nodes += [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]),
+                  h.make_node("Conv", ["xt", "W1"], ["c1"]),
+                  h.make_node("Transpose", ["c1"], ["c1t"], perm=[0, 2, 3, 1]),
+                  h.make_node("Relu", ["c1t"], ["r"]),
+                  h.make_node("Reshape", ["r", "s5"], ["v5"]),
+                  h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 1, 2, 4, 3]),
+                  h.make_node("Reshape", ["t5", "s4"], ["v4"]),
+                  h.make_node("Transpose", ["v4"], ["s"], perm=[0, 3, 1, 2]),
+                  h.make_node("Conv", ["s", "W2", "b2"], ["c2"]),
+                  h.make_node("Transpose", ["c2"], ["y"], perm=[0, 2, 3, 1])]
+        inits.update(s5=_i64(-1, H, W, G, C // G), s4=_i64(-1, H, W, C))
+        return model(nodes, ("x", ["N", H, W, C]), ("y", ["N", H, W, 6]), inits)
+    nodes += [h.make_node("Conv", ["x", "W1"], ["c1"]), h.make_node("Relu", ["c1"], ["r"])]
+    if form == "torchscript":
+        _torchscript_shuffle("r", "s", nodes, inits)
+        batch = "N"
+    else:   # dynamo: static shapes, the batch literal
+        nodes += [h.make_node("Reshape", ["r", "s5"], ["v5"]),
+                  h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+                  h.make_node("Reshape", ["t5", "s4"], ["s"])]
+        inits.update(s5=_i64(2, G, C // G, H, W), s4=_i64(2, C, H, W))
+        batch = 2
+    nodes.append(h.make_node("Conv", ["s", "W2", "b2"], ["y"]))
+    return model(nodes, ("x", [batch, C, H, W]), ("y", [batch, 6, H, W]), inits)
+
+
+def _shuffle_perm():
+    return np.arange(C).reshape(G, C // G).T.reshape(-1)
+
+
+@pytest.mark.parametrize("form", ["torchscript", "dynamo", "keras"])
+def test_shuffle_is_a_gather_then_absorbed_into_the_conv(form):
+    m = _unit(form)
+    g = channel_shuffles(load(m))
+    gathers = [n for n in g.nodes if n.op_type == "Gather"]
+    assert len(gathers) == 1 and "Reshape" not in ops(g)
+    np.testing.assert_array_equal(g.initializers[gathers[0].inputs[1]], _shuffle_perm())
+    assert_same_function(m, g, batch=2)
+    c = canonicalize(load(m))
+    assert "Gather" not in ops(c) and "Reshape" not in ops(c) and ops(c).count("Conv") == 2
+    assert_same_function(m, c, batch=2)
+
+
+def _qdq(nodes, inits, x, name, scale=0.05, zp=0, dtype=np.int8):
+    inits.update({f"{name}_s": np.float32(scale), f"{name}_z": np.asarray(zp, dtype)})
+    nodes += [h.make_node("QuantizeLinear", [x, f"{name}_s", f"{name}_z"], [f"{name}_q"]),
+              h.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_z"], [f"{name}_d"])]
+    return f"{name}_d"
+
+
+def _qdq_unit(between: bool):
+    """The QDQ form onnxruntime's quantizer writes: each view between DequantizeLinear and
+    QuantizeLinear on one grid (``between``), or the QDQ only around the whole shuffle; the 1x1
+    convolutions' weights int8 through DequantizeLinear."""
+    rng = np.random.default_rng(3)
+    nodes, inits = [], {}
+    xd = _qdq(nodes, inits, "x", "x", 0.02, 0)
+    for k, (o, i) in enumerate(((C, C), (6, C))):
+        inits.update({f"w{k}_q": rng.integers(-90, 90, (o, i, 1, 1)).astype(np.int8), f"w{k}_s": np.float32(0.01),
+                      f"w{k}_z": np.asarray(0, np.int8)})
+        nodes.append(h.make_node("DequantizeLinear", [f"w{k}_q", f"w{k}_s", f"w{k}_z"], [f"w{k}"]))
+    nodes += [h.make_node("Conv", [xd, "w0"], ["c1"]), h.make_node("Relu", ["c1"], ["r"])]
+    cur = _qdq(nodes, inits, "r", "r", 0.03, 0, np.uint8)
+    for k, (op, extra, attrs) in enumerate((("Reshape", "s5", {}), ("Transpose", None, {"perm": [0, 2, 1, 3, 4]}),
+                                            ("Reshape", "s4", {}))):
+        nodes.append(h.make_node(op, [cur] + ([extra] if extra else []), [f"v{k}"], **attrs))
+        cur = _qdq(nodes, inits, f"v{k}", f"v{k}", 0.03, 0, np.uint8) if between or k == 2 else f"v{k}"
+    inits.update(s5=_i64(-1, G, C // G, H, W), s4=_i64(-1, C, H, W))
+    nodes.append(h.make_node("Conv", [cur, "w1"], ["c2"]))
+    _qdq(nodes, inits, "c2", "y", 0.1, 0)
+    nodes.append(h.make_node("Identity", ["y_d"], ["y"]))
+    return model(nodes, ("x", ["N", C, H, W]), ("y", ["N", 6, H, W]), inits)
+
+
+def _x(shape, seed=4):
+    return np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("between", [True, False], ids=["qdq_between_views", "qdq_around"])
+def test_qdq_shuffle_is_a_gather_exactly(between):
+    m = _qdq_unit(between)
+    g = channel_shuffles(load(m))
+    assert ops(g).count("Gather") == 1 and "Reshape" not in ops(g) and "Transpose" not in ops(g)
+    x = _x((16, C, H, W))
+    np.testing.assert_array_equal(run_spec(to_model(g), {"x": x})[0], run_spec(m, {"x": x})[0])
+
+
+def test_qdq_shuffle_absorbed_into_the_quantized_weight():
+    """The Gather goes into the int8 weight of the 1x1 conv: the same products summed in another
+    order (float32), so an output may round one step apart where the sum lands on a tie; counted."""
+    m = _qdq_unit(True)
+    c = canonicalize(load(m))
+    assert "Gather" not in ops(c) and "Reshape" not in ops(c) and "Transpose" not in ops(c)
+    x = _x((16, C, H, W))
+    got, want = run_spec(to_model(c), {"x": x})[0], run_spec(m, {"x": x})[0]
+    steps = np.rint(np.abs(got - want) / 0.1)
+    assert steps.max() <= 1 and np.mean(steps == 0) >= 0.999, (steps.max(), np.mean(steps == 0))
+
+
+def test_gather_read_by_a_pool_stays():
+    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Reshape", ["r", "s5"], ["v5"]),
+             h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]), h.make_node("Reshape", ["t5", "s4"], ["s"]),
+             h.make_node("MaxPool", ["s"], ["y"], kernel_shape=[2, 2])]
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", C, H - 1, W - 1]),
+              {"s5": _i64(-1, G, C // G, H, W), "s4": _i64(-1, C, H, W)})
+    c = canonicalize(load(m))
+    assert ops(c) == ["Relu", "Gather", "MaxPool"]
+    assert_same_function(m, c)
+
+
+def test_views_that_move_pixels_are_not_a_gather():
+    """A Transpose of H and W (a square image) between views returns the shape but moves pixels."""
+    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Transpose", ["r"], ["t"], perm=[0, 1, 3, 2]),
+             h.make_node("Reshape", ["t", "s"], ["v"]), h.make_node("Relu", ["v"], ["y"])]
+    m = model(nodes, ("x", ["N", C, 4, 4]), ("y", ["N", C, 4, 4]), {"s": _i64(-1, C, 4, 4)})
+    assert "Gather" not in ops(channel_shuffles(load(m)))
+
+
+def test_vector_permutation_into_a_dense_layer():
+    """Reshape (N, 12) -> (N, 3, 4) -> Transpose -> Flatten: a permutation of the features of a
+    vector, absorbed into the rows of the Gemm that reads it."""
+    nodes = [h.make_node("Gemm", ["x", "W1"], ["a"]), h.make_node("Reshape", ["a", "s3"], ["v"]),
+             h.make_node("Transpose", ["v"], ["t"], perm=[0, 2, 1]), h.make_node("Flatten", ["t"], ["f"]),
+             h.make_node("Gemm", ["f", "W2", "b2"], ["y"], transB=1)]
+    m = model(nodes, ("x", ["N", 5]), ("y", ["N", 3]), {"W1": w(5, 12), "s3": _i64(-1, 3, 4), "W2": w(3, 12),
+                                                         "b2": w(3)})
+    g = channel_shuffles(load(m))
+    assert ops(g) == ["Gemm", "Gather", "Gemm"]
+    c = canonicalize(load(m))
+    assert ops(c) == ["Gemm", "Gemm"]
+    assert_same_function(m, c)
+
+
+def _split_model(form: str):
+    """Conv -> Split of the channels into (3, 5) (opsets 11/13: ``split`` attribute / input) or
+    into 3 parts of a 8-channel tensor (opset 18 ``num_outputs``: 3, 3, 2) -> Relu each -> Concat."""
+    nodes, inits = [h.make_node("Conv", ["x", "W"], ["c"])], {"W": w(C, 3, 1, 1)}
+    outs = ["a", "b"] if form != "num_outputs" else ["a", "b", "d"]
+    opset = {"attribute": 11, "input": 13, "num_outputs": 18}[form]
+    if form == "attribute":
+        nodes.append(h.make_node("Split", ["c"], outs, axis=1, split=[3, 5]))
+    elif form == "input":
+        nodes.append(h.make_node("Split", ["c", "sp"], outs, axis=1))
+        inits["sp"] = _i64(3, 5)
+    else:
+        nodes.append(h.make_node("Split", ["c"], outs, axis=1, num_outputs=3))
+    nodes += [h.make_node("Relu", [o], [f"{o}_r"]) for o in outs]
+    nodes.append(h.make_node("Concat", [f"{o}_r" for o in outs[::-1]], ["y"], axis=1))
+    return model(nodes, ("x", ["N", 3, H, W]), ("y", ["N", C, H, W]), inits, opset=opset)
+
+
+@pytest.mark.parametrize("form", ["attribute", "input", "num_outputs"])
+def test_split_is_one_slice_per_output(form):
+    m = _split_model(form)
+    g = channel_splits(load(m))
+    assert "Split" not in ops(g) and ops(g).count("Slice") == (3 if form == "num_outputs" else 2)
+    assert_same_function(m, g)
+
+
+def test_shuffle_then_split_compose_into_two_gathers():
+    """ShuffleNet v2's shuffle followed by the next unit's split: each half reads the shuffled
+    tensor's channels directly (the shuffle is no block of its own)."""
+    nodes, inits = [h.make_node("Relu", ["x"], ["r"])], {}
+    _torchscript_shuffle("r", "s", nodes, inits)
+    nodes += [h.make_node("Split", ["s", "sp"], ["a", "b"], axis=1), h.make_node("Relu", ["a"], ["ar"]),
+              h.make_node("Sigmoid", ["b"], ["bs"]), h.make_node("Concat", ["ar", "bs"], ["y"], axis=1)]
+    inits["sp"] = _i64(4, 4)
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", C, H, W]), inits)
+    c = canonicalize(load(m))
+    gathers = [n for n in c.nodes if n.op_type == "Gather"]
+    assert len(gathers) == 2 and all(n.inputs[0] == "r" for n in gathers), ops(c)
+    np.testing.assert_array_equal(sorted(np.concatenate([c.initializers[n.inputs[1]] for n in gathers])), range(C))
+    assert_same_function(m, c)
+
+
+def test_rules_listed_after_constant_folding():
+    names = [n for n, _ in RULES]
+    assert names.index("constant folding") < names.index("channel splits") < names.index("channel shuffles") \
+        < names.index("channel gathers") < names.index("transposes")
+    assert channel_gathers(load(_split_model("input"))) is not None
