@@ -12,21 +12,23 @@ from onnx2hw.rtl.window import SlidingWindow, bench_config
 from onnx2hw.sim.pysim import run_stream
 
 
-def im2col_stream(x, kernel, stride, pads, pad_value, simd, depthwise):
-    """Expected output transfers for images ``x`` (N, H, W, C), computed by plain slicing."""
+def im2col_stream(x, kernel, stride, pads, pad_value, simd, depthwise, dilation=(1, 1)):
+    """Expected output transfers for images ``x`` (N, H, W, C), computed by plain slicing:
+    window ``(oh, ow)`` is ``x_pad[oh*sh + i*dh, ow*sw + j*dw]`` for ``i < kh``, ``j < kw``."""
     n, h, w, c = x.shape
     kh, kw = kernel
     sh, sw = stride
+    dh, dw = dilation
     top, left, bottom, right = pads
     xp = np.full((n, h + top + bottom, w + left + right, c), pad_value, dtype=np.int64)
     xp[:, top:top + h, left:left + w] = x
-    oh_n = (h + top + bottom - kh) // sh + 1
-    ow_n = (w + left + right - kw) // sw + 1
+    oh_n = (h + top + bottom - ((kh - 1) * dh + 1)) // sh + 1
+    ow_n = (w + left + right - ((kw - 1) * dw + 1)) // sw + 1
     rows = []
     for img in range(n):
         for oh in range(oh_n):
             for ow in range(ow_n):
-                win = xp[img, oh * sh:oh * sh + kh, ow * sw:ow * sw + kw, :]
+                win = xp[img, oh * sh:oh * sh + (kh - 1) * dh + 1:dh, ow * sw:ow * sw + (kw - 1) * dw + 1:dw, :]
                 if depthwise:   # (c-fold, kh, kw, lanes)
                     win = win.reshape(kh, kw, c // simd, simd).transpose(2, 0, 1, 3)
                 rows.append(win.reshape(-1, simd))
@@ -191,6 +193,59 @@ def test_window_latency_matches_estimate(h, w, c, k, pads, stride):
     assert cycles - (per_window - 1) == est.latency
 
 
+# Dilated windows: (H, W, C, kernel, stride, pads, dilation, simd, depthwise, buffer_rows)
+DILATED = {
+    "2d_d2_p2": (7, 8, 4, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2, False, None),
+    "2d_d2x3_s2_asym": (9, 10, 2, (3, 2), (2, 1), (1, 0, 2, 3), (2, 3), 1, False, None),
+    "dw_d3_s2": (8, 9, 6, (3, 3), (2, 2), (3, 3, 3, 3), (3, 3), 3, True, None),
+    "1d_d4": (1, 20, 3, (1, 3), (1, 1), (0, 8, 0, 0), (1, 4), 3, False, None),
+    "1d_dw_d2_s3": (1, 17, 4, (1, 4), (1, 3), (0, 3, 0, 2), (1, 2), 2, True, None),
+    "min_rows_d2": (7, 5, 2, (2, 3), (1, 1), (1, 1, 0, 1), (3, 1), 2, False, 4),
+    "pad_only_rows": (2, 3, 2, (3, 3), (1, 2), (3, 2, 3, 1), (2, 2), 1, True, None),
+}
+
+
+@pytest.mark.parametrize("name", list(DILATED))
+@pytest.mark.parametrize("pause", ["3of4", "random"])
+def test_window_dilated_matches_im2col(name, pause):
+    """Dilated taps ``x_pad[oh*sh + i*dh, ow*sw + j*dw]`` in both orders, with padding, stride,
+    ``simd`` lanes and the smallest line buffer, under random stalls."""
+    h, w, c, kernel, stride, pads, dil, simd, dw, rows = DILATED[name]
+    rng = np.random.default_rng(11)
+    dut = SlidingWindow(h, w, c, kernel, stride=stride, pads=pads, dilation=dil, simd=simd,
+                        depthwise=dw, buffer_rows=rows, elem_shape=signed(5), pad_value=-7)
+    n = max(2, math.ceil(1500 / dut.out_transfers))
+    x = rng.integers(-16, 16, size=(n, h, w, c))
+    want = im2col_stream(x, kernel, stride, pads, -7, simd, dw, dil)
+    assert want.shape[0] == n * dut.out_transfers
+    out, _ = run_stream(dut, {"i": x.reshape(-1, simd)}, {"o": want.shape[0]},
+                        src_pause=pause, sink_pause=pause, seed=2)
+    assert np.array_equal(out["o"], want)
+
+
+@pytest.mark.parametrize("name", ["2d_d2_p2", "1d_d4"])
+def test_window_dilated_throughput_and_latency_match_estimate(name):
+    """No backpressure: cycles per image within 15 % of the model; the first window comes out
+    ``latency`` cycles after the first input (the model counts up to the last pixel the dilated
+    window needs)."""
+    h, w, c, kernel, stride, pads, dil, simd, dw, rows = DILATED[name]
+    kwargs = dict(stride=stride, pads=pads, dilation=dil, simd=simd, depthwise=dw)
+    dut = SlidingWindow(h, w, c, kernel, **kwargs)
+    x = np.random.default_rng(1).integers(0, 256, size=(6, h, w, c))
+    want = im2col_stream(x, kernel, stride, pads, 0, simd, dw, dil)
+    out, cycles = run_stream(dut, {"i": x.reshape(-1, simd)}, {"o": want.shape[0]})
+    assert np.array_equal(out["o"], want)
+    est = SlidingWindow.estimate(h, w, c, kernel, **kwargs)
+    assert abs(cycles / 6 - est.cycles) <= 0.15 * est.cycles, (cycles / 6, est)
+    g = dut.geom
+    eh, ew = (g.kh - 1) * g.dh + 1, (g.kw - 1) * g.dw + 1
+    need = (min(max(0, eh - 1 - g.pads[0]), h - 1) * w + min(max(0, ew - 1 - g.pads[1]), w - 1) + 1) * g.fold
+    per_window = g.kh * g.kw * g.fold
+    out, cycles = run_stream(dut, {"i": x.reshape(-1, simd)[:need]}, {"o": per_window})
+    assert np.array_equal(out["o"], want[:per_window])
+    assert cycles - (per_window - 1) == est.latency
+
+
 def test_window_estimate_fields():
     est = SlidingWindow.estimate(8, 8, 8, 3, pads=1, simd=4)
     assert isinstance(est, Cost) and est.dsp == 0 and est.lut > 0 and est.ff > 0
@@ -204,7 +259,9 @@ def test_window_estimate_fields():
     (dict(channels=6, simd=4), ValueError, "simd 4"),
     (dict(kernel=(3, 0)), ValueError, "kernel"),
     (dict(kernel="3"), TypeError, "kernel"),
-    (dict(dilation=2), ValueError, "dilation"),
+    (dict(dilation=0), ValueError, "dilation"),
+    (dict(dilation=(1, 2), kernel=3), ValueError, r"extent \(3, 5\).*larger than the padded image"),
+    (dict(height=6, width=6, dilation=2, buffer_rows=4), ValueError, "extent in rows 5"),
     (dict(pads=(1, -1, 0, 0)), ValueError, "pads"),
     (dict(pads=(1, 2, 3)), TypeError, "pads"),
     (dict(pad_value=300), ValueError, "300"),

@@ -76,6 +76,8 @@ class Geometry:
     sw: int
     pads: tuple  # (top, left, bottom, right)
     simd: int
+    dh: int = 1   # dilation: kernel tap (i, j) reads input offset (i*dh, j*dw)
+    dw: int = 1
 
     @classmethod
     def make(cls, height, width, channels, kernel, stride, pads, dilation, simd):
@@ -85,16 +87,16 @@ class Geometry:
         simd = _pos_int("simd", simd)
         kh, kw = pair("kernel", kernel)
         sh, sw = pair("stride", stride)
-        if pair("dilation", dilation) != (1, 1):
-            raise ValueError(f"only dilation 1 is supported, not {dilation!r}")
+        dh, dw = pair("dilation", dilation)
         pads = quad("pads", pads)
         if channels % simd:
             raise ValueError(f"simd {simd!r} must divide channels {channels!r}")
         top, left, bottom, right = pads
-        if height + top + bottom < kh or width + left + right < kw:
-            raise ValueError(f"kernel {(kh, kw)!r} larger than the padded image "
-                             f"{(height + top + bottom, width + left + right)!r}")
-        return cls(height, width, channels, kh, kw, sh, sw, pads, simd)
+        eh, ew = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+        if height + top + bottom < eh or width + left + right < ew:
+            raise ValueError(f"kernel {(kh, kw)!r} of extent {(eh, ew)!r} (dilation {(dh, dw)!r}) larger than "
+                             f"the padded image {(height + top + bottom, width + left + right)!r}")
+        return cls(height, width, channels, kh, kw, sh, sw, pads, simd, dh, dw)
 
     @property
     def fold(self) -> int:
@@ -102,12 +104,22 @@ class Geometry:
         return self.channels // self.simd
 
     @property
+    def eh(self) -> int:
+        """Rows one window spans: ``(kh - 1) * dh + 1``."""
+        return (self.kh - 1) * self.dh + 1
+
+    @property
+    def ew(self) -> int:
+        """Columns one window spans: ``(kw - 1) * dw + 1``."""
+        return (self.kw - 1) * self.dw + 1
+
+    @property
     def out_h(self) -> int:
-        return (self.height + self.pads[0] + self.pads[2] - self.kh) // self.sh + 1
+        return (self.height + self.pads[0] + self.pads[2] - self.eh) // self.sh + 1
 
     @property
     def out_w(self) -> int:
-        return (self.width + self.pads[1] + self.pads[3] - self.kw) // self.sw + 1
+        return (self.width + self.pads[1] + self.pads[3] - self.ew) // self.sw + 1
 
     @property
     def in_transfers(self) -> int:

@@ -27,8 +27,9 @@ class SlidingWindow(wiring.Component):
     """Turn an NHWC pixel stream into the stream of k×k windows a convolution consumes.
 
     For each output pixel ``(oh, ow)`` in raster order the block emits the window
-    ``x_pad[oh*sh + kh, ow*sw + kw, c]`` for all ``kh < KH, kw < KW, c < C``, ``simd``
-    channels per transfer:
+    ``x_pad[oh*sh + kh*dh, ow*sw + kw*dw, c]`` for all ``kh < KH, kw < KW, c < C``, ``simd``
+    channels per transfer (``dh``, ``dw``: the dilation; a window spans ``EH = (KH-1)*dh + 1``
+    rows and ``EW = (KW-1)*dw + 1`` columns, which set the output size and the rows it needs):
 
     * ``depthwise=False`` (default): order ``(kh, kw, c-fold)``, channels fastest — exactly
       one im2col row, so an MVU with ``K = KH*KW*C`` and ``simd`` lanes consumes it directly.
@@ -47,7 +48,7 @@ class SlidingWindow(wiring.Component):
     pads : int, (h, w) or (top, left, bottom, right)
         Zero-or-more padding rows/columns on each side (ONNX ``pads`` order for 2-D).
     dilation : int or (int, int)
-        Only 1 is supported (``ValueError`` otherwise).
+        Dilation ``(dh, dw)``: the distance between kernel taps, in input rows and columns.
     elem_shape : Shape
         ``signed(w)`` or ``unsigned(w)``; payloads are ``data.ArrayLayout(elem_shape, simd)``.
     simd : int
@@ -59,8 +60,8 @@ class SlidingWindow(wiring.Component):
         Window element order, see above.
     buffer_rows : int, optional
         Input rows held in the circular line buffer (block RAM of ``buffer_rows*W*C/simd``
-        words of ``simd*w`` bits). Default ``KH + SH``, which lets the writer fill the rows of
-        the next output row while the current one is read; ``KH`` is the minimum (less RAM,
+        words of ``simd*w`` bits). Default ``EH + SH``, which lets the writer fill the rows of
+        the next output row while the current one is read; ``EH`` is the minimum (less RAM,
         input and output then alternate instead of overlapping).
 
     Interface
@@ -75,11 +76,12 @@ class SlidingWindow(wiring.Component):
     Initiation interval: about ``max(H*W*C/simd, OH*OW*KH*KW*C/simd + OH)`` cycles per image
     (the larger of input and output transfers, one of each per cycle at most, plus one bubble
     per output row) plus a small bubble per image when the first output row needs more than
-    ``SH`` new rows (see ``estimate``).
+    ``SH`` new rows (see ``estimate``). Dilation changes only the geometry (extent, addresses),
+    not the work per tap.
     Latency: a window starts once the last input pixel it needs (clipped to the image) is
     complete; the first window is emitted 6 cycles after that pixel's last input transfer (7
     with the line buffer in block RAM), i.e.
-    ``((min(max(0, KH-1-top), H-1) * W + min(max(0, KW-1-left), W-1) + 1) * C/simd + 6``
+    ``((min(max(0, EH-1-top), H-1) * W + min(max(0, EW-1-left), W-1) + 1) * C/simd + 6``
     (+ 1) cycles after the first input transfer when the input streams one transfer per cycle.
 
     Structure: the loop counters keep their ``== last`` tests in registers; whether the current
@@ -115,11 +117,11 @@ class SlidingWindow(wiring.Component):
             raise ValueError(f"pad_value {pad_value!r} does not fit {self.elem_shape!r}")
         self.pad_value = int(pad_value)
         self.depthwise = bool(depthwise)
-        rows = g.kh + g.sh if buffer_rows is None else buffer_rows
+        rows = g.eh + g.sh if buffer_rows is None else buffer_rows
         if isinstance(rows, bool) or not isinstance(rows, int):
             raise TypeError(f"buffer_rows must be an integer, not {buffer_rows!r}")
-        if rows < g.kh:
-            raise ValueError(f"buffer_rows {buffer_rows!r} must be at least the kernel height {g.kh!r}")
+        if rows < g.eh:
+            raise ValueError(f"buffer_rows {buffer_rows!r} must be at least the kernel's extent in rows {g.eh!r}")
         self.buffer_rows = rows
         self.layout = data.ArrayLayout(self.elem_shape, g.simd)
         super().__init__({
@@ -160,14 +162,14 @@ class SlidingWindow(wiring.Component):
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
         w = shape_of(elem_shape).width
-        rows = g.kh + g.sh if buffer_rows is None else int(buffer_rows)
+        rows = g.eh + g.sh if buffer_rows is None else int(buffer_rows)
         cf = g.fold
         out_t = g.out_pixels * g.kh * g.kw * cf
         in_t = g.in_transfers
         # Per-image bubble: rows the first output row needs beyond those the writer may
         # pre-fill while the previous image's last output row is read.
-        first_rows = max(0, min(g.kh - g.pads[0], g.height))
-        bubble = max(0, first_rows - (rows - min(g.kh, g.height))) * g.width * cf
+        first_rows = max(0, min(g.eh - g.pads[0], g.height))
+        bubble = max(0, first_rows - (rows - min(g.eh, g.height))) * g.width * cf
         # one bubble per output row (the registered data-ready test restarts)
         cycles = max(in_t, out_t + g.out_h) + (bubble if out_t >= in_t else 0) + 2
         word = w * g.simd
@@ -377,13 +379,13 @@ class _Loops:
         CF = g.fold
         self.wcf = g.width * CF
         self.depth = D = rows * self.wcf
-        ushape = _signed_for(-PT - 1, (g.out_h - 1) * g.sh + g.kh + 1)
-        vshape = _signed_for(-PL - 1, (g.out_w - 1) * g.sw + g.kw + 1)
+        ushape = _signed_for(-PT - 1, (g.out_h - 1) * g.sh + g.eh + 1)
+        vshape = _signed_for(-PL - 1, (g.out_w - 1) * g.sw + g.ew + 1)
         self.u = Signal(ushape, init=-PT)            # input row of window top
         self.v = Signal(vshape, init=-PL)            # input column of window left
         self.ih = Signal(ushape, init=-PT)           # input row of the next element
         self.iw = Signal(vshape, init=-PL)           # input column of the next element
-        cshape = _signed_for(-PL * CF - CF, ((g.out_w - 1) * g.sw + g.kw + 1) * CF)
+        cshape = _signed_for(-PL * CF - CF, ((g.out_w - 1) * g.sw + g.ew + 1) * CF)
         self.vcf = Signal(cshape, init=-PL * CF)     # v * CF
         self.coff = Signal(cshape, init=-PL * CF)    # iw * CF
         top_init = (-PT % rows) * self.wcf
@@ -396,9 +398,9 @@ class _Loops:
         self.r_ow = Counter(g.out_w, "r_ow")
         self.r_oh = Counter(g.out_h, "r_oh")
         self.ahead = Signal(_signed_for(-1, rows + 2))  # images finished by writer minus reader
-        self.need = Signal(range(g.height), init=min(max(0, g.kh - 1 - PT), g.height - 1))
-        self.ncol = Signal(range(g.width), init=min(max(0, g.kw - 1 - PL), g.width - 1))
-        self.ncol_n = Signal(range(g.width), init=min(max(0, g.sw + g.kw - 1 - PL), g.width - 1))
+        self.need = Signal(range(g.height), init=min(max(0, g.eh - 1 - PT), g.height - 1))
+        self.ncol = Signal(range(g.width), init=min(max(0, g.ew - 1 - PL), g.width - 1))
+        self.ncol_n = Signal(range(g.width), init=min(max(0, g.sw + g.ew - 1 - PL), g.width - 1))
 
     def advance(self, m, issue, depthwise: bool):
         """Step to the next window element on ``issue``: order ``(kh, kw, cf)``, channels
@@ -430,17 +432,19 @@ class _Loops:
                     self._next_window(m)
 
     def _step_kw(self, m):
-        """Next kernel column."""
-        m.d.sync += self.r_kw.inc() + [self.iw.eq(self.iw + 1), self.coff.eq(self.coff + self.g.fold)]
+        """Next kernel column (``dw`` input columns on)."""
+        g = self.g
+        m.d.sync += self.r_kw.inc() + [self.iw.eq(self.iw + g.dw), self.coff.eq(self.coff + g.dw * g.fold)]
 
     def _restart_kw(self, m):
         """Back to the window's first column."""
         m.d.sync += self.r_kw.clear() + [self.iw.eq(self.v), self.coff.eq(self.vcf)]
 
     def _step_kh(self, m):
-        """Next kernel row."""
-        m.d.sync += self.r_kh.inc() + [self.ih.eq(self.ih + 1),
-                                       self.row_addr.eq(_wrap_add(self.row_addr, self.wcf, self.depth))]
+        """Next kernel row (``dh`` input rows on)."""
+        dh = self.g.dh
+        m.d.sync += self.r_kh.inc() + [self.ih.eq(self.ih + dh),
+                                       self.row_addr.eq(_wrap_add(self.row_addr, dh * self.wcf, self.depth))]
 
     def _restart_kh(self, m):
         """Back to the window's top row."""
@@ -457,7 +461,7 @@ class _Loops:
             m.d.sync += self.r_ow.inc() + [
                 v.eq(v + SW), self.iw.eq(v + SW), self.vcf.eq(self.vcf + SW * CF),
                 self.coff.eq(self.vcf + SW * CF), self.ih.eq(u), self.row_addr.eq(top_addr),
-                self.ncol.eq(self.ncol_n), self.ncol_n.eq(_clip(v + (2 * SW + g.kw - 1), g.width - 1))]
+                self.ncol.eq(self.ncol_n), self.ncol_n.eq(_clip(v + (2 * SW + g.ew - 1), g.width - 1))]
         with m.Else():
             m.d.sync += self.r_ow.clear() + [
                 v.eq(-PL), self.iw.eq(-PL), self.vcf.eq(-PL * CF), self.coff.eq(-PL * CF),
@@ -466,7 +470,7 @@ class _Loops:
                 nt = _wrap_add(top_addr, SH * WCF, D)
                 m.d.sync += self.r_oh.inc() + [
                     u.eq(u + SH), self.ih.eq(u + SH), top_addr.eq(nt), self.row_addr.eq(nt),
-                    self.need.eq(_clip(u + (SH + g.kh - 1), g.height - 1))]
+                    self.need.eq(_clip(u + (SH + g.eh - 1), g.height - 1))]
             with m.Else():
                 nt = _wrap_add(next_base, (-PT % self.rows) * WCF, D)
                 m.d.sync += self.r_oh.clear() + [
@@ -541,8 +545,8 @@ def _clip_row(x, height: int):
 
 def _first_transfers(g: Geometry) -> int:
     """Input transfers up to the last pixel the first window needs (clipped to the image)."""
-    rows = min(max(0, g.kh - 1 - g.pads[0]), g.height - 1)
-    cols = min(max(0, g.kw - 1 - g.pads[1]), g.width - 1) + 1
+    rows = min(max(0, g.eh - 1 - g.pads[0]), g.height - 1)
+    cols = min(max(0, g.ew - 1 - g.pads[1]), g.width - 1) + 1
     return (rows * g.width + cols) * g.fold
 
 
@@ -575,7 +579,7 @@ def _window_resources(g: Geometry, rows: int, w: int, family: str) -> tuple[int,
     abits = clog2(depth)
     hb = clog2(g.height + g.pads[0] + g.pads[2] + 2) + 1
     wb = clog2(g.width + g.pads[1] + g.pads[3] + 2) + 1
-    cw = clog2((g.width + g.pads[1] + g.kw) * g.fold) + 1
+    cw = clog2((g.width + g.pads[1] + g.ew) * g.fold) + 1
     counters = (2 * clog2(g.fold) + clog2(g.kh) + clog2(g.kw) + clog2(g.out_h) + clog2(g.out_w)
                 + clog2(rows + g.height + 1) + clog2(g.width + 1) + clog2(g.height + 1))
     lut = 60.0 + 4.34 * (hb + wb + cw) + 0.51 * word + 65.6 * (g.kh > 1) + ram.lut_equiv
