@@ -47,27 +47,34 @@ _LINEAR = frozenset({"Conv", "Gemm", "MatMul"})
 # ---- Split -> Slices ---------------------------------------------------------------------------
 
 def channel_splits(graph: Graph) -> Graph:
-    """Each ``Split`` of a computed tensor as one ``Slice`` per output (module docstring)."""
-    t = trace_for(graph, {"Split"})
-    if t is None:
+    """Each ``Split`` of a computed tensor as one ``Slice`` per output (module docstring); the
+    parts are read off the outputs' inferred shapes (the golden executor, hence the trace, has
+    no Split)."""
+    if not any(n.op_type == "Split" and n.domain == DEFAULT for n in graph.nodes):
         return graph
     e = Edit(graph)
     changed = False
     for node in list(e.nodes):
         if node.op_type != "Split" or node.domain != DEFAULT or e.is_const(node.inputs[0]):
             continue
-        shape = t.shape(node.inputs[0])
-        sizes = [t.shape(o) for o in node.outputs if o]
-        if shape is None or len(sizes) != len(node.outputs) or any(s is None for s in sizes):
+        shapes = [graph.value_info.get(v) for v in (node.inputs[0],) + node.outputs]
+        if any(vi is None or vi.shape is None for vi in shapes):
             continue
-        axis = int(node.attr("axis", 0)) % len(shape)
+        rank = len(shapes[0].shape)
+        axis = int(node.attr("axis", 0)) % rank
+        sizes = [vi.shape[axis] for vi in shapes[1:]]
+        if any(not isinstance(d, int) for d in sizes) or any(len(vi.shape) != rank for vi in shapes):
+            continue
         slices, start = [], 0
-        for out, s in zip(node.outputs, sizes):
-            end = start + s[axis]
-            ins = [node.inputs[0]] + [e.const(f"{out}_{w}", np.asarray([v], np.int64))
-                                      for w, v in (("starts", start), ("ends", end), ("axes", axis))]
-            slices.append(e.node("Slice", ins, [out], f"{node.name}_{out}"))
-            start = end
+        for out, size in zip(node.outputs, sizes):
+            if out and graph.opsets.get(DEFAULT, 13) < 10:   # Slice's attribute form
+                slices.append(e.node("Slice", [node.inputs[0]], [out], f"{node.name}_{out}", starts=[start],
+                                     ends=[start + size], axes=[axis]))
+            elif out:
+                ins = [node.inputs[0]] + [e.const(f"{out}_{w}", np.asarray([v], np.int64))
+                                          for w, v in (("starts", start), ("ends", start + size), ("axes", axis))]
+                slices.append(e.node("Slice", ins, [out], f"{node.name}_{out}"))
+            start += size
         e.replace(node, *slices)
         changed = True
     return e.graph() if changed else graph
