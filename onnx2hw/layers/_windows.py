@@ -10,7 +10,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from .builder import node_error
 
-__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out"]
+__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out", "ceil_end_pad", "axis_counts"]
 
 _LIFT = {"kernel_shape": 1, "strides": 1, "dilations": 1}
 
@@ -47,6 +47,26 @@ def spatial_out(onnx_shape, channels: int, oh: int, ow: int) -> tuple[int, ...]:
     """The ONNX output shape (no batch) of a window op on ``onnx_shape``: ``(C, OH, OW)``, or
     ``(C, OW)`` for a 1-D input."""
     return (channels, ow) if len(onnx_shape) == 2 else (channels, oh, ow)
+
+
+def ceil_end_pad(n: int, k: int, s: int, begin: int, end: int) -> int | None:
+    """The end padding with which the floor-mode window count on an axis of ``n`` (padded by
+    ``begin``/``end``) equals ONNX's ceil-mode count, in which a last window may not start in the
+    end padding; ``None`` if no padding does (only when ``end >= k``)."""
+    o = -(-(n + begin + end - k) // s) + 1
+    if (o - 1) * s >= n + begin:
+        o -= 1
+    pad = max(end, (o - 1) * s + k - n - begin)
+    return pad if (n + begin + pad - k) // s + 1 == o else None
+
+
+def axis_counts(n: int, k: int, s: int, begin: int, end: int, out: int, include_pad: bool) -> tuple[int, ...]:
+    """Per window along an axis of ``n`` padded by ``begin``/``end`` (the declared padding, not a
+    ceil-mode extension): the positions ONNX's AveragePool divides by, those inside the padded
+    axis (``include_pad``, ``count_include_pad=1``) or inside the input."""
+    lo, hi = (-begin, n + end) if include_pad else (0, n)
+    return tuple(min(i * s - begin + k, hi) - max(i * s - begin, lo) for i in range(out))
+
 
 def pad_nhwc(x: np.ndarray, pads, value: int) -> np.ndarray:
     t, l, b, r = (int(p) for p in pads)

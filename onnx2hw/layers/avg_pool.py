@@ -1,14 +1,26 @@
 """AvgPool, NHWC: ``acc = window sum + bias`` (``bias = -kernel_area * input zero point``; padding
-adds ``pad_value``), then a :class:`Requant` whose ratio includes ``1 / kernel_area``.
+adds ``pad_value``, the input zero point), then a :class:`Requant` whose ratio includes ``1 / divisor``.
 
 ONNX forms: AveragePool / GlobalAveragePool / ReduceMean over the spatial axes on dequantized views (QDQ, QONNX, float for the
 post-training quantizer), com.microsoft QLinearAveragePool / QLinearGlobalAveragePool.
+The divisor of each output is the count ONNX defines for it: with ``count_include_pad=1`` the
+window positions inside the padded image, with ``count_include_pad=0`` those inside the image;
+a ceil-mode partial last window (a window may not start in the end padding) is floor-mode
+pooling over extra end padding whose positions are never counted (onnxruntime, PyTorch's
+``AvgPool2d(ceil_mode=True)``; ``onnx.reference`` moves half of an extension of 2 or more to the
+start instead and disagrees there). com.microsoft QLinearAveragePool divides by the kernel area
+whenever it counts padding (onnxruntime's contrib kernel), partial windows included. Since
+padding adds the zero point, ``sum + bias`` is the exact real sum over the counted positions
+whatever the divisor: a pool whose divisors vary (edges, corners, partial windows) keeps that
+sum and requantizes each output with the multiplier of its divisor (``count_acts``, a
+:class:`~onnx2hw.rtl.pool_divisor.DivisorRequantize` in hardware).
 A QDQ pool of two codes on its input's own grid (TFLite's 1-D pools) rounds its ties the way
 float32 does: it sums a table of exact terms into thresholds instead (see :mod:`._pair_mean`).
 GlobalAvgPool is an AvgPool whose kernel is the whole image. A 1-D pool on ``(N, C, L)`` is the
-2-D one on an ``H = 1`` image. (The QONNX importer turns a pool
+2-D one on an ``H = 1`` image. (The QONNX importer turns a pool of one divisor
 with a narrow output quantizer into a depthwise Conv with thresholds instead.) Hardware:
-AvgPoolUnit or GlobalAvgPoolUnit window sum + a registered ``+ bias`` Cast + Requantize.
+AvgPoolUnit or GlobalAvgPoolUnit window sum + a registered ``+ bias`` Cast + Requantize
+(DivisorRequantize when the divisor varies).
 """
 from __future__ import annotations
 
@@ -23,10 +35,11 @@ from ..rtl.cast import Cast
 from ..rtl.cost import Cost
 from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
+from ..rtl.pool_divisor import DivisorRequantize
 from ..rtl.stage import Block
 from .builder import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
 from ._pair_mean import pair_mean_terms
-from ._windows import as_image, pad_nhwc, spatial_out, windows
+from ._windows import as_image, axis_counts, ceil_end_pad, pad_nhwc, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
 from .types import IntType, Requant, apply_act, elem_shape, int_type_for, readonly, window_out
 
@@ -41,7 +54,12 @@ class AvgPool(LayerKind):
 
     With ``terms`` (the exact float32 form of a QDQ pool of two codes, see :mod:`._pair_mean`) the
     window sums ``terms[x - terms_lo]`` instead of ``x`` (a table per input code, a LookupUnit in
-    front of the window), and ``act`` is usually a :class:`~onnx2hw.layers.types.Thresholds`."""
+    front of the window), and ``act`` is usually a :class:`~onnx2hw.layers.types.Thresholds`.
+
+    With ``counts`` (the divisor per output row and per output column: output ``(i, j)`` divides
+    by ``counts[0][i] * counts[1][j]``) each output is requantized by the :class:`Requant` of
+    its divisor in ``count_acts`` (``(divisor, Requant)`` pairs, every divisor once, ascending);
+    ``act`` is then the largest divisor's (the pairs share its zero point and clamp)."""
 
     kernel: tuple[int, int]
     stride: tuple[int, int]
@@ -51,6 +69,8 @@ class AvgPool(LayerKind):
     pad_value: int = 0
     terms: np.ndarray | None = None
     terms_lo: int = 0
+    counts: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    count_acts: tuple[tuple[int, Requant], ...] = ()
 
     def __post_init__(self):
         super().__post_init__()
@@ -61,6 +81,9 @@ class AvgPool(LayerKind):
         object.__setattr__(self, "terms_lo", int(self.terms_lo))
         if self.terms is not None:
             object.__setattr__(self, "terms", readonly(self.terms))
+        if self.counts is not None:
+            object.__setattr__(self, "counts", tuple(tuple(int(c) for c in axis) for axis in self.counts))
+        object.__setattr__(self, "count_acts", tuple((int(d), a) for d, a in self.count_acts))
 
     def validate(self, ins):
         check_window(self, ins)
@@ -69,6 +92,27 @@ class AvgPool(LayerKind):
         if self.terms is not None and \
                 (self.terms.ndim != 1 or (self.terms_lo, self.terms.size) != (t.lo, t.hi - t.lo + 1)):
             raise self.error(f"terms table of {self.terms.shape} from {self.terms_lo} does not cover input type {t}")
+        if self.counts is not None:
+            self._check_counts()
+
+    def _check_counts(self):
+        oh, ow, _ = self.output.shape
+        if len(self.counts) != 2 or (len(self.counts[0]), len(self.counts[1])) != (oh, ow) or \
+                min(min(a) for a in self.counts) < 1:
+            raise self.error(f"counts {self.counts!r} are not a positive count per output row ({oh}) and column ({ow})")
+        divs = sorted({r * c for r in self.counts[0] for c in self.counts[1]})
+        if [d for d, _ in self.count_acts] != divs:
+            raise self.error(f"count_acts cover divisors {[d for d, _ in self.count_acts]}, not the layer's {divs}")
+        if self.terms is not None or not isinstance(self.act, Requant) or not _same(self.count_acts[-1][1], self.act):
+            raise self.error("divisors per position need Requant activations, the largest divisor's as act")
+        for d, a in self.count_acts:
+            if not isinstance(a, Requant) or (a.zero_point, a.lo, a.hi) != (self.act.zero_point, self.act.lo,
+                                                                              self.act.hi):
+                raise self.error(f"the Requant of divisor {d} differs from act in zero point or clamp")
+
+    def divisors(self) -> np.ndarray | None:
+        """The ``(OH, OW)`` divisor of each output (``None``: one divisor, folded into ``act``)."""
+        return None if self.counts is None else np.multiply.outer(self.counts[0], self.counts[1])
 
     def summed_type(self, t):
         """The type of the values the window sums (the input's, or that of ``terms``)."""
@@ -80,7 +124,14 @@ class AvgPool(LayerKind):
             x = self.terms[x - self.terms_lo]
         x = pad_nhwc(x, self.pads, self.pad_value)
         acc = windows(x, self.kernel, self.stride).sum(axis=(3, 4)) + self.bias
-        return apply_act(acc, self.act)
+        div = self.divisors()
+        if div is None:
+            return apply_act(acc, self.act)
+        out = np.empty_like(acc)
+        for d, a in self.count_acts:
+            at = div == d
+            out[:, at] = a(acc[:, at])
+        return out
 
     def hardware_problem(self, ins):
         if self.terms is not None and ins[0].dtype.bits > MAX_IN_BITS:
@@ -107,10 +158,34 @@ class AvgPool(LayerKind):
             window = Block(AvgPoolUnit, params, AvgPoolUnit.estimate(**params, family=family))
         lo, hi = summed.lo * area + self.bias, summed.hi * area + self.bias
         acc_bits = arith.acc_bits(min(lo, 0), max(hi, 0))
-        act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family,
-                                  None if any(self.pads) else (lo, hi))  # padding adds pad_value
+        if self.counts is None:
+            act, ob, osg = act_blocks(self.act, c, simd, acc_bits, self.output.dtype, family,
+                                      None if any(self.pads) else (lo, hi))  # padding adds pad_value
+        else:
+            act, ob, osg = [self._divisor_block(c, simd, acc_bits, family)], self.output.dtype.bits, \
+                self.output.dtype.signed
         return Lowered((*terms, window, _offset_block(acc_bits, self.bias), *act), window.cost.cycles, ob, osg,
                        fill=window_fill(self.kernel[0], self.pads[0], h))
+
+    def _divisor_block(self, channels: int, pe: int, acc_bits: int, family: str) -> Block:
+        """The DivisorRequantize of ``counts``: a class per distinct row / column count."""
+        rows, cols = sorted(set(self.counts[0])), sorted(set(self.counts[1]))
+        acts = dict(self.count_acts)
+
+        def table(field):
+            return np.array([[np.broadcast_to(getattr(acts[r * k], field), (channels,)) for k in cols] for r in rows],
+                            np.int64)
+        out = self.output.dtype
+        params = dict(channels=channels, pe=pe, acc_bits=acc_bits, rows=tuple(rows.index(v) for v in self.counts[0]),
+                      cols=tuple(cols.index(v) for v in self.counts[1]), multiplier=table("multiplier"),
+                      shift=table("shift"), zero_point=self.act.zero_point, out_bits=out.bits,
+                      out_signed=out.signed, lo=self.act.lo, hi=self.act.hi)
+        return Block(DivisorRequantize, params, DivisorRequantize.estimate(**params, family=family))
+
+
+def _same(a: Requant, b: Requant) -> bool:
+    return isinstance(a, Requant) and np.array_equal(a.multiplier, b.multiplier) and \
+        np.array_equal(a.shift, b.shift) and (a.zero_point, a.lo, a.hi) == (b.zero_point, b.lo, b.hi)
 
 
 def _offset_block(bits: int, offset: int) -> Block:
@@ -122,17 +197,25 @@ def _offset_block(bits: int, offset: int) -> Block:
 
 # ---- import ---------------------------------------------------------------------------------------
 
-def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads) -> Acc:
-    """The pending average pool of the dequantized image (or 1-D signal, an ``H = 1`` image) ``x``."""
+def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads, counts=None) -> Acc:
+    """The pending average pool of the dequantized image (or 1-D signal, an ``H = 1`` image) ``x``
+    (``counts``: the divisor per output row and column, ``None`` for the kernel area everywhere).
+
+    A pool of one divisor is of kind ``avgpool``, its scale ``x.scale / divisor``; one whose
+    divisors vary is of kind ``avgpool_counts`` (scale ``x.scale / area``; :func:`emit` gives
+    each divisor its own requantization), which no other kind folds or thresholds."""
     x = b.natural(x, node)
     _, (c, h, w) = as_image(node, x.onnx_shape)
     area = kernel[0] * kernel[1]
     oh = window_out(h, kernel[0], strides[0], pads[0], pads[2])
     ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
-    return Acc("avgpool", emit, node, (x,), spatial_out(x.onnx_shape, c, oh, ow), np.full(c, x.scale / area),
-               bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c),
-               params={"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)},
-               exact=_exact_sum)
+    divs = {area} if counts is None else {r * k for r in counts[0] for k in counts[1]}
+    kind, div = ("avgpool", divs.pop()) if len(divs) == 1 else ("avgpool_counts", area)
+    params = {"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)}
+    if kind == "avgpool_counts":
+        params["counts"] = counts
+    return Acc(kind, emit, node, (x,), spatial_out(x.onnx_shape, c, oh, ow), np.full(c, x.scale / div),
+               bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c), params=params, exact=_exact_sum)
 
 
 #: widest exact window sum handed to the next layer as its input
@@ -156,6 +239,8 @@ def _exact_sum(b: Builder, v: Acc) -> QT | None:
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
+    if "counts" in v.params:
+        return _emit_counts(b, v, t)
     bias, act = b.requant(v, t)
     x = v.inputs[0]
     spec = b.new_tensor(t.name, (*v.params["out_hw"], v.onnx_shape[0]), t.dtype)
@@ -170,6 +255,29 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     return b.emit(layer, v.onnx_shape, t)
 
 
+def _emit_counts(b: Builder, v: Acc, t: Target) -> QT:
+    """A pool whose divisor varies: the Requant of each divisor ``d`` maps the window sum (one
+    LSB is ``v.scale * area / d``) onto ``t``; the integer bias must be the same for all."""
+    if t.raw:
+        raise node_error(v.node, "an average pool whose divisor varies with the position must be quantized",
+                         UnsupportedError)
+    counts = v.params["counts"]
+    area = int(np.prod(v.params["kernel"]))
+    pairs, biases = [], set()
+    for d in sorted({r * k for r in counts[0] for k in counts[1]}):
+        bias, act = b.requant(replace(v, scale=v.scale * (area / d)), t)
+        pairs.append((d, act))
+        biases.add(tuple(int(x) for x in bias))
+    if len(biases) != 1 or len(set(biases.pop())) != 1:
+        raise node_error(v.node, "a bias added to an average pool whose divisor varies with the position is not "
+                         "supported", UnsupportedError)
+    x = v.inputs[0]
+    spec = b.new_tensor(t.name, (*v.params["out_hw"], v.onnx_shape[0]), t.dtype)
+    layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"],
+                    pairs[-1][1], int(v.bias[0]), x.zp, counts=counts, count_acts=tuple(pairs))
+    return b.emit(layer, v.onnx_shape, t)
+
+
 def _float_terms(v: Acc, t: Target, act):
     """The exact float32 form of an AveragePool of kernel area 2 between a DequantizeLinear and a
     QuantizeLinear (onnxruntime's float32 is the QDQ importer's truth; ``None`` for other
@@ -181,17 +289,38 @@ def _float_terms(v: Acc, t: Target, act):
     return pair_mean_terms(x.dtype, x.scale, x.zp, float(np.reshape(t.scale, ())), t.zp, t.lo, t.hi, act)
 
 
-def geometry(node: Node, x: QT):
-    """``(kernel, strides, pads)`` of an AveragePool node on ``x`` (a 1-D pool as the 2-D one on ``H = 1``)."""
+def geometry(node: Node, x: QT, *, area_divisor: bool = False):
+    """``(kernel, strides, pads, counts)`` of an AveragePool node on ``x`` (a 1-D pool as the 2-D
+    one on ``H = 1``): ``pads`` with a ceil-mode partial last window's extent added to the end
+    padding, ``counts`` the divisor per output row and column (see the module docstring;
+    ``area_divisor``: a pool counting padding divides by the kernel area, as com.microsoft
+    QLinearAveragePool does)."""
     node, (_, h, w) = as_image(node, x.onnx_shape)
     kernel = tuple(node.attr("kernel_shape"))
     strides = tuple(node.attr("strides", (1, 1)))
-    pads = pads_of(node, (h, w), kernel, strides)
-    if any(pads) and not int(node.attr("count_include_pad", 0)):
-        raise node_error(node, "padding with count_include_pad=0 divides by a varying count", UnsupportedError)
     if tuple(node.attr("dilations", (1, 1))) != (1, 1):
         raise node_error(node, "dilations are not supported", UnsupportedError)
-    return kernel, strides, pads
+    floor = replace(node, attrs={k: v for k, v in node.attrs.items() if k != "ceil_mode"})
+    declared = pads_of(floor, (h, w), kernel, strides)
+    pads = list(declared)
+    # ceil_mode rounds the window count up with explicit or VALID padding; SAME has ceil(n / s) windows
+    if int(node.attr("ceil_mode", 0)) and node.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
+        for i, n in enumerate((h, w)):
+            end = ceil_end_pad(n, kernel[i], strides[i], declared[i], declared[i + 2])
+            if end is None:
+                raise node_error(node, f"ceil_mode=1 with pads {list(declared)!r} as large as the kernel is not "
+                                 f"supported", UnsupportedError)
+            pads[i + 2] = end
+    include = bool(int(node.attr("count_include_pad", 0)))
+    out = [window_out(n, kernel[i], strides[i], pads[i], pads[i + 2]) for i, n in enumerate((h, w))]
+    counts = tuple(axis_counts(n, kernel[i], strides[i], declared[i], declared[i + 2], out[i], include)
+                   for i, n in enumerate((h, w)))
+    if include and area_divisor:
+        counts = tuple((kernel[i],) * out[i] for i in range(2))
+    if min(min(c) for c in counts) < 1:
+        raise node_error(node, f"a window lies wholly in the padding {list(declared)!r} (pads as large as the "
+                         f"kernel {list(kernel)!r})", UnsupportedError)
+    return kernel, strides, tuple(pads), counts
 
 
 def _global(b: Builder, node: Node, x: QT) -> Acc:
@@ -235,7 +364,7 @@ def _channels_first(node: Node):
 def _qlinear_avgpool(b: Builder, node: Node):
     _channels_first(node)
     x = real_view(b, node, 0, 1, 2)
-    quantize_output(b, node, accumulate(b, node, x, *geometry(node, x)), 3, 4, x)
+    quantize_output(b, node, accumulate(b, node, x, *geometry(node, x, area_divisor=True)), 3, 4, x)
 
 
 def _qlinear_global_avgpool(b: Builder, node: Node):
