@@ -141,8 +141,8 @@ def test_qdq_shuffle_absorbed_into_the_quantized_weight():
 
 def test_gather_read_by_a_pool_stays():
     nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Reshape", ["r", "s5"], ["v5"]),
-             h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]), h.make_node("Reshape", ["t5", "s4"], ["s"]),
-             h.make_node("MaxPool", ["s"], ["y"], kernel_shape=[2, 2])]
+             h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+             h.make_node("Reshape", ["t5", "s4"], ["s"]), h.make_node("MaxPool", ["s"], ["y"], kernel_shape=[2, 2])]
     m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", C, H - 1, W - 1]),
               {"s5": _i64(-1, G, C // G, H, W), "s4": _i64(-1, C, H, W)})
     c = canonicalize(load(m))

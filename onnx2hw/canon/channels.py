@@ -47,9 +47,9 @@ _LINEAR = frozenset({"Conv", "Gemm", "MatMul"})
 # ---- Split -> Slices ---------------------------------------------------------------------------
 
 def channel_splits(graph: Graph) -> Graph:
-    """Each ``Split`` of a computed tensor as one ``Slice`` per output (module docstring); the
-    parts are read off the outputs' inferred shapes (the golden executor, hence the trace, has
-    no Split)."""
+    """Each ``Split`` of a computed tensor as one ``Slice`` per output something reads (module
+    docstring); the parts are read off the outputs' inferred shapes (the golden executor, hence
+    the trace, has no Split)."""
     if not any(n.op_type == "Split" and n.domain == DEFAULT for n in graph.nodes):
         return graph
     e = Edit(graph)
@@ -67,6 +67,7 @@ def channel_splits(graph: Graph) -> Graph:
             continue
         slices, start = [], 0
         for out, size in zip(node.outputs, sizes):
+            out = out if out and (e.readers(out) or out in e.outputs) else ""   # a part nothing reads: no Slice
             if out and graph.opsets.get(DEFAULT, 13) < 10:   # Slice's attribute form
                 slices.append(e.node("Slice", [node.inputs[0]], [out], f"{node.name}_{out}", starts=[start],
                                      ends=[start + size], axes=[axis]))

@@ -1,0 +1,242 @@
+"""ChannelSelect layer kind: Slice, Split and Gather of the channels of a quantized image, 1-D
+signal or vector. Truth: onnxruntime's spec-exact session on QDQ graphs (a selection moves codes,
+so the golden equals it exactly), the NumPy indexing written here; the hardware bit-exact under
+random backpressure; a ShuffleNet-like unit quantized from float, compiled and simulated."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import onnx2hw
+from _branch_models import const, qdq, qdq_model
+from _oracle import run_spec
+from _pysim_check import assert_hardware_is_golden
+from _sim_fixtures import require_simulator
+from onnx2hw import golden
+from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.ir import UnsupportedError, load
+from onnx2hw.layers import IntType, TensorSpec, dequantize_outputs, handlers, quantize_inputs
+from onnx2hw.layers.builder import Builder
+from onnx2hw.layers.channels import ChannelSelect
+from onnx2hw.quant import to_integer_graph
+
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+
+
+def _x(shape, n=32, seed=9):
+    return np.random.default_rng(seed).uniform(-2.6, 2.6, (n,) + tuple(shape)).astype(np.float32)
+
+
+def _golden(model, x):
+    ig = to_integer_graph(load(model))
+    return ig, dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))["out"]
+
+
+def _one_op(in_shape, out_shape, make, opset=13):
+    """x -> QDQ -> ``make(nodes, inits, xd) -> y`` -> QDQ on the same grid -> out."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    y = make(nodes, inits, xd)
+    _, yd = qdq(nodes, inits, y, "y", 0.02, 128)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    return qdq_model(nodes, inits, in_shape, "out", out_shape, opset=opset)
+
+
+def _slice(starts, ends, axes, steps=None):
+    def make(nodes, inits, xd):
+        names = ["st", "en", "ax"] + (["sp"] if steps is not None else [])
+        for n, v in zip(names, (starts, ends, axes, steps)):
+            inits.append(const(n, np.asarray(v, np.int64)))
+        nodes.append(helper.make_node("Slice", [xd] + names, ["s"], name="slice"))
+        return "s"
+    return make
+
+
+def _gather(indices, axis=1):
+    def make(nodes, inits, xd):
+        inits.append(const("idx", np.asarray(indices, np.int64)))
+        nodes.append(helper.make_node("Gather", [xd, "idx"], ["g"], name="gather", axis=axis))
+        return "g"
+    return make
+
+
+def _split_concat(sizes, order, opset=13):
+    """Split of the channels into ``sizes`` (QDQ on each part), Concat of the parts in ``order``."""
+    def make(nodes, inits, xd):
+        outs = [f"p{k}" for k in range(len(sizes))]
+        if opset >= 13:
+            inits.append(const("sp", np.asarray(sizes, np.int64)))
+            nodes.append(helper.make_node("Split", [xd, "sp"], outs, name="split", axis=1))
+        else:
+            nodes.append(helper.make_node("Split", [xd], outs, name="split", axis=1, split=list(sizes)))
+        parts = [qdq(nodes, inits, o, o, 0.02, 128)[1] for o in outs]
+        nodes.append(helper.make_node("Concat", [parts[k] for k in order], ["cat"], name="cat", axis=1))
+        return "cat"
+    return make
+
+
+def _split_part(sizes, k):
+    """Split of the channels into ``sizes``; part ``k`` is the output, the others are not read."""
+    def make(nodes, inits, xd):
+        inits.append(const("sp", np.asarray(sizes, np.int64)))
+        nodes.append(helper.make_node("Split", [xd, "sp"], [f"p{j}" for j in range(len(sizes))], name="split", axis=1))
+        return f"p{k}"
+    return make
+
+
+CASES = {
+    # name: (input shape, output shape, maker, numpy formula on the NCHW tensor)
+    "slice_step2": ((6, 5, 6), (3, 5, 6), _slice([0], [6], [1], [2]), lambda x: x[:, 0:6:2]),
+    "slice_negative": ((6, 4, 4), (3, 4, 4), _slice([-1], [-100], [1], [-2]), lambda x: x[:, ::-2]),
+    "slice_signal": ((6, 10), (4, 10), _slice([1, 0], [5, 10], [1, 2]), lambda x: x[:, 1:5]),
+    "slice_vector": ((10,), (4,), _slice([6], [10], [-1]), lambda x: x[:, 6:10]),
+    "gather_repeats": ((6, 3, 4), (4, 3, 4), _gather([5, 0, 0, -3]), lambda x: x[:, [5, 0, 0, 3]]),
+    "gather_vector": ((6,), (6,), _gather([1, 0, 3, 2, 5, 4]), lambda x: x[:, [1, 0, 3, 2, 5, 4]]),
+    "split2_swapped": ((6, 4, 5), (6, 4, 5), _split_concat((2, 4), (1, 0)), lambda x: x[:, [2, 3, 4, 5, 0, 1]]),
+    "split3_uneven": ((7, 3, 3), (7, 3, 3), _split_concat((3, 1, 3), (2, 0, 1)),
+                      lambda x: x[:, [4, 5, 6, 0, 1, 2, 3]]),
+    "split3_signal": ((6, 9), (3, 9), _split_part((1, 2, 3), 2), lambda x: x[:, 3:6]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_golden_matches_onnxruntime_exactly(name):
+    in_shape, out_shape, make, formula = CASES[name]
+    m = _one_op(in_shape, out_shape, make)
+    x = _x(in_shape)
+    ig, got = _golden(m, x)
+    assert any(isinstance(layer, ChannelSelect) for layer in ig.layers)
+    want = run_spec(m, {"x": x})[0]
+    np.testing.assert_array_equal(got, want)
+    xq = np.clip(np.rint(x / np.float32(0.02)) + 128, 0, 255)          # the input codes, QuantizeLinear's rule
+    np.testing.assert_array_equal(got, ((formula(xq) - 128) * np.float32(0.02)).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["slice_step2", "split3_uneven", "gather_repeats", "slice_signal", "gather_vector"])
+def test_hardware_is_bit_exact(name):
+    in_shape, out_shape, make, _ = CASES[name]
+    p = compile_pipeline(to_integer_graph(load(_one_op(in_shape, out_shape, make))))
+    assert "channelselect" in [s.op for s in p.stages]
+    assert_hardware_is_golden(p, 3, input_seed=3, seed=4)
+
+
+def _builder_run(m):
+    """The QDQ importer on the graph as written (no canonicalization): the Split handler itself."""
+    return Builder(load(m), handlers("qdq"), "qdq").run()
+
+
+@pytest.mark.parametrize("opset, form", [(11, "attribute"), (13, "input"), (18, "num_outputs")])
+def test_split_handler_of_each_opset(opset, form):
+    def make(nodes, inits, xd):
+        if form == "num_outputs":
+            nodes.append(helper.make_node("Split", [xd], ["a", "b", "c"], name="split", axis=1, num_outputs=3))
+        else:
+            return _split_concat((3, 2, 3), (2, 0, 1), opset)(nodes, inits, xd)
+        parts = [qdq(nodes, inits, o, o, 0.02, 128)[1] for o in ("a", "b", "c")]
+        nodes.append(helper.make_node("Concat", [parts[2], parts[0], parts[1]], ["cat"], name="cat", axis=1))
+        return "cat"
+    m = _one_op((8, 3, 3), (8, 3, 3), make, opset)
+    ig = _builder_run(m)
+    sel = [layer for layer in ig.layers if isinstance(layer, ChannelSelect)]
+    parts = [(0, 1, 2), (3, 4, 5), (6, 7)] if form == "num_outputs" else [(0, 1, 2), (3, 4), (5, 6, 7)]
+    assert [s.indices for s in sel] == parts
+    x = _x((8, 3, 3))
+    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))["out"]
+    np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
+
+
+def test_reference_is_indexing():
+    layer = ChannelSelect("s", ("a",), TensorSpec("y", (2, 3, 4), IntType(8, True)), (4, 0, 0, 2))
+    layer.validate([TensorSpec("a", (2, 3, 5), IntType(8, True))])
+    a = np.random.default_rng(0).integers(-128, 128, (3, 2, 3, 5))
+    np.testing.assert_array_equal(layer.reference(a), a[..., [4, 0, 0, 2]])
+    with pytest.raises(ValueError, match="outside the 5 input channels"):
+        ChannelSelect("s", ("a",), TensorSpec("y", (2, 3, 1), IntType(8, True)), (5,)).validate(
+            [TensorSpec("a", (2, 3, 5), IntType(8, True))])
+
+
+@pytest.mark.parametrize("make, out_shape, msg", [
+    (_slice([1], [4], [2]), (6, 3, 6), r"node 'slice' \(Slice\): Slice of axis 2 \(only the channel axis 1"),
+    (_gather([0, 1], axis=3), (6, 5, 2), r"node 'gather' \(Gather\): Gather along axis 3 \(only the channel axis 1"),
+    (_gather(0), (5, 6), r"node 'gather' \(Gather\): indices of shape \(\) "),
+])
+def test_refusals_are_one_line(make, out_shape, msg):
+    m = _one_op((6, 5, 6), out_shape, make)
+    with pytest.raises(UnsupportedError, match=msg) as err:
+        to_integer_graph(load(m))
+    assert "\n" not in str(err.value)
+
+
+def test_qoperator_slice_of_integers():
+    """QOperator: the Slice reads the int8 codes themselves (QuantizeLinear -> Slice ->
+    DequantizeLinear), as onnxruntime's QOperator quantizer writes pass-through ops."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="xQ"),
+             helper.make_node("Slice", ["xq", "st", "en", "ax"], ["sq"], name="slice"),
+             helper.make_node("DequantizeLinear", ["sq", "xs", "xz"], ["out"], name="yDQ")]
+    inits = [const("xs", np.float32(0.02)), const("xz", 3, np.int8), const("st", np.asarray([2], np.int64)),
+             const("en", np.asarray([5], np.int64)), const("ax", np.asarray([1], np.int64))]
+    m = qdq_model(nodes, inits, (6, 4, 4), "out", (3, 4, 4))
+    x = _x((6, 4, 4))
+    ig, got = _golden(m, x)
+    assert ig.source == "qoperator" or any(isinstance(layer, ChannelSelect) for layer in ig.layers)
+    np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
+
+
+def _shuffle_unit():
+    """A ShuffleNet v2-like unit as PyTorch writes it: a 1x1 stem, the channel split, the right
+    half through 1x1 conv -> ReLU -> depthwise 3x3 -> 1x1 conv -> ReLU, the left half as it is,
+    Concat, the channel shuffle (Reshape -> Transpose -> Reshape, groups of 2), a 1x1 conv."""
+    rng = np.random.default_rng(5)
+
+    def w(*s):
+        return (rng.standard_normal(s) * 0.4).astype(np.float32)
+    c = 8
+    inits = {"w0": w(c, 3, 1, 1), "b0": w(c), "w1": w(4, 4, 1, 1), "b1": w(4), "wd": w(4, 1, 3, 3), "bd": w(4),
+             "w2": w(4, 4, 1, 1), "b2": w(4), "w3": w(6, c, 1, 1), "b3": w(6), "sp": np.asarray([4, 4], np.int64),
+             "s5": np.asarray([-1, 2, 4, 6, 6], np.int64), "s4": np.asarray([-1, c, 6, 6], np.int64)}
+    n = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="stem"),
+         helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+         helper.make_node("Split", ["r0", "sp"], ["left", "right"], axis=1, name="split"),
+         helper.make_node("Conv", ["right", "w1", "b1"], ["c1"], name="pw1"),
+         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+         helper.make_node("Conv", ["r1", "wd", "bd"], ["cd"], pads=[1, 1, 1, 1], group=4, name="dw"),
+         helper.make_node("Conv", ["cd", "w2", "b2"], ["c2"], name="pw2"),
+         helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+         helper.make_node("Concat", ["left", "r2"], ["cat"], axis=1, name="cat"),
+         helper.make_node("Reshape", ["cat", "s5"], ["v5"], name="view5"),
+         helper.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4], name="shuffle"),
+         helper.make_node("Reshape", ["t5", "s4"], ["v4"], name="view4"),
+         helper.make_node("Conv", ["v4", "w3", "b3"], ["y"], name="head")]
+    g = helper.make_graph(n, "shuffle_unit", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 6, 6])],
+                          [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+@pytest.fixture(scope="module")
+def shuffle_design():
+    rng = np.random.default_rng(1)
+    return onnx2hw.compile(_shuffle_unit(), calib={"x": rng.uniform(-1, 1, (32, 3, 6, 6)).astype(np.float32)})
+
+
+def test_shuffle_unit_compiles_with_the_shuffle_in_the_weights(shuffle_design):
+    ig = shuffle_design.integer
+    sel = [layer for layer in ig.layers if isinstance(layer, ChannelSelect)]
+    assert sorted(s.indices for s in sel) == [(0, 1, 2, 3), (4, 5, 6, 7)]   # the split; the shuffle is in "head"
+    ops = [s.op for s in shuffle_design.pipeline.stages]
+    assert ops.count("channelselect") == 2 and "concat" in ops
+    p = compile_pipeline(ig, folding=shuffle_design.pipeline.folding)
+    assert_hardware_is_golden(p, 2, input_seed=5, seed=6)
+
+
+@pytest.mark.sim
+def test_shuffle_unit_simulates_bit_exact(shuffle_design):
+    require_simulator("verilator")
+    x = np.random.default_rng(2).uniform(-1, 1, (3, 3, 6, 6)).astype(np.float32)
+    y = shuffle_design.simulate({"x": x})["y"]   # raises unless bit-exact against the golden
+    ig = shuffle_design.integer
+    want = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))
+    np.testing.assert_array_equal(y, want["y"])
