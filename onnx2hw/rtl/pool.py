@@ -52,8 +52,8 @@ class _WindowPool(wiring.Component):
         g = Geometry.make(height, width, channels, kernel, stride, pads, dilation, simd)
         self.geom = g
         self.elem_shape = shape_of(elem_shape)
-        if any(p >= k for p, k in zip(g.pads, (g.kh, g.kw, g.kh, g.kw))):
-            raise ValueError(f"pads {pads!r} must be smaller than the kernel {(g.kh, g.kw)!r}")
+        if any(p >= k for p, k in zip(g.pads, (g.eh, g.ew, g.eh, g.ew))):
+            raise ValueError(f"pads {pads!r} must be smaller than the kernel's extent {(g.eh, g.ew)!r}")
         lo, _ = _elem_range(self.elem_shape)
         if pad_value is None:
             pad_value = lo if self._op == "max" else 0
@@ -153,7 +153,8 @@ class MaxPoolUnit(_WindowPool):
     Parameters
     ----------
     height, width, channels, kernel, pads, dilation, elem_shape, simd, buffer_rows
-        As for :class:`SlidingWindow`; every pad must be smaller than the kernel (ONNX rule).
+        As for :class:`SlidingWindow`; every pad must be smaller than the kernel's extent
+        ``(k - 1) * dilation + 1`` (the kernel itself without dilation, the ONNX rule).
     stride : int or (int, int), optional
         Default: the kernel. ``ceil_mode`` is expressed by extra bottom/right padding.
     pad_value : int, optional
