@@ -240,3 +240,43 @@ def test_shuffle_unit_simulates_bit_exact(shuffle_design):
     ig = shuffle_design.integer
     want = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))
     np.testing.assert_array_equal(y, want["y"])
+
+
+def test_qonnx_gather_between_quantizers():
+    """QONNX: Quant -> Gather of the channels -> Quant on the same grid (8-bit signed, scale
+    0.05); the codes against the int64 formula written here from qonnx's Quant (ROUND: half to
+    even, clipped to -128..127), then indexed."""
+    q = "qonnx.custom_op.general"
+    inits = [onnx.numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in
+             (("s", 0.05), ("z", 0.0), ("b", 8.0))] + [const("idx", np.asarray([3, 1, 2, 0, 3], np.int64))]
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["xq"], domain=q, name="xq", signed=1),
+             helper.make_node("Gather", ["xq", "idx"], ["g"], name="gather", axis=1),
+             helper.make_node("Quant", ["g", "s", "z", "b"], ["out"], domain=q, name="yq", signed=1)]
+    g = helper.make_graph(nodes, "qonnx_gather", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 3, 3])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 5, 3, 3])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(q, 1)])
+    x = _x((4, 3, 3), n=16)
+    ig, got = _golden(m, x)
+    assert [type(layer).__name__ for layer in ig.layers] == ["ChannelSelect"]
+    codes = np.clip(np.rint(x / np.float32(0.05)), -128, 127).astype(np.int64)   # float32 division, as qonnx
+    np.testing.assert_array_equal(np.rint(got / np.float32(0.05)).astype(np.int64), codes[:, [3, 1, 2, 0, 3]])
+
+
+def test_channels_last_split_between_transposes():
+    """tf2onnx's form of Keras ``tf.split(x, 2, axis=-1)``: Transpose to NHWC, Split on the last
+    axis, each part back to NCHW (QDQ after each part), Concat of the parts swapped."""
+    def make(nodes, inits, xd):
+        inits.append(const("sp", np.asarray([2, 4], np.int64)))
+        nodes += [helper.make_node("Transpose", [xd], ["nhwc"], name="to_nhwc", perm=[0, 2, 3, 1]),
+                  helper.make_node("Split", ["nhwc", "sp"], ["a", "b"], name="split", axis=-1)]
+        parts = []
+        for o in ("a", "b"):
+            nodes.append(helper.make_node("Transpose", [o], [f"{o}_t"], name=f"{o}_to_nchw", perm=[0, 3, 1, 2]))
+            parts.append(qdq(nodes, inits, f"{o}_t", o, 0.02, 128)[1])
+        nodes.append(helper.make_node("Concat", parts[::-1], ["cat"], name="cat", axis=1))
+        return "cat"
+    m = _one_op((6, 3, 4), (6, 3, 4), make)
+    x = _x((6, 3, 4))
+    ig, got = _golden(m, x)
+    assert sorted(layer.indices for layer in ig.layers if isinstance(layer, ChannelSelect)) == [(0, 1), (2, 3, 4, 5)]
+    np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
