@@ -9,6 +9,7 @@ from onnx import helper as h
 
 from _canon_models import assert_same_function, model, ops, w
 from _oracle import run_spec
+from onnx2hw import golden
 from onnx2hw.canon import RULES, canonicalize
 from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits
 from onnx2hw.ir import load
@@ -90,10 +91,11 @@ def _qdq(nodes, inits, x, name, scale=0.05, zp=0, dtype=np.int8):
     return f"{name}_d"
 
 
-def _qdq_unit(between: bool):
+def _qdq_unit(between: bool, form: str = "torchscript"):
     """The QDQ form onnxruntime's quantizer writes: each view between DequantizeLinear and
     QuantizeLinear on one grid (``between``), or the QDQ only around the whole shuffle; the 1x1
-    convolutions' weights int8 through DequantizeLinear."""
+    convolutions' weights int8 through DequantizeLinear. ``keras``: the shuffle channels-last
+    between tf2onnx's Transposes."""
     rng = np.random.default_rng(3)
     nodes, inits = [], {}
     xd = _qdq(nodes, inits, "x", "x", 0.02, 0)
@@ -103,11 +105,17 @@ def _qdq_unit(between: bool):
         nodes.append(h.make_node("DequantizeLinear", [f"w{k}_q", f"w{k}_s", f"w{k}_z"], [f"w{k}"]))
     nodes += [h.make_node("Conv", [xd, "w0"], ["c1"]), h.make_node("Relu", ["c1"], ["r"])]
     cur = _qdq(nodes, inits, "r", "r", 0.03, 0, np.uint8)
-    for k, (op, extra, attrs) in enumerate((("Reshape", "s5", {}), ("Transpose", None, {"perm": [0, 2, 1, 3, 4]}),
-                                            ("Reshape", "s4", {}))):
+    if form == "keras":
+        views = (("Transpose", None, {"perm": [0, 2, 3, 1]}), ("Reshape", "s5", {}),
+                 ("Transpose", None, {"perm": [0, 1, 2, 4, 3]}), ("Reshape", "s4", {}),
+                 ("Transpose", None, {"perm": [0, 3, 1, 2]}))
+        inits.update(s5=_i64(-1, H, W, G, C // G), s4=_i64(-1, H, W, C))
+    else:
+        views = (("Reshape", "s5", {}), ("Transpose", None, {"perm": [0, 2, 1, 3, 4]}), ("Reshape", "s4", {}))
+        inits.update(s5=_i64(-1, G, C // G, H, W), s4=_i64(-1, C, H, W))
+    for k, (op, extra, attrs) in enumerate(views):
         nodes.append(h.make_node(op, [cur] + ([extra] if extra else []), [f"v{k}"], **attrs))
-        cur = _qdq(nodes, inits, f"v{k}", f"v{k}", 0.03, 0, np.uint8) if between or k == 2 else f"v{k}"
-    inits.update(s5=_i64(-1, G, C // G, H, W), s4=_i64(-1, C, H, W))
+        cur = _qdq(nodes, inits, f"v{k}", f"v{k}", 0.03, 0, np.uint8) if between or k == len(views) - 1 else f"v{k}"
     nodes.append(h.make_node("Conv", [cur, "w1"], ["c2"]))
     _qdq(nodes, inits, "c2", "y", 0.1, 0)
     nodes.append(h.make_node("Identity", ["y_d"], ["y"]))
@@ -118,19 +126,21 @@ def _x(shape, seed=4):
     return np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32)
 
 
+@pytest.mark.parametrize("form", ["torchscript", "keras"])
 @pytest.mark.parametrize("between", [True, False], ids=["qdq_between_views", "qdq_around"])
-def test_qdq_shuffle_is_a_gather_exactly(between):
-    m = _qdq_unit(between)
+def test_qdq_shuffle_is_a_gather_exactly(between, form):
+    m = _qdq_unit(between, form)
     g = channel_shuffles(load(m))
     assert ops(g).count("Gather") == 1 and "Reshape" not in ops(g) and "Transpose" not in ops(g)
     x = _x((16, C, H, W))
     np.testing.assert_array_equal(run_spec(to_model(g), {"x": x})[0], run_spec(m, {"x": x})[0])
 
 
-def test_qdq_shuffle_absorbed_into_the_quantized_weight():
+@pytest.mark.parametrize("form", ["torchscript", "keras"])
+def test_qdq_shuffle_absorbed_into_the_quantized_weight(form):
     """The Gather goes into the int8 weight of the 1x1 conv: the same products summed in another
     order (float32), so an output may round one step apart where the sum lands on a tie; counted."""
-    m = _qdq_unit(True)
+    m = _qdq_unit(True, form)
     c = canonicalize(load(m))
     assert "Gather" not in ops(c) and "Reshape" not in ops(c) and "Transpose" not in ops(c)
     x = _x((16, C, H, W))
@@ -220,3 +230,27 @@ def test_rules_listed_after_constant_folding():
     assert names.index("constant folding") < names.index("channel splits") < names.index("channel shuffles") \
         < names.index("channel gathers") < names.index("transposes")
     assert channel_gathers(load(_split_model("input"))) is not None
+
+
+def test_qonnx_quantizers_between_views():
+    """QONNX: a Quant (8-bit signed, scale 0.05, per tensor) after each view of the shuffle: they
+    commute with it, so the chain is those Quants then one Gather. Expected: the int64 formula of
+    qonnx's Quant (ROUND: half to even; float32 division), then the shuffle's indexing."""
+    q = "qonnx.custom_op.general"
+    nodes, inits = [h.make_node("Quant", ["x", "s", "z", "b"], ["q0"], domain=q, signed=1)], {}
+    cur = "q0"
+    for k, (op, extra, attrs) in enumerate((("Reshape", "s5", {}), ("Transpose", None, {"perm": [0, 2, 1, 3, 4]}),
+                                            ("Reshape", "s4", {}))):
+        nodes += [h.make_node(op, [cur] + ([extra] if extra else []), [f"v{k}"], **attrs),
+                  h.make_node("Quant", [f"v{k}", "s", "z", "b"], [f"q{k + 1}"], domain=q, signed=1)]
+        cur = f"q{k + 1}"
+    nodes.append(h.make_node("Identity", [cur], ["y"]))
+    inits.update(s=np.float32(0.05), z=np.float32(0), b=np.float32(8), s5=_i64(-1, G, C // G, H, W),
+                 s4=_i64(-1, C, H, W))
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", C, H, W]), inits, domains=(q,))
+    g = channel_shuffles(load(m))
+    assert ops(g) == ["Quant", "Quant", "Quant", "Gather", "Quant", "Identity"]
+    x = _x((5, C, H, W))
+    codes = np.clip(np.rint(x / np.float32(0.05)), -128, 127).astype(np.int64)
+    got = golden.execute(g, {"x": x})["y"]
+    np.testing.assert_array_equal(np.rint(got / np.float32(0.05)).astype(np.int64), codes[:, _shuffle_perm()])
