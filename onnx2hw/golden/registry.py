@@ -35,6 +35,7 @@ OPS: dict[tuple[str, str], str] = {
     ("", "ReduceMean"): "reduce_mean",
     # compute
     ("", "Conv"): "conv", ("", "ConvInteger"): "conv_integer", ("", "QLinearConv"): "qlinear_conv",
+    ("", "ConvTranspose"): "conv_transpose",
     ("", "MatMul"): "matmul", ("", "MatMulInteger"): "matmul_integer",
     ("", "QLinearMatMul"): "qlinear_matmul", ("", "Gemm"): "gemm",
     ("", "MaxPool"): "max_pool", ("", "AveragePool"): "average_pool",
