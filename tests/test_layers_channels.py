@@ -280,3 +280,19 @@ def test_channels_last_split_between_transposes():
     ig, got = _golden(m, x)
     assert sorted(layer.indices for layer in ig.layers if isinstance(layer, ChannelSelect)) == [(0, 1), (2, 3, 4, 5)]
     np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
+
+
+def test_quantizer_on_another_grid_is_refused_in_one_line():
+    """A selection keeps its input's grid; a QuantizeLinear after it onto another grid would need
+    a requantizer the selection does not have: refused, naming that quantizer."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    inits.append(const("idx", np.asarray([2, 0], np.int64)))
+    nodes.append(helper.make_node("Gather", [xd, "idx"], ["g"], name="gather", axis=1))
+    _, yd = qdq(nodes, inits, "g", "y", 0.05, 128)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    m = qdq_model(nodes, inits, (3, 4, 4), "out", (2, 4, 4))
+    with pytest.raises(UnsupportedError, match=r"node 'y_Q' \(QuantizeLinear\): requantizes a tensor from scale "
+                                                r"0\.0199.* to scale 0\.050.* without a layer in between") as err:
+        to_integer_graph(load(m))
+    assert "\n" not in str(err.value)

@@ -134,6 +134,8 @@ def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
     (views and commuting ops) that ends in a view whose output is a channel permutation of
     ``value``, other than the identity, the same one in every traced run (each batch); ``None``
     if none."""
+    if not (_view(first) or _commutes(e, first)):
+        return None
     shapes = [tuple(np.shape(r[value])) for r in t.runs]
     xs = [np.arange(int(np.prod(s, dtype=np.int64)), dtype=np.int64).reshape(s) for s in shapes]
     best, nodes, node, cur = None, [], first, value

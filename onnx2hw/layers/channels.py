@@ -216,7 +216,7 @@ def _gather(b: Builder, node: Node):
     _select(b, node, x, ch, [i % c for i in idx])
 
 
-_HW = "ChannelSelectUnit (channels of each pixel; whole lane words: dropped transfers)"
+_HW = "ChannelSelectUnit (the selected channels of each pixel: a pixel double buffer, or dropped transfers)"
 PATTERNS = (
     Pattern("", "Slice", _HW, _slice, ptq="pass", const_inputs=1),
     Pattern("", "Split", _HW + ", one per output", _split),
