@@ -72,3 +72,40 @@ def test_ceil_mode_max_pool_is_end_padding(size, kernel, stride, pads):
     g = ceil_pools(load(m))
     assert g.nodes[1].attrs["ceil_mode"] == 0
     assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("size, kernel, stride, pads", [(7, 3, 2, [1, 0, 0, 2]), (8, 2, 2, [0, 1, 1, 0]),
+                                                        (9, 3, 3, [2, 0, 0, 1])])
+def test_ceil_mode_max_pool_with_asymmetric_pads(size, kernel, stride, pads):
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("MaxPool", ["r"], ["y"], kernel_shape=[kernel] * 2, strides=[stride] * 2, pads=pads, ceil_mode=1)]
+    m = model(nodes, ("x", ["N", 2, size, size + 1]), ("y", ["N", 2, None, None]), {}, opset=13)
+    g = ceil_pools(load(m))
+    assert g.nodes[1].attrs["ceil_mode"] == 0
+    assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("auto", ["VALID", "SAME_UPPER", "SAME_LOWER"])
+def test_ceil_mode_max_pool_with_auto_pad(auto):
+    """VALID pads nothing, so its ceil-mode windows become explicit end padding; SAME has
+    ceil(n / s) windows whatever ceil_mode says (onnxruntime), so ceil_mode goes."""
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 2], strides=[2, 2], auto_pad=auto, ceil_mode=1)]
+    m = model(nodes, ("x", ["N", 2, 8, 7]), ("y", ["N", 2, None, None]), {}, opset=13)
+    g = ceil_pools(load(m))
+    attrs = g.nodes[1].attrs
+    assert attrs["ceil_mode"] == 0 and (auto != "VALID" or ("auto_pad" not in attrs and tuple(attrs["pads"]) == (0, 0, 1, 1)))
+    assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("pads, joins", [([0, 0, 1, 1, 0, 0, 0, 0], True), ([0, 0, 0, 0, 0, 0, 1, 1], False)])
+def test_zero_pad_joins_a_ceil_mode_average_pool_only_at_the_start(pads, joins):
+    """A ceil-mode pool's last window may start in a Pad's end padding but not in its own: a Pad
+    with end amounts stays (folded, the output would lose a row and a column)."""
+    nodes = [h.make_node("Relu", ["x"], ["r"]), _pad(13, None),
+             h.make_node("AveragePool", ["p"], ["y"], kernel_shape=[2, 2], strides=[2, 2], count_include_pad=1,
+                         ceil_mode=1)]
+    m = model(nodes, ("x", ["N", 2, 4, 5]), ("y", ["N", 2, None, None]), {"pads": np.array(pads, np.int64)})
+    g = pads_into_windows(load(m))
+    assert ("Pad" not in ops(g)) == joins
+    assert_same_function(m, g)

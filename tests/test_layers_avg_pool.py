@@ -7,8 +7,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from _one_layer import S8, graph_of
+from _oracle import spec_session
 import onnx2hw
 from onnx2hw import arith, golden
+from onnx2hw.ir import load
 from onnx2hw import layers as ig
 
 
@@ -62,3 +64,184 @@ def test_average_pool_read_by_a_dense_layer_simulates_bit_exact():
     m, _ = _sum_pool_into_dense_model()
     x = np.random.default_rng(6).uniform(-1, 9, (4, 6, 4, 4)).astype(np.float32)
     onnx2hw.compile(m, board="ulx3s").simulate({"x": x})   # raises MismatchError unless bit-exact
+
+
+# ---- every AveragePool form against onnxruntime ---------------------------------------------------
+
+def _spec_counts(n, k, s, begin, end, include_pad, ceil):
+    """ONNX AveragePool along one axis, from the spec: the window count (ceil mode rounds up, but
+    a last window may not start in the end padding) and each window's divisor (positions inside
+    the padded axis with ``count_include_pad``, else inside the input)."""
+    span = n + begin + end - k
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= n + begin:
+        out -= 1
+    lo, hi = (-begin, n + end) if include_pad else (0, n)
+    return out, np.array([min(i * s - begin + k, hi) - max(i * s - begin, lo) for i in range(out)])
+
+
+def _same_pads(n, k, s, upper):
+    total = max(0, (-(-n // s) - 1) * s + k - n)
+    return (total // 2, total - total // 2) if upper else (total - total // 2, total // 2)
+
+
+def _pool_formula(q, zp, kernel, strides, pads, include_pad, ceil):
+    """``(window sum of q - zp over the image, divisor)`` per output, int64, NCHW / NCL ``q``."""
+    spatial = q.shape[2:]
+    d = len(spatial)
+    outs, divs = [], []
+    for i in range(d):
+        o, c = _spec_counts(spatial[i], kernel[i], strides[i], pads[i], pads[d + i], include_pad, ceil)
+        outs.append(o)
+        divs.append(c)
+    sums = np.zeros(q.shape[:2] + tuple(outs), np.int64)
+    centred = q.astype(np.int64) - zp
+    for idx in np.ndindex(*outs):
+        sl = tuple(slice(max(idx[i] * strides[i] - pads[i], 0), max(min(idx[i] * strides[i] - pads[i] + kernel[i],
+                                                                         spatial[i]), 0)) for i in range(d))
+        sums[(...,) + idx] = centred[(...,) + sl].sum(axis=tuple(range(2, 2 + d)))
+    div = divs[0] if d == 1 else np.multiply.outer(divs[0], divs[1])
+    return sums, div
+
+
+def _qdq_pool(op_attrs, shape, s_in, zp_in, s_out, zp_out, dt):
+    """Integer model input -> DequantizeLinear -> AveragePool -> QuantizeLinear (opset 19)."""
+    tp = TensorProto.UINT8 if dt == np.uint8 else TensorProto.INT8
+    inits = [numpy_helper.from_array(np.float32(s_in), "si"), numpy_helper.from_array(np.array(zp_in, dt), "zi"),
+             numpy_helper.from_array(np.float32(s_out), "so"), numpy_helper.from_array(np.array(zp_out, dt), "zo")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "si", "zi"], ["xd"]),
+             helper.make_node("AveragePool", ["xd"], ["p"], name="pool", **op_attrs),
+             helper.make_node("QuantizeLinear", ["p", "so", "zo"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", tp, ["N", *shape])],
+                          [helper.make_tensor_value_info("y", tp, ["N"] + [None] * len(shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    return m
+
+
+def _golden_nchw(m, q):
+    """The integer graph onnx2hw imports from ``m``, run by the golden executor on ``q`` (NCHW/NCL)."""
+    from onnx2hw.golden.integer import execute_integer
+    from onnx2hw.ir import load
+    from onnx2hw.quant import to_integer_graph
+    g = to_integer_graph(load(m))
+    nhwc = np.moveaxis(q, 1, -1) if q.ndim == 4 else np.moveaxis(q, 1, -1)[:, None]
+    y = execute_integer(g, {g.input_specs[0].name: nhwc.astype(np.int64)})[g.output_specs[0].name]
+    return g, (np.moveaxis(y, -1, 1) if q.ndim == 4 else np.moveaxis(y[:, 0], -1, 1))
+
+
+#: (name, input shape without batch, AveragePool attributes, what the form is)
+FORMS = [
+    ("keras_same_s1", (3, 7, 6), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0)),
+    ("keras_same_k2_s1", (2, 5, 6), dict(kernel_shape=[2, 2], pads=[0, 0, 1, 1], count_include_pad=0)),
+    ("keras_same_k3_s2_even", (2, 8, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1],
+                                              count_include_pad=0)),
+    ("same_upper_cip0", (2, 7, 6), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")),
+    ("same_lower_cip1", (2, 7, 7), dict(kernel_shape=[2, 2], strides=[2, 2], auto_pad="SAME_LOWER",
+                                        count_include_pad=1)),
+    ("same_lower_cip0_s1", (2, 5, 6), dict(kernel_shape=[2, 3], auto_pad="SAME_LOWER")),
+    ("asym_cip0", (2, 6, 7), dict(kernel_shape=[3, 2], strides=[1, 2], pads=[2, 0, 0, 1], count_include_pad=0)),
+    ("asym_cip1", (2, 6, 7), dict(kernel_shape=[3, 2], strides=[1, 2], pads=[2, 0, 0, 1], count_include_pad=1)),
+    ("ceil_k2_s2", (2, 7, 9), dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)),
+    ("torch_ceil_p1_cip1", (2, 8, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                                           count_include_pad=1)),
+    ("torch_ceil_p1_cip0", (2, 8, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+                                           count_include_pad=0)),
+    ("ceil_asym_cip1", (2, 6, 7), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 0, 1], ceil_mode=1,
+                                       count_include_pad=1)),
+    ("ceil_valid", (2, 8, 8), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="VALID", ceil_mode=1)),
+    ("ceil_extension_2", (2, 7, 7), dict(kernel_shape=[3, 3], strides=[3, 3], ceil_mode=1, count_include_pad=1)),
+    ("plain_k2_s1", (2, 5, 5), dict(kernel_shape=[2, 2], count_include_pad=0)),
+    ("1d_ceil_cip1", (3, 10), dict(kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1, count_include_pad=1)),
+    ("1d_cip0_k2", (3, 9), dict(kernel_shape=[2], pads=[1, 0], count_include_pad=0)),
+    ("1d_same_upper_s2", (3, 8), dict(kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER")),
+]
+
+#: (s_in, zp_in, s_out, zp_out, dtype): a calibrated output grid, and the input's own grid
+#: (TFLite keeps a pool's quantization; every even divisor then gives exact ties)
+GRIDS = {"calibrated": (0.05, 7, 0.037, 3, np.uint8), "same_grid": (0.0625, -3, 0.0625, -3, np.int8)}
+
+
+def _geometry(shape, attrs):
+    """(kernel, strides, pads begin + end, include_pad, ceil) of ``attrs`` on ``shape``, by the spec."""
+    spatial = shape[1:]
+    d = len(spatial)
+    kernel, strides = attrs["kernel_shape"], attrs.get("strides", [1] * d)
+    auto = attrs.get("auto_pad", "NOTSET")
+    if auto.startswith("SAME"):
+        pb = [_same_pads(spatial[i], kernel[i], strides[i], auto == "SAME_UPPER") for i in range(d)]
+        pads = [p[0] for p in pb] + [p[1] for p in pb]
+    else:
+        pads = attrs.get("pads", [0] * 2 * d)
+    ceil = bool(attrs.get("ceil_mode", 0)) and not auto.startswith("SAME")
+    return kernel, strides, pads, bool(attrs.get("count_include_pad", 0)), ceil
+
+
+#: a float32 QDQ pool rounds the mean's real value ``y = sum(s * (q - zp)) / count / s_out``
+#: with about a dozen float32 roundings (dequantize, the window's additions, two divisions):
+#: within this relative distance of a tie it may land on either side
+FLOAT32_TIE = 2e-6
+
+
+@pytest.mark.parametrize("grid", list(GRIDS))
+@pytest.mark.parametrize("name,shape,attrs", FORMS, ids=[f[0] for f in FORMS])
+def test_every_average_pool_form_matches_onnxruntime(name, shape, attrs, grid):
+    """The golden integer pool of each AveragePool form (count_include_pad 0/1, ceil-mode partial
+    windows, asymmetric pads, auto_pad SAME_*/VALID, 1-D and 2-D, kernel 2/3, stride 1/2/3) on a QDQ
+    model equals onnxruntime's spec-exact session, except where the exact real mean lies on (or,
+    for float32, within a few roundings of) a tie: the int64 formula here gives the window sum of
+    ``q - zp`` over the image positions and the spec's divisor, and the golden is that mean
+    rounded to nearest away from ties.
+
+    Ties counted over the 18 forms (6 images each, 4398 outputs per grid): on the calibrated
+    grid 6 outputs differ, each within 4.3e-7 of a tie (15 outputs lie that close; float32
+    rounds them either way); on the input's own grid (scale 1/16, as TFLite keeps a pool's
+    quantization) 732 outputs are exact ties (even divisors), onnxruntime rounds them half to
+    even and the golden's 31-bit multiplier of ``1 / divisor`` decides: 362 differ, every one a
+    tie."""
+    s_in, zp_in, s_out, zp_out, dt = GRIDS[grid]
+    m = _qdq_pool(attrs, shape, s_in, zp_in, s_out, zp_out, dt)
+    info = np.iinfo(dt)
+    q = np.random.default_rng(len(name)).integers(info.min, info.max + 1, (6, *shape)).astype(dt)
+    want = spec_session(m).run(None, {"x": q})[0].astype(np.int64)
+    g, got = _golden_nchw(m, q)
+    kernel, strides, pads, include, ceil = _geometry(shape, attrs)
+    sums, div = _pool_formula(q, zp_in, kernel, strides, pads, include, ceil)
+    assert got.shape == want.shape == sums.shape
+    # the exact mean in output steps (float64: 1e-15 of the float32 scales' exact ratio)
+    exact = sums * (np.float64(np.float32(s_in)) / np.float64(np.float32(s_out))) / div
+    off = np.abs(exact - np.floor(exact) - 0.5)
+    tie = off < 1e-9 * (1 + np.abs(exact))           # an exact tie (same grid: sum / divisor = k + 1/2)
+    near = off < FLOAT32_TIE * (1 + np.abs(exact))   # within float32's rounding of a tie
+    half_up = np.clip(np.floor(exact + 0.5).astype(np.int64) + zp_out, info.min, info.max)
+    # the golden rounds the exact mean to nearest; at an exact tie its multiplier's 31-bit
+    # approximation of 1 / divisor decides
+    assert np.array_equal(got[~tie], half_up[~tie])
+    differ = got != want
+    assert np.all(near[differ]), (name, np.argwhere(differ & ~near)[:4])
+    if grid == "same_grid":
+        assert not (differ & ~tie).any()
+    varying = len({int(v) for v in np.unique(div)}) > 1
+    assert (g.layers[0].counts is not None) == varying
+
+
+def test_onnx_reference_shifts_ceil_extensions_of_two_or_more():
+    """A ceil-mode pool whose partial last window reaches 2 or more positions past the padded
+    input (stride 3 here): onnxruntime (and PyTorch) pad only at the end, as the ONNX spec says
+    ("sliding windows that would start in the right padded region are ignored" for the extra
+    ones, nothing added at the start); onnx.reference's AveragePool puts half of that extension at
+    the start and so moves every window. onnx2hw follows onnxruntime: its float golden and
+    integer pool equal the spec formula, onnx.reference does not."""
+    from onnx.reference import ReferenceEvaluator
+    x = np.arange(1, 8, dtype=np.float32).reshape(1, 1, 7)
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3], strides=[3], ceil_mode=1,
+                            count_include_pad=1)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, None])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    sums, div = _pool_formula(x.astype(np.int64), 0, [3], [3], [0, 0], True, True)
+    want = sums / div                       # windows [1 2 3] [4 5 6] [7]: 2, 5, 7
+    assert np.allclose(want, [[[2, 5, 7]]])
+    assert np.allclose(spec_session(m).run(None, {"x": x})[0], want)
+    assert np.allclose(golden.execute(load(m), {"x": x})["y"], want)
+    assert not np.allclose(ReferenceEvaluator(m).run(None, {"x": x})[0], want)

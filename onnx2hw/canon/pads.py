@@ -43,10 +43,17 @@ def _pad_amounts(e: Edit, pad: Node) -> np.ndarray | None:
     return amounts
 
 
-def _takes_pads(node: Node) -> bool:
+def _takes_pads(node: Node, amounts: np.ndarray) -> bool:
+    """``node`` takes a zero Pad of ``amounts`` as its own ``pads``: a Conv, or an AveragePool that
+    counts padding; with ``ceil_mode`` only a Pad of nothing at the end (a last window may start
+    in a Pad's end padding but not in the pool's own)."""
     if node.domain != DEFAULT or node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
         return False
-    return node.op_type == "Conv" or (node.op_type == "AveragePool" and int(node.attr("count_include_pad", 0)))
+    if node.op_type == "Conv":
+        return True
+    rank = amounts.size // 2
+    return node.op_type == "AveragePool" and bool(int(node.attr("count_include_pad", 0))) and \
+        (not int(node.attr("ceil_mode", 0)) or not np.any(amounts[rank:]))
 
 
 def pads_into_windows(graph: Graph) -> Graph:
@@ -62,7 +69,7 @@ def pads_into_windows(graph: Graph) -> Graph:
             changed = True
             continue
         if amounts is None or not readers or pad.outputs[0] in e.outputs or \
-                not all(_takes_pads(r) and r.inputs[0] == pad.outputs[0] for r in readers):
+                not all(_takes_pads(r, amounts) and r.inputs[0] == pad.outputs[0] for r in readers):
             continue
         rank = amounts.size // 2
         extra = np.concatenate([amounts[2:rank], amounts[rank + 2:]])
@@ -85,10 +92,35 @@ def _ceil_end_pad(n: int, k: int, s: int, begin: int, end: int) -> int | None:
     return pad if (n + begin + pad - k) // s + 1 == o else None
 
 
+def _floor_form(node: Node, shape) -> Node | None:
+    """The floor-mode MaxPool computing what ceil-mode ``node`` does on an input of ``shape``
+    (``None`` when its geometry is unknown or not one this rule takes)."""
+    kernel = [int(k) for k in node.attr("kernel_shape", ())]
+    d = len(kernel)
+    auto = node.attr("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if shape is None or len(shape) != d + 2 or None in shape[2:] or len(node.outputs) > 1 \
+            or any(int(x) != 1 for x in node.attr("dilations", (1,) * d)):
+        return None
+    if auto in ("SAME_UPPER", "SAME_LOWER"):   # ceil(n / s) windows either way
+        return dataclasses.replace(node, attrs=dict(node.attrs, ceil_mode=0))
+    if auto not in ("NOTSET", "VALID"):
+        return None
+    strides = [int(x) for x in node.attr("strides", (1,) * d)]
+    pads = [int(x) for x in node.attr("pads", (0,) * (2 * d))] if auto == "NOTSET" else [0] * (2 * d)
+    ends = [_ceil_end_pad(shape[2 + i], kernel[i], strides[i], pads[i], pads[d + i]) for i in range(d)]
+    if None in ends:
+        return None
+    attrs = {k: v for k, v in node.attrs.items() if k != "auto_pad"}
+    return dataclasses.replace(node, attrs=dict(attrs, ceil_mode=0, pads=pads[:d] + ends))
+
+
 def ceil_pools(graph: Graph) -> Graph:
     """A ``MaxPool`` with ``ceil_mode=1`` is the floor-mode ``MaxPool`` with the partial last
     windows' extent added to its end padding: max pooling ignores padded positions, so the two
-    are the same function (an ``AveragePool`` is not: its divisor would count them)."""
+    are the same function (an ``AveragePool`` is not: its divisor would count them, so its import
+    takes ``ceil_mode`` itself). With ``auto_pad=VALID`` the padding becomes explicit; with
+    ``SAME_UPPER``/``SAME_LOWER`` ``ceil_mode`` changes nothing (onnxruntime) and goes."""
     pools = [n for n in graph.nodes if n.op_type == "MaxPool" and n.domain == DEFAULT and int(n.attr("ceil_mode", 0))]
     t = trace(graph) if pools else None
     if t is None:
@@ -96,18 +128,8 @@ def ceil_pools(graph: Graph) -> Graph:
     e = Edit(graph)
     changed = False
     for node in pools:
-        shape = t.shape(node.inputs[0])
-        kernel = [int(k) for k in node.attr("kernel_shape", ())]
-        d = len(kernel)
-        if shape is None or len(shape) != d + 2 or None in shape[2:] or len(node.outputs) > 1 \
-                or node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") \
-                or any(int(x) != 1 for x in node.attr("dilations", (1,) * d)):
-            continue
-        strides = [int(x) for x in node.attr("strides", (1,) * d)]
-        pads = [int(x) for x in node.attr("pads", (0,) * (2 * d))]
-        ends = [_ceil_end_pad(shape[2 + i], kernel[i], strides[i], pads[i], pads[d + i]) for i in range(d)]
-        if None in ends:
-            continue
-        e.replace(node, dataclasses.replace(node, attrs=dict(node.attrs, ceil_mode=0, pads=pads[:d] + ends)))
-        changed = True
+        floor = _floor_form(node, t.shape(node.inputs[0]))
+        if floor is not None:
+            e.replace(node, floor)
+            changed = True
     return e.graph() if changed else graph
