@@ -17,7 +17,7 @@ import numpy as np
 
 from ._windows import windows
 
-__all__ = ["float_type_for", "exact_conv", "exact_dense", "FLOAT32_EXACT", "FLOAT64_EXACT"]
+__all__ = ["float_type_for", "exact_conv", "exact_dense", "zero_inserted", "FLOAT32_EXACT", "FLOAT64_EXACT"]
 
 #: magnitudes below these are integers float32 / float64 hold exactly, and so do their sums
 FLOAT32_EXACT = 1 << 24
@@ -102,15 +102,40 @@ def _depthwise(x: np.ndarray, weights: np.ndarray, stride, oh: int, ow: int) -> 
     return acc
 
 
+def zero_inserted(x: np.ndarray, factors, fill: int) -> np.ndarray:
+    """NHWC ``x`` with ``sh - 1`` rows and ``sw - 1`` columns of ``fill`` between its rows and
+    columns: ``(N, (H-1)*sh + 1, (W-1)*sw + 1, C)``, ``y[:, ::sh, ::sw] = x``."""
+    sh, sw = (int(f) for f in factors)
+    if (sh, sw) == (1, 1):
+        return x
+    n, h, w, c = x.shape
+    y = np.full((n, (h - 1) * sh + 1, (w - 1) * sw + 1, c), fill, dtype=x.dtype)
+    y[:, ::sh, ::sw] = x
+    return y
+
+
+def _dilated(weights: np.ndarray, dilation) -> np.ndarray:
+    """``(Cout, kh, kw, Cg)`` weights spread over the kernel's extent ``(k-1)*d + 1`` with zeros
+    between taps: the undilated convolution with them is the dilated one, exactly."""
+    dh, dw = (int(d) for d in dilation)
+    if (dh, dw) == (1, 1):
+        return weights
+    co, kh, kw, cg = weights.shape
+    out = np.zeros((co, (kh - 1) * dh + 1, (kw - 1) * dw + 1, cg), dtype=weights.dtype)
+    out[:, ::dh, ::dw] = weights
+    return out
+
+
 def exact_conv(x: np.ndarray, weights: np.ndarray, bias: np.ndarray, stride, pads, pad_value: int,
-               group: int) -> np.ndarray:
+               group: int, dilation=(1, 1)) -> np.ndarray:
     """``sum over the window and the group's input channels of w * x + bias``, exact, as int64.
 
     ``x`` ``(N, H, W, C)`` integers; ``weights`` ``(Cout, kh, kw, C/group)``; ``pads``
-    ``(t, l, b, r)`` filled with ``pad_value``. Returns ``(N, OH, OW, Cout)`` int64.
+    ``(t, l, b, r)`` filled with ``pad_value``; tap ``(i, j)`` of a window reads the padded
+    input ``dilation * (i, j)`` past its corner. Returns ``(N, OH, OW, Cout)`` int64.
     """
     x = np.asarray(x)
-    weights = np.asarray(weights, dtype=np.int64)
+    weights = _dilated(np.asarray(weights, dtype=np.int64), dilation)
     co, kh, kw, cg = weights.shape
     bound = max(_max_abs(x), abs(int(pad_value)) if any(pads) else 0) * _row_bound(weights)
     dt = float_type_for(bound)
