@@ -14,7 +14,9 @@ fixed: a second run gives the same models. ``make_corpus.py GROUP...`` is a tria
 family groups that writes no manifest; ``make_corpus.py --merge GROUP...`` runs them and replaces
 only their entries in the manifest and the tables. The groups ``old-exporters`` and
 ``qonnx-finn`` (issue #32: older exporter generations, QONNX/FINN conventions) live in
-``generations.py`` beside this script. ``make test`` reads the committed files only; it never
+``generations.py`` beside this script, the group ``cnn-blocks`` (issue #36: transposed and
+dilated convolutions, ceil-mode and padded pools, gating and Swish, channel split and shuffle) in
+``cnn_blocks.py``. ``make test`` reads the committed files only; it never
 needs these exporters.
 Families whose exporter is not importable are skipped with the reason printed and recorded in
 the manifest's ``skipped`` list.
@@ -39,6 +41,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+import cnn_blocks  # the families of issue #36 (corpus/cnn_blocks.py, beside this script)
 import generations  # the families of issue #32 (corpus/generations.py, beside this script)
 
 HERE = Path(__file__).resolve().parent
@@ -316,9 +319,11 @@ def _generation_patterns(model, producers, consumers, consts, ins) -> list[str]:
 
 
 def record(fname: str, family: str, kind: str, exporter: str, version: str, options: str,
-           notes: str = "", data: str | None = None, check: bool = True, classes: list[int] | None = None) -> None:
+           notes: str = "", data: str | None = None, check: bool = True, classes: list[int] | None = None,
+           blocks: list[str] | None = None) -> None:
     """One manifest entry for corpus/``fname``; ``classes``: the classes of issue #32 the file
-    exercises (entries of the families before #32 have no such field)."""
+    exercises (entries of the families before #32 have no such field); ``blocks``: the CNN blocks of
+    issue #36 it exercises (names of ``cnn_blocks.BLOCKS``; only entries of that group have the field)."""
     path = HERE / fname
     model = onnx.load(path)
     if check:  # what the exporter wrote is well formed (the damaged-on-purpose files are not)
@@ -344,6 +349,10 @@ def record(fname: str, family: str, kind: str, exporter: str, version: str, opti
     })
     if classes is not None:
         ENTRIES[-1]["classes"] = list(classes)
+    if blocks is not None:
+        unknown = set(blocks) - set(cnn_blocks.BLOCKS)
+        assert not unknown, (fname, unknown)
+        ENTRIES[-1]["blocks"] = list(blocks)
     print(f"  {fname:42s} {path.stat().st_size:8d} B  {', '.join(ENTRIES[-1]['patterns'])}")
 
 
@@ -1065,6 +1074,10 @@ CLASSES_BEGIN = "<!-- classes-table:begin (written by make_corpus.py) -->"
 CLASSES_END = "<!-- classes-table:end -->"
 
 
+BLOCKS_BEGIN = "<!-- blocks-table:begin (written by make_corpus.py) -->"
+BLOCKS_END = "<!-- blocks-table:end -->"
+
+
 def _replace_between(text: str, begin: str, end: str, lines: list[str]) -> str:
     a, b = text.index(begin), text.index(end) + len(end)
     return text[:a] + "\n".join(lines) + text[b:]
@@ -1089,6 +1102,11 @@ def write_readme():
         rows += [f"| `{e['file']}` | {', '.join(map(str, e['classes']))} | {e['family']} | {e['exporter']} |"
                  for e in ENTRIES if e.get("classes")]
         text = _replace_between(text, CLASSES_BEGIN, CLASSES_END, rows + ["", CLASSES_END])
+    if BLOCKS_BEGIN in text:
+        rows = [BLOCKS_BEGIN, "", "| file | blocks of #36 | family | written by |", "|---|---|---|---|"]
+        rows += [f"| `{e['file']}` | {', '.join(e['blocks'])} | {e['family']} | {e['exporter']} |"
+                 for e in ENTRIES if e.get("blocks")]
+        text = _replace_between(text, BLOCKS_BEGIN, BLOCKS_END, rows + ["", BLOCKS_END])
     readme.write_text(text)
 
 
@@ -1132,7 +1150,8 @@ def main():
                 ("old-exporters", lambda: generations.build_old_exporters(sys.modules[__name__]),
                  generations.FLOAT_FAMILIES),
                 ("qonnx-finn", lambda: generations.build_qonnx_conventions(sys.modules[__name__]),
-                 generations.QONNX_FAMILIES)]
+                 generations.QONNX_FAMILIES),
+                ("cnn-blocks", lambda: cnn_blocks.build_cnn_blocks(sys.modules[__name__]), cnn_blocks.FAMILIES)]
     unknown = set(only) - {f for f, _, _ in families}
     if unknown:
         sys.exit(f"unknown family group(s) {sorted(unknown)}; known: {[f for f, _, _ in families]}")
