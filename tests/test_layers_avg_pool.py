@@ -245,3 +245,44 @@ def test_onnx_reference_shifts_ceil_extensions_of_two_or_more():
     assert np.allclose(spec_session(m).run(None, {"x": x})[0], want)
     assert np.allclose(golden.execute(load(m), {"x": x})["y"], want)
     assert not np.allclose(ReferenceEvaluator(m).run(None, {"x": x})[0], want)
+
+
+def _qlinear_pool(attrs, shape, s_in, zp_in, s_out, zp_out):
+    """uint8 model input -> com.microsoft QLinearAveragePool."""
+    inits = [numpy_helper.from_array(np.float32(s_in), "si"), numpy_helper.from_array(np.uint8(zp_in), "zi"),
+             numpy_helper.from_array(np.float32(s_out), "so"), numpy_helper.from_array(np.uint8(zp_out), "zo")]
+    node = helper.make_node("QLinearAveragePool", ["x", "si", "zi", "so", "zo"], ["y"], name="pool",
+                            domain="com.microsoft", **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", *shape])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, ["N"] + [None] * len(shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 9
+    return m
+
+
+QLINEAR_FORMS = [f for f in FORMS if f[0] in ("keras_same_s1", "same_upper_cip0", "asym_cip0", "asym_cip1",
+                                             "torch_ceil_p1_cip1", "torch_ceil_p1_cip0", "ceil_k2_s2")
+                 and len(f[1]) == 3]
+
+
+@pytest.mark.parametrize("name,shape,attrs", QLINEAR_FORMS, ids=[f[0] for f in QLINEAR_FORMS])
+def test_qlinear_average_pool_forms(name, shape, attrs):
+    """com.microsoft QLinearAveragePool as onnxruntime's contrib kernel defines it: the sum over
+    the window's image positions divided by the kernel area when it counts padding (partial
+    ceil-mode windows too, unlike AveragePool), else by the image positions. The golden equals
+    that mean rounded to nearest (the int64 window sums of the formula here) away from float32
+    ties, and onnxruntime's kernel at every output but float32 ties: over these 7 forms (2316
+    outputs) 5 lie within float32 rounding of a tie and 1 of them differs."""
+    m = _qlinear_pool(attrs, shape, 0.05, 7, 0.037, 3)
+    q = np.random.default_rng(len(name)).integers(0, 256, (6, *shape)).astype(np.uint8)
+    _, got = _golden_nchw(m, q)
+    kernel, strides, pads, include, ceil = _geometry(shape, attrs)
+    sums, div = _pool_formula(q, 7, kernel, strides, pads, include, ceil)
+    if include:
+        div = np.full_like(div, kernel[0] * kernel[1])
+    exact = sums * (np.float64(np.float32(0.05)) / np.float64(np.float32(0.037))) / div
+    near = np.abs(exact - np.floor(exact) - 0.5) < FLOAT32_TIE * (1 + np.abs(exact))
+    half_up = np.clip(np.floor(exact + 0.5).astype(np.int64) + 3, 0, 255)
+    assert np.array_equal(got[~near], half_up[~near])
+    want = spec_session(m).run(None, {"x": q})[0].astype(np.int64)
+    assert np.all(near[got != want])
