@@ -412,8 +412,9 @@ _HW = "SlidingWindow + MatrixVectorUnit (grouped: one window per group; depthwis
 PATTERNS = (
     Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer", canonical=_canonical_conv,
             linear=Linear(stat="mean")),
-    Pattern("", "ConvTranspose", "ZeroInsert + " + _HW.format(" + Requantize") + " (stride-1 convolution of the "
-            "zero-inserted input)", _conv_transpose, {"qdq", "qonnx"}, ptq="layer",
+    Pattern("", "ConvTranspose", "ZeroInsert (stride - 1 zero points between pixels) + SlidingWindow + "
+            "MatrixVectorUnit (depthwise: DepthwiseUnit) + Requantize: the stride-1 convolution of the zero-inserted "
+            "input; 1-D and 2-D", _conv_transpose, {"qdq", "qonnx"}, ptq="layer",
             canonical=_canonical_conv_transpose, linear=Linear(axis=1, stat="mean")),
     Pattern("", "QLinearConv", _HW.format(" + Requantize"), _qlinear_conv, {"qoperator"}),
     Pattern("", "ConvInteger", _HW.format(""), _conv_integer, {"qoperator"}),
