@@ -10,7 +10,9 @@ from _one_layer import S8, graph_of
 from _oracle import spec_session
 import onnx2hw
 from onnx2hw import arith, golden
+from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
+from onnx2hw.quant import to_integer_graph
 from onnx2hw import layers as ig
 
 
@@ -286,3 +288,47 @@ def test_qlinear_average_pool_forms(name, shape, attrs):
     assert np.array_equal(got[~near], half_up[~near])
     want = spec_session(m).run(None, {"x": q})[0].astype(np.int64)
     assert np.all(near[got != want])
+
+
+def _qonnx_pool(attrs, shape, bits):
+    """QONNX: an 8-bit input Quant (scale 1/8), AveragePool, an output Quant of ``bits`` (scale 1/16,
+    ROUND: half to even)."""
+    q = "qonnx.custom_op.general"
+    inits = {"s": np.float32(0.125), "z": np.float32(0), "b": np.float32(8), "so": np.float32(0.0625),
+             "bo": np.float32(bits)}
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["xq"], domain=q, signed=1, narrow=0, rounding_mode="ROUND"),
+             helper.make_node("AveragePool", ["xq"], ["p"], name="pool", **attrs),
+             helper.make_node("Quant", ["p", "so", "z", "bo"], ["y"], domain=q, signed=1, narrow=0,
+                              rounding_mode="ROUND")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *shape])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"] + [None] * len(shape))],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(q, 1)])
+
+
+@pytest.mark.parametrize("name", ["keras_same_s1", "torch_ceil_p1_cip0", "ceil_k2_s2", "1d_cip0_k2"])
+@pytest.mark.parametrize("bits", [8, 12])
+def test_qonnx_average_pool_with_varying_divisors(name, bits):
+    """A QONNX average pool whose divisor varies (count_include_pad=0 with padding, ceil-mode
+    partial windows) is the window sum requantized per divisor: the QONNX formula here (the mean
+    of the input codes times 1/8, divided by 1/16, rounded half to even, clamped) at every output
+    but exact ties, where the Requant's multiplier decides instead of half to even (a pool of one
+    divisor takes exact thresholds instead). With these power-of-two scales every even divisor
+    gives ties: over the 8 cases (2430 outputs) 180 outputs are exact ties and 81 of them differ
+    from half to even by one step."""
+    _, shape, attrs = next(f for f in FORMS if f[0] == name)
+    m = _qonnx_pool(attrs, shape, bits)
+    codes = np.random.default_rng(bits).integers(-128, 128, (5, *shape))
+    g = to_integer_graph(load(m))
+    assert g.layers[0].counts is not None
+    nhwc = np.moveaxis(codes, 1, -1) if codes.ndim == 4 else np.moveaxis(codes, 1, -1)[:, None]
+    y = execute_integer(g, {g.input_specs[0].name: nhwc})[g.output_specs[0].name]
+    got = np.moveaxis(y, -1, 1) if codes.ndim == 4 else np.moveaxis(y[:, 0], -1, 1)
+    kernel, strides, pads, include, ceil = _geometry(shape, attrs)
+    sums, div = _pool_formula(codes, 0, kernel, strides, pads, include, ceil)
+    exact = sums * 2.0 / div                    # (sum * 1/8 / divisor) / (1/16)
+    lo, hi = arith.int_range(bits, True)
+    want = np.clip(np.rint(exact), lo, hi).astype(np.int64)
+    tie = exact - np.floor(exact) == 0.5
+    assert np.array_equal(got[~tie], want[~tie])
+    assert np.all(np.abs(got - want)[tie] <= 1)
