@@ -1,6 +1,7 @@
 """MaxPool layer kind: its exact reference against onnxruntime's MaxPool on integers (spec-exact
 session); GlobalMaxPool (a float model's, quantized by onnx2hw) becomes a MaxPool over the whole
-image, exact against onnxruntime's spec-exact session and bit-exact in hardware."""
+image, exact against onnxruntime's spec-exact session and bit-exact in hardware; dilated pools
+likewise."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -13,6 +14,7 @@ from onnx2hw import golden
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.golden.integer import execute_integer
 from onnx2hw.ir import load
+from onnx2hw.ir.errors import UnsupportedError
 from onnx2hw.layers import MaxPool, TensorSpec, dequantize_outputs, quantize_inputs
 from onnx2hw.quant import ptq, quantize, to_integer_graph
 from onnx2hw.rtl.accelerator import AcceleratorCore
@@ -101,3 +103,55 @@ def test_ceil_mode_max_pool_matches_the_quantized_model():
 def test_ceil_mode_max_pool_simulates_bit_exact():
     x = np.random.default_rng(1).standard_normal((32, 3, 9, 9)).astype(np.float32)
     onnx2hw.compile(_ceil_mode_cnn(), board="ulx3s", calib={"x": x}).simulate({"x": x[:8]})
+
+
+@pytest.mark.parametrize("kernel,stride,pads,dilation", [
+    ((3, 3), (1, 1), (2, 2, 2, 2), (2, 2)), ((2, 3), (2, 1), (1, 0, 0, 2), (3, 2)), ((1, 3), (1, 2), (0, 1, 0, 1), (1, 4))])
+def test_dilated_max_pool_matches_onnx_maxpool(kernel, stride, pads, dilation):
+    x = np.random.default_rng(4).integers(-128, 128, (3, 9, 10, 2)).astype(np.int8)
+    ext = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    oh = (9 + pads[0] + pads[2] - ext[0]) // stride[0] + 1
+    ow = (10 + pads[1] + pads[3] - ext[1]) // stride[1] + 1
+    mp = MaxPool("mp", ("x",), TensorSpec("m", (oh, ow, 2), S8), kernel, stride, pads, dilation)
+    got = golden.execute(graph_of(TensorSpec("x", (9, 10, 2), S8), [mp]), {"x": x})["m"]
+    want = ort_op("MaxPool", {"x": x.transpose(0, 3, 1, 2).copy()}, TensorProto.INT8, kernel_shape=list(kernel),
+                  strides=list(stride), pads=list(pads), dilations=list(dilation)).transpose(0, 2, 3, 1)
+    assert np.array_equal(got, want)
+
+
+def _dilated_pool_cnn(pool_attrs):
+    """Conv + Relu + a dilated MaxPool + Conv 1x1 on (N, 2, 9, 9)."""
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", **pool_attrs),
+             helper.make_node("Conv", ["p", "W2"], ["y"])]
+    return model(nodes, ("x", ["N", 2, 9, 9]), ("y", ["N", 3, 4, 8]), {"W": w(4, 2, 3, 3), "b": w(4), "W2": w(3, 4, 1, 1)})
+
+
+DILATED_POOL = dict(kernel_shape=[3, 2], strides=[2, 1], dilations=[2, 3], pads=[1, 1, 2, 1])
+
+
+def test_dilated_max_pool_matches_the_quantized_model():
+    """Golden against onnxruntime (optimizations off) on the QDQ model onnx2hw's quantizer writes."""
+    m = _dilated_pool_cnn(DILATED_POOL)
+    x = np.random.default_rng(0).standard_normal((32, 2, 9, 9)).astype(np.float32)
+    q = ptq.quantize(m, {"x": x})
+    igraph = to_integer_graph(load(q))
+    assert [(p.kernel, p.dilation) for p in igraph.layers if isinstance(p, MaxPool)] == [((3, 2), (2, 3))]
+    want = run_spec(q, {"x": x[:16]})[0]
+    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {"x": x[:16]})))["y"]
+    assert np.array_equal(lsb_apart(got, want, igraph.outputs[0].scale), np.zeros(want.shape))
+
+
+def test_dilated_max_pool_of_padding_only_is_refused_in_one_line():
+    """Rows 0 and 3 of a 1-row-padded 2-row map: the first window's taps are both padding."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 1], dilations=[3, 1],
+                              pads=[1, 0, 1, 0])]
+    m = model(nodes, ("x", ["N", 1, 2, 3]), ("y", ["N", 1, 1, 3]), {})
+    with pytest.raises(UnsupportedError, match=r"^node 'pool' \(MaxPool\): dilations \[3, 1\].*padding only"):
+        onnx2hw.compile(m, board="ulx3s", calib={"x": np.random.default_rng(0).random((4, 1, 2, 3), np.float32)})
+
+
+@pytest.mark.sim
+def test_dilated_max_pool_simulates_bit_exact():
+    x = np.random.default_rng(1).standard_normal((32, 2, 9, 9)).astype(np.float32)
+    onnx2hw.compile(_dilated_pool_cnn(DILATED_POOL), board="ulx3s", calib={"x": x}).simulate({"x": x[:6]})
