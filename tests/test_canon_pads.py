@@ -5,6 +5,7 @@ import pytest
 from onnx import helper as h
 
 from _canon_models import assert_same_function, model, ops, w
+from onnx2hw.canon import canonicalize
 from onnx2hw.canon.pads import ceil_pools, pads_into_windows
 from onnx2hw.ir import load
 
@@ -88,13 +89,15 @@ def test_ceil_mode_max_pool_with_asymmetric_pads(size, kernel, stride, pads):
 @pytest.mark.parametrize("auto", ["VALID", "SAME_UPPER", "SAME_LOWER"])
 def test_ceil_mode_max_pool_with_auto_pad(auto):
     """VALID pads nothing, so its ceil-mode windows become explicit end padding; SAME has
-    ceil(n / s) windows whatever ceil_mode says (onnxruntime), so ceil_mode goes."""
+    ceil(n / s) windows whatever ceil_mode says (onnxruntime): its padding becomes explicit and
+    ceil_mode goes."""
     nodes = [h.make_node("Relu", ["x"], ["r"]),
              h.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 2], strides=[2, 2], auto_pad=auto, ceil_mode=1)]
     m = model(nodes, ("x", ["N", 2, 8, 7]), ("y", ["N", 2, None, None]), {}, opset=13)
     g = ceil_pools(load(m))
     attrs = g.nodes[1].attrs
-    assert attrs["ceil_mode"] == 0 and (auto != "VALID" or ("auto_pad" not in attrs and tuple(attrs["pads"]) == (0, 0, 1, 1)))
+    assert attrs.get("ceil_mode", 0) == 0 and "auto_pad" not in attrs
+    assert auto != "VALID" or tuple(attrs["pads"]) == (0, 0, 1, 1)
     assert_same_function(m, g)
 
 
@@ -109,3 +112,31 @@ def test_zero_pad_joins_a_ceil_mode_average_pool_only_at_the_start(pads, joins):
     g = pads_into_windows(load(m))
     assert ("Pad" not in ops(g)) == joins
     assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("op, auto, cip", [("AveragePool", "SAME_UPPER", 1), ("AveragePool", "SAME_LOWER", 0),
+                                          ("MaxPool", "SAME_LOWER", 0), ("AveragePool", "SAME_UPPER", 0)])
+def test_same_padding_of_pools_becomes_explicit(op, auto, cip):
+    """Odd totals on both axes: the extra position at the end (UPPER) or the start (LOWER); an
+    average pool counts explicit padding as it counts SAME padding."""
+    kw = {"count_include_pad": cip} if op == "AveragePool" else {}
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node(op, ["r"], ["y"], kernel_shape=[2, 3], strides=[2, 1], auto_pad=auto, **kw)]
+    m = model(nodes, ("x", ["N", 2, 7, 6]), ("y", ["N", 2, 4, 6]), {}, opset=13)
+    g = ceil_pools(load(m))
+    attrs = g.nodes[1].attrs
+    assert "auto_pad" not in attrs
+    assert tuple(attrs["pads"]) == ((0, 1, 1, 1) if auto == "SAME_UPPER" else (1, 1, 0, 1))
+    assert_same_function(m, g)
+
+
+def test_counted_same_padding_stops_an_affine_map():
+    """Mul/Add after an AveragePool that counts its SAME padding: the map does not commute with
+    the pool (padded zeros are not mapped), so it must not climb into the Conv before it; with
+    the padding explicit the affine rule sees it."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"]),
+             h.make_node("AveragePool", ["c"], ["p"], kernel_shape=[3, 3], auto_pad="SAME_UPPER", count_include_pad=1),
+             h.make_node("Mul", ["p", "k"], ["m"]), h.make_node("Add", ["m", "t"], ["y"])]
+    m = model(nodes, ("x", ["N", 2, 6, 6]), ("y", ["N", 3, 4, 4]),
+              {"W": w(3, 2, 3, 3), "b": w(3), "k": w(1, 3, 1, 1) + 2, "t": w(1, 3, 1, 1)})
+    assert_same_function(m, canonicalize(load(m)))

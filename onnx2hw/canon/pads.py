@@ -92,19 +92,39 @@ def _ceil_end_pad(n: int, k: int, s: int, begin: int, end: int) -> int | None:
     return pad if (n + begin + pad - k) // s + 1 == o else None
 
 
+def _auto(node: Node) -> str:
+    auto = node.attr("auto_pad", "NOTSET")
+    return auto.decode() if isinstance(auto, bytes) else auto
+
+
+def _same_form(node: Node, shape) -> Node | None:
+    """Pool ``node`` with ``auto_pad=SAME_UPPER``/``SAME_LOWER`` as explicit ``pads`` on an input of
+    ``shape``: ``ceil(n / s)`` windows, the padding they need split evenly, the odd one at the end
+    (UPPER) or the start (LOWER); ``ceil_mode`` changes nothing there and goes."""
+    kernel = [int(k) for k in node.attr("kernel_shape", ())]
+    d = len(kernel)
+    if shape is None or len(shape) != d + 2 or None in shape[2:]:
+        return None
+    strides = [int(x) for x in node.attr("strides", None) or (1,) * d]
+    dilations = [int(x) for x in node.attr("dilations", None) or (1,) * d]
+    begin, end = [], []
+    for n, k, s, dl in zip(shape[2:], kernel, strides, dilations):
+        total = max(0, (-(-n // s) - 1) * s + (k - 1) * dl + 1 - n)
+        small, big = total // 2, total - total // 2
+        begin.append(small if _auto(node) == "SAME_UPPER" else big)
+        end.append(big if _auto(node) == "SAME_UPPER" else small)
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("auto_pad", "ceil_mode")}
+    return dataclasses.replace(node, attrs=dict(attrs, pads=begin + end))
+
+
 def _floor_form(node: Node, shape) -> Node | None:
     """The floor-mode MaxPool computing what ceil-mode ``node`` does on an input of ``shape``
     (``None`` when its geometry is unknown or not one this rule takes)."""
     kernel = [int(k) for k in node.attr("kernel_shape", ())]
     d = len(kernel)
-    auto = node.attr("auto_pad", "NOTSET")
-    auto = auto.decode() if isinstance(auto, bytes) else auto
+    auto = _auto(node)
     if shape is None or len(shape) != d + 2 or None in shape[2:] or len(node.outputs) > 1 \
-            or any(int(x) != 1 for x in node.attr("dilations", (1,) * d)):
-        return None
-    if auto in ("SAME_UPPER", "SAME_LOWER"):   # ceil(n / s) windows either way
-        return dataclasses.replace(node, attrs=dict(node.attrs, ceil_mode=0))
-    if auto not in ("NOTSET", "VALID"):
+            or any(int(x) != 1 for x in node.attr("dilations", (1,) * d)) or auto not in ("NOTSET", "VALID"):
         return None
     strides = [int(x) for x in node.attr("strides", (1,) * d)]
     pads = [int(x) for x in node.attr("pads", (0,) * (2 * d))] if auto == "NOTSET" else [0] * (2 * d)
@@ -115,21 +135,32 @@ def _floor_form(node: Node, shape) -> Node | None:
     return dataclasses.replace(node, attrs=dict(attrs, ceil_mode=0, pads=pads[:d] + ends))
 
 
+def _explicit(node: Node) -> bool:
+    """``node`` is a pool whose padding this rule makes explicit."""
+    if node.domain != DEFAULT or node.op_type not in ("MaxPool", "AveragePool"):
+        return False
+    return _auto(node) in ("SAME_UPPER", "SAME_LOWER") or (node.op_type == "MaxPool" and int(node.attr("ceil_mode", 0)))
+
+
 def ceil_pools(graph: Graph) -> Graph:
-    """A ``MaxPool`` with ``ceil_mode=1`` is the floor-mode ``MaxPool`` with the partial last
-    windows' extent added to its end padding: max pooling ignores padded positions, so the two
-    are the same function (an ``AveragePool`` is not: its divisor would count them, so its import
-    takes ``ceil_mode`` itself). With ``auto_pad=VALID`` the padding becomes explicit; with
-    ``SAME_UPPER``/``SAME_LOWER`` ``ceil_mode`` changes nothing (onnxruntime) and goes."""
-    pools = [n for n in graph.nodes if n.op_type == "MaxPool" and n.domain == DEFAULT and int(n.attr("ceil_mode", 0))]
+    """Pool padding made explicit. A ``MaxPool`` with ``ceil_mode=1`` is the floor-mode ``MaxPool``
+    with the partial last windows' extent added to its end padding: max pooling ignores padded
+    positions, so the two are the same function (an ``AveragePool`` is not: its divisor would
+    count them, so its import takes ``ceil_mode`` itself); with ``auto_pad=VALID`` the padding
+    becomes explicit. A ``MaxPool`` or ``AveragePool`` with ``auto_pad=SAME_UPPER``/``SAME_LOWER``
+    is the pool with that padding as ``pads`` (:func:`_same_form`; an average pool counts explicit
+    padding exactly as SAME padding), so that the rules reading ``pads`` (a counted padding stops
+    an affine map, a unit-width signal turns) see it."""
+    pools = [n for n in graph.nodes if _explicit(n)]
     t = trace(graph) if pools else None
     if t is None:
         return graph
     e = Edit(graph)
     changed = False
     for node in pools:
-        floor = _floor_form(node, t.shape(node.inputs[0]))
-        if floor is not None:
-            e.replace(node, floor)
+        shape = t.shape(node.inputs[0])
+        new = _same_form(node, shape) if _auto(node).startswith("SAME") else _floor_form(node, shape)
+        if new is not None:
+            e.replace(node, new)
             changed = True
     return e.graph() if changed else graph
