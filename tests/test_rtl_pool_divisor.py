@@ -175,3 +175,74 @@ def test_divisor_requantize_synth_matches_estimate():
     lut = stat["lut"] + 2 * stat["ccu2c"]
     assert abs(est.lut - lut) <= 0.3 * lut, (stat, est)
     assert abs(est.ff - stat["ff"]) <= 0.3 * stat["ff"], (stat, est)
+
+
+def _axis(n, k, s, begin, end, include_pad, ceil):
+    """(windows, end padding the hardware adds, divisor per window) of ONNX's AveragePool on an
+    axis of ``n``: a ceil-mode last window may not start in the end padding; its divisor counts the
+    positions inside the padded axis (``include_pad``) or the input, never a ceil extension."""
+    span = n + begin + end - k
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= n + begin:
+        out -= 1
+    lo, hi = (-begin, n + end) if include_pad else (0, n)
+    div = [min(i * s - begin + k, hi) - max(i * s - begin, lo) for i in range(out)]
+    return out, max(end, (out - 1) * s + k - n - begin), div
+
+
+# (H, W, C, kernel, stride, pads (t, l, b, r), count_include_pad, ceil_mode, simd, input bits/signed)
+STAGES = [
+    (7, 6, 4, (3, 3), (1, 1), (1, 1, 1, 1), False, False, 2, (8, True)),      # Keras SAME, stride 1
+    (8, 8, 3, (3, 3), (2, 2), (0, 0, 1, 1), False, False, 3, (8, False)),     # Keras SAME, stride 2, even
+    (8, 7, 2, (3, 3), (2, 2), (1, 1, 1, 1), True, True, 1, (8, False)),       # PyTorch ceil_mode, counted pads
+    (7, 9, 4, (2, 2), (2, 2), (0, 0, 0, 0), False, True, 4, (4, True)),       # ceil_mode partial windows
+    (1, 10, 6, (1, 3), (1, 2), (0, 1, 0, 1), True, True, 3, (8, True)),       # 1-D, ceil
+]
+
+
+@pytest.mark.parametrize("h,w,c,kernel,stride,pads,include,ceil,simd,inp", STAGES)
+def test_average_pool_stage_with_varying_divisors(h, w, c, kernel, stride, pads, include, ceil, simd, inp):
+    """The avgpool layer's stage (AvgPoolUnit padding with the zero point, the ``- area * zp``
+    Cast, DivisorRequantize) in an accelerator core under random stalls, against the int64
+    formula: the window sum of ``x - zp`` over the image, requantized by the multiplier of the
+    output's divisor."""
+    from onnx2hw import layers as ig
+    from onnx2hw.dataflow import compile_pipeline
+    from onnx2hw.rtl.accelerator import AcceleratorCore
+    from onnx2hw.sim.model_sim import from_transfers, to_transfers
+    from _one_layer import graph_of
+    rng = np.random.default_rng(h * w + c)
+    bits, sgn = inp
+    t_in = ig.IntType(bits, sgn)
+    zp = int(rng.integers(t_in.lo, t_in.hi + 1))
+    oh, end_h, div_h = _axis(h, kernel[0], stride[0], pads[0], pads[2], include, ceil)
+    ow, end_w, div_w = _axis(w, kernel[1], stride[1], pads[1], pads[3], include, ceil)
+    hw_pads = (pads[0], pads[1], end_h, end_w)
+    area = kernel[0] * kernel[1]
+    divisors = sorted({a * b for a in div_h for b in div_w})
+    assert len(divisors) > 1
+    ratio = {d: 0.6 * 2.0 ** (8 - bits) / d for d in divisors}
+    shifts = {d: 31 - int(np.frexp(r)[1]) for d, r in ratio.items()}
+    mults = {d: int(np.rint(ratio[d] * 2.0 ** shifts[d])) for d in divisors}
+    acts = tuple((d, ig.Requant(np.array([mults[d]]), np.array([shifts[d]]), -4, -128, 127)) for d in divisors)
+    layer = ig.AvgPool("ap", ("x",), ig.TensorSpec("y", (oh, ow, c), ig.IntType(8, True)), kernel, stride, hw_pads,
+                       acts[-1][1], -area * zp, zp, counts=(tuple(div_h), tuple(div_w)), count_acts=acts)
+    graph = graph_of(ig.TensorSpec("x", (h, w, c), t_in), [layer])
+    p = compile_pipeline(graph, folding={"ap": (simd, simd)})
+    assert [b.kind for b in p.stages[0].blocks][-1] == "DivisorRequantize"
+    n = 3
+    x = rng.integers(t_in.lo, t_in.hi + 1, (n, h, w, c))
+    li, lo = p.input_link, p.output_link
+    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(x, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * n},
+                        src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
+    got = from_transfers(out["o"], n, (oh, ow, c))
+    want = np.empty((n, oh, ow, c), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = i * stride[0] - pads[0], j * stride[1] - pads[1]
+            win = x[:, max(r0, 0):max(min(r0 + kernel[0], h), 0), max(c0, 0):max(min(c0 + kernel[1], w), 0)]
+            s = (win.astype(np.int64) - zp).sum(axis=(1, 2))
+            d = div_h[i] * div_w[j]
+            y = ((s * mults[d] + (1 << (shifts[d] - 1))) >> shifts[d]) - 4
+            want[:, i, j] = np.clip(y, -128, 127)
+    np.testing.assert_array_equal(got, want)
