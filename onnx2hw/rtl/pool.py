@@ -3,10 +3,11 @@
 AvgPoolUnit and GlobalAvgPoolUnit output the **sum** over the window / image, widened so it never
 overflows; the division by the window size (and any rescaling to the output quantization) is
 done by the separate ``Requantize`` block (``onnx2hw.arith.requantize`` semantics) with
-multiplier/shift chosen for ``1/count``. The integer ``QLinearAveragePool`` mapping is
-``sum(x) - count*zp_x`` requantized, with padding elements equal to ``zp_x``
-(``pad_value=zp_x``, ``count_include_pad=1``); ``count_include_pad=0`` with padding has a
-per-position divisor and is not supported by a single requantizer.
+multiplier/shift chosen for ``1/count``. The integer average pool is ``sum(x) - area*zp_x``
+requantized, with padding elements equal to ``zp_x`` (``pad_value=zp_x``), so that the sum is the
+exact real sum over the positions the pool counts whatever they are; where the count varies
+with the position (``count_include_pad=0`` with padding, ceil-mode partial windows) a
+:class:`~onnx2hw.rtl.pool_divisor.DivisorRequantize` picks the multiplier per output pixel.
 """
 from __future__ import annotations
 
@@ -181,8 +182,8 @@ class AvgPoolUnit(_WindowPool):
 
     Output elements are ``sum_shape(elem_shape, KH*KW)`` wide (same signedness), so the sum
     never overflows. Divide/rescale with the ``Requantize`` block (see module docstring).
-    Padding elements equal ``pad_value`` (default 0; use the input zero point) and are summed
-    (``count_include_pad=1``).
+    Padding elements equal ``pad_value`` (default 0; use the input zero point) and are summed;
+    a ceil-mode partial last window is extra bottom/right padding.
 
     Parameters, interface and timing as :class:`MaxPoolUnit` (stride defaults to the kernel).
     """
