@@ -374,11 +374,13 @@ def _qlinear_global_avgpool(b: Builder, node: Node):
 
 
 PATTERNS = (
-    Pattern("", "AveragePool", "AvgPoolUnit + Requantize (1-D and 2-D)", _avgpool, ptq="layer"),
+    Pattern("", "AveragePool", "AvgPoolUnit + Requantize, or DivisorRequantize where the divisor varies "
+            "(count_include_pad=0 with padding, ceil_mode partial windows; 1-D and 2-D)", _avgpool, ptq="layer"),
     Pattern("", "GlobalAveragePool", "GlobalAvgPoolUnit + Requantize (1-D and 2-D)", _global_avgpool, ptq="layer"),
     Pattern("", "ReduceMean", "GlobalAvgPoolUnit + Requantize (mean over the spatial axes only)", _reduce_mean,
             ptq="layer", const_inputs=1),
-    Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize", _qlinear_avgpool, {"qoperator"}),
+    Pattern(MS, "QLinearAveragePool", "AvgPoolUnit + Requantize, or DivisorRequantize where the divisor varies",
+            _qlinear_avgpool, {"qoperator"}),
     Pattern(MS, "QLinearGlobalAveragePool", "GlobalAvgPoolUnit + Requantize", _qlinear_global_avgpool, {"qoperator"}),
 )
 
