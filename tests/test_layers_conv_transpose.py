@@ -1,6 +1,7 @@
 """ConvTranspose, imported as the Conv of the zero-inserted input: the golden integer graph of
 onnxruntime's and onnx2hw's QDQ models against onnxruntime's spec-exact session (every element),
-the forms refused in one line, and the compiled design simulated bit-exact."""
+QONNX models against their float semantics, the forms refused in one line, and the compiled
+design simulated bit-exact."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,9 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from _quant_models import compare_with_ort, quantize, random_inputs
 import onnx2hw
+from onnx2hw import golden
 from onnx2hw.ir import load
 from onnx2hw.ir.errors import UnsupportedError
-from onnx2hw.layers import Conv
+from onnx2hw.layers import Conv, dequantize_outputs, quantize_inputs
 from onnx2hw.quant import ptq, to_integer_graph
 
 
@@ -104,3 +106,56 @@ def test_conv_transpose_simulates_bit_exact():
         design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
         assert any(b.block.__name__ == "ZeroInsert" for s in design.pipeline.stages for b in s.blocks), name
         design.simulate({"x": x[:4]})
+
+
+QONNX = "qonnx.custom_op.general"
+
+
+def _qonnx_model(w_shape, attrs, x_shape, bits, per_channel):
+    """QONNX: Quant(x) -> ConvTranspose(x, Quant(W) with scales per tensor or per output channel
+    (axis 1), bias) -> Relu -> Quant, power-of-two activation scales (every rounding tie exact in
+    float32 too)."""
+    rng = np.random.default_rng(7)
+    inits, nodes = [], []
+
+    def const(name, v):
+        inits.append(numpy_helper.from_array(np.asarray(v, np.float32), name))
+        return name
+
+    def quant(x, out, scale, b, signed, narrow=False):
+        nodes.append(helper.make_node("Quant", [x, const(f"{out}_s", scale), const(f"{out}_z", 0.0),
+                                                const(f"{out}_b", b)], [out], domain=QONNX, name=f"{out}_quant",
+                                      signed=int(signed), narrow=int(narrow), rounding_mode="ROUND"))
+        return out
+
+    w = rng.normal(0, 0.5, w_shape)
+    qmax = 2 ** (bits - 1) - 1
+    ws = np.abs(w).max(axis=tuple(i for i in range(w.ndim) if i != 1), keepdims=True) / qmax if per_channel \
+        else np.abs(w).max() / qmax
+    co = w_shape[1] * attrs.get("group", 1)
+    xq = quant("x", "xq", 1 / 256, 8, False)
+    wq = quant(const("w", w), "wq", ws, bits, True, narrow=True)
+    nodes.append(helper.make_node("ConvTranspose", [xq, wq, const("b", rng.normal(0, 0.1, co))], ["c"], name="ct",
+                                  **attrs))
+    nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+    quant("r", "y", 1 / 8, bits, False)
+    g = helper.make_graph(nodes, "qonnx_deconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *x_shape])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * (len(x_shape) + 1))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, 1)], ir_version=8)
+    return onnx.shape_inference.infer_shapes(m)
+
+
+@pytest.mark.parametrize("name,bits,per_channel", [("s2_k4_p1", 4, True), ("s2_depthwise", 3, False),
+                                                   ("1d_s3_k3_op1", 4, True), ("s3_k3_asym_op2", 2, False)])
+def test_qonnx_conv_transpose_equals_float_semantics(name, bits, per_channel):
+    """QONNX's float semantics (the golden float executor on the QONNX graph; its ConvTranspose
+    is checked against onnxruntime in test_golden_conv_transpose) equal the integer graph."""
+    w_shape, attrs, x_shape = CASES[name]
+    m = _qonnx_model(w_shape, attrs, x_shape, bits, per_channel)
+    graph = load(m)
+    igraph = to_integer_graph(graph)
+    assert igraph.source == "qonnx" and any(isinstance(layer, Conv) and layer.name == "ct" for layer in igraph.layers)
+    x = np.random.default_rng(2).random((64, *x_shape), dtype=np.float32)
+    want = golden.execute(graph, {"x": x})["y"]
+    got = dequantize_outputs(igraph, golden.execute(igraph, quantize_inputs(igraph, {"x": x})))["y"]
+    assert np.array_equal(got, want)
