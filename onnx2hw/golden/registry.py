@@ -52,6 +52,7 @@ OPS: dict[tuple[str, str], str] = {
     (MS, "QLinearAveragePool"): "ms_qlinear_average_pool",
     (MS, "QLinearGlobalAveragePool"): "ms_qlinear_global_average_pool", (MS, "QLinearConcat"): "ms_qlinear_concat",
     (MS, "QLinearSoftmax"): "ms_qlinear_softmax",
+    (MS, "QLinearMul"): "ms_qlinear_mul",
 }
 
 _cache: dict[str, Callable] = {}

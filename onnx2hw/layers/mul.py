@@ -1,18 +1,36 @@
-"""Elementwise Mul of a quantized tensor by a constant (a scalar or one value per channel: a scale
-layer), requantized onto the output grid with one rounding::
+"""Elementwise Mul, requantized onto the output grid with one rounding (round half up,
+:func:`onnx2hw.arith.requantize`), in two forms:
+
+* a quantized tensor times a constant (a scalar or one value per channel: a scale layer)::
 
     y = clamp(zero_point + (((x - in_zero) * M[c] + 2**(s[c]-1)) >> s[c]), lo, hi)
 
-(:func:`onnx2hw.arith.requantize` of ``x - in_zero``); ``M[c] / 2**s[c]`` is
-``constant[c] * input scale / output scale`` (31 bits of precision; a negative constant gives a
-negative multiplier, a zero constant the output zero point). ONNX forms: Mul of a dequantized
-tensor and a constant (float or quantized), followed by a quantizer (QDQ, QONNX; the
-post-training quantizer gives it its own output grid).
+  ``M[c] / 2**s[c]`` is ``constant[c] * input scale / output scale`` (a negative constant gives a
+  negative multiplier, a zero constant the output zero point);
+* the product of two quantized tensors (squeeze-and-excitation gating, SiLU ``x * sigmoid(x)``,
+  ``x * hardsigmoid(x)``)::
+
+    y = clamp(zero_point + ((((a - in_zero) * (b - other_zero)) * M + 2**(s-1)) >> s), lo, hi)
+
+  ``M / 2**s`` is ``scale_a * scale_b / output scale`` (times a constant factor folded after
+  it). ``a`` has the output's shape; ``b`` has it too (the operands pair element by element), or
+  is one value per channel of each image (the gate ``(N, C, 1, 1)``, broadcast over the pixels),
+  or one value per image.
+
+``M`` has 31 bits of precision (:func:`~onnx2hw.layers._scale.ratio_to_multiplier_shift`).
+ONNX forms: Mul of a dequantized tensor and a constant (float or quantized) or of two dequantized
+tensors, followed by a quantizer (QDQ, QONNX; the post-training quantizer gives it its own output
+grid), com.microsoft QLinearMul (QOperator). Bipolar operands are refused.
 
 A Mul by a positive constant that directly follows a Gemm/MatMul/Conv/average pool (before its
-quantizer) is folded into that layer's requantization scale instead (no layer of its own), and a
-Mul of a model input by a scalar into the host-side input quantizer. Hardware: a registered
-``- in_zero`` (Cast) and a Requantize block.
+quantizer) is folded into that layer's requantization scale instead (no layer of its own), a Mul
+by a constant right after a product into the product's multiplier, and a Mul of a model input by
+a scalar into the host-side input quantizer. Hardware: by a constant, a registered ``- in_zero``
+(Cast) and a Requantize block; a product, a ProductUnit (the exact product, in a DSP or in LUTs;
+a gate is loaded per image before the other operand streams through) and a Requantize block.
+The pipeline forks a tensor read by both operands (``x * sigmoid(x)``) and each fork branch holds
+its whole tensor, so the branch carrying ``x`` to a gate computed from all of ``x`` never stalls
+the branch computing the gate.
 """
 from __future__ import annotations
 
@@ -25,50 +43,99 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.cast import Cast
 from ..rtl.cost import Cost
+from ..rtl.product import ProductUnit, product_range
 from ..rtl.requant import Requantize
 from ..rtl.stage import Block
-from .builder import Acc, Builder, Const, QConst, QT, Target, node_error, scale_input
+from .builder import (Acc, Builder, Const, QConst, QT, Target, need, node_error, qconst, quantize_output,
+                      real_view, scalar, scale_input, zp_input)
 from ._layout import nhwc
 from ._scale import ratio_to_multiplier_shift
-from .base import LayerKind, Lowered, Pattern, check_act
+from .base import MUL_CHOICES, LayerKind, Lowered, Pattern, act_blocks, check_act, divisors
 from .canonical import Rewrite
 from .types import Requant, elem_shape
+
+MS = "com.microsoft"
 
 __all__ = ["Mul", "KIND", "PATTERNS"]
 
 
 @dataclass(frozen=True)
 class Mul(LayerKind):
-    """``act(x - in_zero)``: ``act`` is a :class:`Requant` with one (signed) multiplier per
-    channel or per tensor (module docstring)."""
+    """One input: ``act(x - in_zero)``, ``act`` a :class:`Requant` with one (signed) multiplier
+    per channel or per tensor. Two inputs (``other_zero`` given): ``act((a - in_zero) * (b -
+    other_zero))``, ``b`` of ``a``'s shape, or one value per channel or per image of ``a``
+    (module docstring)."""
 
     in_zero: int
     act: Requant
+    other_zero: int | None = None
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "in_zero", int(self.in_zero))
+        if self.other_zero is not None:
+            object.__setattr__(self, "other_zero", int(self.other_zero))
         if not isinstance(self.act, Requant):
             raise ValueError(f"Mul {self.name!r}: act must be a Requant, not {type(self.act).__name__}")
 
-    def validate(self, ins):
-        if len(ins) != 1 or ins[0].shape != self.output.shape:
-            raise self.error(f"needs one input of the output's shape {self.output.shape!r}")
-        check_act(self, self.act, self.output.shape[-1], self.output)
+    @property
+    def product(self) -> bool:
+        """The product of two tensors (else a tensor by a constant)."""
+        return self.other_zero is not None
 
-    def reference(self, x):
-        return self.act(np.asarray(x, np.int64) - self.in_zero)
+    def gate(self, ins) -> int | None:
+        """A product's broadcast operand: ``None`` (``b`` has ``a``'s shape), or its values per
+        image (the output's channel count, or 1)."""
+        if ins[1].shape == ins[0].shape:
+            return None
+        return int(np.prod(ins[1].shape))
+
+    def validate(self, ins):
+        out = self.output.shape
+        if len(ins) != 1 + self.product or ins[0].shape != out:
+            raise self.error(f"needs {1 + self.product} input(s), the first of the output's shape {out!r}")
+        if self.product:
+            g = self.gate(ins)
+            if g is not None and (g not in (1, out[-1]) or ins[1].shape[-1] != g):
+                raise self.error(f"input {ins[1].shape!r} is neither of the output's shape {out!r} nor one value per "
+                                 f"channel or per image")
+        check_act(self, self.act, out[-1], self.output)
+
+    def reference(self, x, y=None):
+        a = np.asarray(x, np.int64) - self.in_zero
+        if not self.product:
+            return self.act(a)
+        b = np.asarray(y, np.int64) - self.other_zero
+        if b.shape != a.shape:   # one value per channel (or per image) of each image
+            b = b.reshape((b.shape[0],) + (1,) * (a.ndim - 2) + (-1,))
+        return self.act(a * b)
 
     def hardware_problem(self, ins):
-        if ins[0].dtype.bipolar or self.output.dtype.bipolar:
+        if any(t.dtype.bipolar for t in ins) or self.output.dtype.bipolar:
             return "bipolar Mul is not supported"
         return None
+
+    def fold_options(self, ins):
+        """Channel lanes; a gate of one value per image streams one lane (its one element)."""
+        if self.product and self.gate(ins) == 1 and self.output.shape[-1] > 1:
+            return [(1, 1)]
+        return super().fold_options(ins)
+
+    def cycles(self, ins, pe, simd):
+        n = int(np.prod(self.output.shape))
+        g = self.gate(ins) if self.product else None
+        return (n + (g or 0)) // simd
+
+    def mul_options(self, ins):
+        return MUL_CHOICES if self.product else ()
 
     def _acc_bits(self, ins) -> int:
         t = ins[0].dtype
         return arith.acc_bits(min(t.lo - self.in_zero, 0), max(t.hi - self.in_zero, 0))
 
     def lower(self, ins, pe, simd, family, mul=None):
+        if self.product:
+            return self._lower_product(ins, simd, family, mul)
         c = self.output.shape[-1]
         bits = self._acc_bits(ins)
         a = self.act
@@ -83,6 +150,24 @@ class Mul(LayerKind):
                                    Cost(1, 1, bits * simd, bits * simd, 0, 0)))
         cycles = int(np.prod(ins[0].shape)) // simd
         return Lowered(tuple(blocks), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
+
+    def _lower_product(self, ins, simd, family, mul):
+        """A ProductUnit (the exact product; a gate loaded per image) and a Requantize narrowed to
+        the product's exact range."""
+        c = self.output.shape[-1]
+        n = int(np.prod(self.output.shape))
+        g = self.gate(ins)
+        a_shape, b_shape = elem_shape(ins[0].dtype), elem_shape(ins[1].dtype)
+        params = dict(a_shape=a_shape, b_shape=b_shape, lanes=simd, a_zero=self.in_zero, b_zero=self.other_zero,
+                      mul_style=mul or "auto")
+        if g is not None:
+            params.update(gate_channels=g, pixels=n // g)
+        block = Block(ProductUnit, params, ProductUnit.estimate(**params, family=family))
+        lo, hi = product_range(a_shape, self.in_zero, b_shape, self.other_zero)
+        act, out_bits, out_signed = act_blocks(self.act, c, simd, arith.acc_bits(lo, hi), self.output.dtype,
+                                               family, bounds=(lo, hi))
+        return Lowered((block, *act), self.cycles(ins, simd, simd), out_bits, out_signed, fill=0.0, macs=n,
+                       multipliers=simd, mul=ProductUnit.style(a_shape, b_shape, params["mul_style"]))
 
 
 # ---- import ---------------------------------------------------------------------------------------
@@ -122,16 +207,27 @@ def _mul(b: Builder, node: Node):
     if scale_input(b, node, "mul"):
         return
     x, y = b.get(node.inputs[0], node), b.get(node.inputs[1], node)
+    if not isinstance(x, (Const, QConst)) and not isinstance(y, (Const, QConst)):
+        need(node, x, QT, "input A"), need(node, y, QT, "input B")
+        b.set(node, _product(b, node, x, y))
+        return
     if isinstance(y, (Acc, QT)):
         x, y = y, x
     if not isinstance(y, (Const, QConst)):
-        raise node_error(node, "Mul is only supported by a constant (scalar or per channel)", UnsupportedError)
-    v = np.asarray(y.value if isinstance(y, Const) else y.real(), np.float64)
+        raise node_error(node, "Mul of a constant needs a quantized tensor or layer as its other input",
+                         UnsupportedError)
+    b.set(node, _by_constant(b, node, x, np.asarray(y.value if isinstance(y, Const) else y.real(), np.float64)))
+
+
+def _by_constant(b: Builder, node: Node, x, v: np.ndarray) -> Acc:
+    """``x`` times the constant ``v``: folded into the pending layer ``x`` (a positive rescale of a
+    dense/conv/average pool, any factor of a product), else a scale layer of its own."""
     if not np.all(np.isfinite(v)):
         raise node_error(node, "Mul by a constant that is not finite", UnsupportedError)
     if isinstance(x, Acc) and x.kind in ("dense", "conv", "avgpool"):
-        b.set(node, _fold(node, x, v))
-        return
+        return _fold(node, x, v)
+    if isinstance(x, Acc) and x.kind == "mul" and len(x.inputs) == 2 and x.lo_real == -np.inf and x.hi_real == np.inf:
+        return replace(x, scale=x.scale * _channel_values(node, v, x.onnx_shape))
     if not (isinstance(x, QT) and x.real):
         raise node_error(node, "Mul must scale a dequantized tensor or directly follow a quantized layer",
                          UnsupportedError)
@@ -139,11 +235,50 @@ def _mul(b: Builder, node: Node):
     if b.specs[x.tensor].dtype.bipolar:
         raise node_error(node, "Mul of a bipolar tensor is not supported", UnsupportedError)
     c = _channel_values(node, v, x.onnx_shape)
-    b.set(node, Acc("mul", emit, node, (x,), x.onnx_shape, scale=x.scale * c))
+    return Acc("mul", emit, node, (x,), x.onnx_shape, scale=x.scale * c)
+
+
+def _product(b: Builder, node: Node, x: QT, y: QT) -> Acc:
+    """The product of two dequantized tensors: ``(full, other)`` with ``full`` of the result's
+    shape and ``other`` of it too, or one value per channel or per image (module docstring)."""
+    for t in (x, y):
+        if b.specs[t.tensor].dtype.bipolar:
+            raise node_error(node, f"Mul of the bipolar tensor {t.tensor!r} is not supported", UnsupportedError)
+    if x.onnx_shape == y.onnx_shape:
+        if (x.perm is None) != (y.perm is None) or (x.perm is not None and not np.array_equal(x.perm, y.perm)) \
+                or x.hwc != y.hwc:
+            raise node_error(node, "Mul of tensors in different layouts", UnsupportedError)
+        full, other = x, y
+    else:
+        try:
+            shape = np.broadcast_shapes((1,) + x.onnx_shape, (1,) + y.onnx_shape)[1:]
+        except ValueError:
+            raise node_error(node, f"Mul of shapes {x.onnx_shape!r} and {y.onnx_shape!r} that do not broadcast",
+                             UnsupportedError) from None
+        full, other = (x, y) if x.onnx_shape == shape else (y, x)
+        if full.onnx_shape != shape:
+            raise node_error(node, f"Mul of shapes {x.onnx_shape!r} and {y.onnx_shape!r}: neither has the result's "
+                             f"shape {shape!r}", UnsupportedError)
+        _check_gate(node, full, other)
+    return Acc("mul", emit, node, (full, other), full.onnx_shape, scale=np.array([full.scale * other.scale]))
+
+
+def _check_gate(node: Node, full: QT, gate: QT) -> None:
+    """``gate`` holds one value per channel of ``full`` (an image or signal; channels first, or
+    last when ``full`` is a channels-last view) or one value per image."""
+    rank = len(full.onnx_shape)
+    g = (1,) * (rank - len(gate.onnx_shape)) + tuple(gate.onnx_shape)
+    axis = rank - 1 if full.hwc else 0
+    scalar_gate = all(d == 1 for d in g)
+    per_channel = rank in (2, 3) and all(d == 1 for i, d in enumerate(g) if i != axis)
+    if full.perm is not None or not (scalar_gate or (per_channel and gate.perm is None and gate.hwc == full.hwc)):
+        raise node_error(node, f"Mul broadcasting {gate.onnx_shape!r} over {full.onnx_shape!r} (only one value per "
+                         f"channel or per image of an image or signal is supported)", UnsupportedError)
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
-    """Signed per-channel multipliers from ``constant * input scale / output scale``."""
+    """Signed per-channel multipliers from the Acc's real scale (a constant times the input scale,
+    or the product of the two input scales) over the output scale."""
     x = v.inputs[0]
     ratio = v.scale / t.scale
     m = np.zeros(ratio.shape, np.int64)
@@ -154,9 +289,33 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
         m[nz], s[nz] = mm * np.sign(ratio[nz]).astype(np.int64), ss
     if np.all(m == m[0]) and np.all(s == s[0]):
         m, s = m[:1], s[:1]
-    spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
-    layer = Mul(v.node.name, (x.tensor,), spec, x.zp, Requant(m, s, t.zp, t.lo, t.hi))
-    return b.emit(layer, v.onnx_shape, t)
+    shape = tuple(v.onnx_shape)
+    spec = b.new_tensor(t.name, (1,) * (3 - len(shape)) + shape if x.hwc else nhwc(shape), t.dtype)
+    act = Requant(m, s, t.zp, t.lo, t.hi)
+    if len(v.inputs) == 2:
+        g = v.inputs[1]
+        layer = Mul(v.node.name, (x.tensor, g.tensor), spec, x.zp, act, g.zp)
+    else:
+        layer = Mul(v.node.name, (x.tensor,), spec, x.zp, act)
+    out = b.emit(layer, v.onnx_shape, t, x.perm)
+    return replace(out, hwc=x.hwc)
+
+
+def _qlinear_mul(b: Builder, node: Node):
+    """com.microsoft QLinearMul ``(A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp)``: the
+    product of two quantized tensors, or of one and a quantized constant."""
+    consts = [isinstance(b.get(node.inputs[i], node), Const) for i in (0, 3)]
+    if all(consts):
+        raise node_error(node, "QLinearMul of two constants", UnsupportedError)
+    if any(consts):
+        k, i = (0, 3) if consts[0] else (3, 0)
+        x = real_view(b, node, i, i + 1, i + 2)
+        c = qconst(b, node, node.inputs[k], scalar(b, node, k + 1, "scale"), zp_input(b, node, k + 2), 0)
+        acc = _by_constant(b, node, x, c.real())
+    else:
+        x = real_view(b, node, 0, 1, 2)
+        acc = _product(b, node, x, real_view(b, node, 3, 4, 5))
+    quantize_output(b, node, acc, 6, 7, x)
 
 
 def _canonical_mul(node: Node, rw: Rewrite) -> Node | None:
@@ -165,9 +324,11 @@ def _canonical_mul(node: Node, rw: Rewrite) -> Node | None:
 
 
 PATTERNS = (
-    Pattern("", "Mul", "Requantize (a quantized tensor times a constant scalar or per-channel scale), or folded "
-            "into the requantizer of the layer before it (positive rescale) or into the host input quantizer",
+    Pattern("", "Mul", "ProductUnit + Requantize (two tensors: same shape, or a gate per channel or per image), "
+            "Requantize (a tensor times a constant scalar or per-channel scale), or folded into the requantizer of "
+            "the layer before it (positive rescale) or into the host input quantizer",
             _mul, ptq="layer", canonical=_canonical_mul, fuse="rescale", const_inputs=0),
+    Pattern(MS, "QLinearMul", "ProductUnit + Requantize, or Requantize (by a constant)", _qlinear_mul, {"qoperator"}),
 )
 
 #: the layer kind this module declares

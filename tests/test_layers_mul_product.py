@@ -1,0 +1,277 @@
+"""Mul of two quantized tensors: squeeze-and-excitation gating (a per-channel gate broadcast over
+the pixels), SiLU ``x * sigmoid(x)``, ``x * hardsigmoid(x)``, the product of two branches, int8
+and uint8 operands. Truth: onnxruntime's spec-exact session on the QDQ graphs (within one
+output step where the float32 product and the 31-bit multiplier round differently; counted),
+the int64 formula written here for the node's reference, the spec's QLinearMul formula for the
+golden op; bit-exact hardware under random backpressure."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import onnx2hw
+from _branch_models import const, qdq, qdq_model
+from _oracle import kernel_session, lsb_apart, run_spec, spec_session
+from _pysim_check import assert_hardware_is_golden
+from onnx2hw import golden
+from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.ir import ModelError, UnsupportedError, load
+from onnx2hw.layers import IntType, Requant, TensorSpec, dequantize_outputs, quantize_inputs
+from onnx2hw.layers.mul import Mul
+from onnx2hw.quant import ptq, quantize, to_integer_graph
+
+pytestmark = pytest.mark.filterwarnings("ignore::amaranth.hdl._ir.UnusedElaboratable")
+
+SHAPE = (4, 5, 6)
+RNG = np.random.default_rng(36)
+W1 = RNG.integers(-90, 90, (2, 4, 1, 1))
+W2 = RNG.integers(-90, 90, (4, 2, 1, 1))
+W3 = RNG.integers(-60, 60, (4, 4, 3, 3))
+TYPES = {"u8": (np.uint8, 128), "s8": (np.int8, 0)}
+
+
+def _weights(nodes, inits, name, w):
+    inits += [const(f"{name}_q", w, np.int8), const(f"{name}_s", np.float32(0.01)), const(f"{name}_z", 0, np.int8)]
+    nodes.append(helper.make_node("DequantizeLinear", [f"{name}_q", f"{name}_s", f"{name}_z"], [name],
+                                  name=f"{name}_DQ"))
+    return name
+
+
+def _model(kind, a="u8", gate="u8", out="s8"):
+    """QDQ model: ``x`` (a's type) times a second tensor made from it (``kind``), quantized to out's type."""
+    nodes, inits = [], []
+    at, az = TYPES[a]
+    gt = TYPES[gate][0]
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, az, at)
+    gscale, gzp = (1 / 255, 0) if gt == np.uint8 else (1 / 127, 0)
+    if kind == "silu":
+        nodes.append(helper.make_node("Sigmoid", [xd], ["g"], name="sigmoid"))
+    elif kind == "hardsigmoid":
+        nodes.append(helper.make_node("HardSigmoid", [xd], ["g"], name="hsig", alpha=1 / 6, beta=0.5))
+    elif kind == "se":
+        nodes.append(helper.make_node("GlobalAveragePool", [xd], ["p"], name="gap"))
+        _, pd = qdq(nodes, inits, "p", "pq", 0.01, 0, np.int8)
+        nodes += [helper.make_node("Conv", [pd, _weights(nodes, inits, "w1", W1)], ["h"], name="fc1"),
+                  helper.make_node("Relu", ["h"], ["hr"], name="relu")]
+        _, hd = qdq(nodes, inits, "hr", "hq", 0.004, 0, np.uint8)
+        nodes.append(helper.make_node("Conv", [hd, _weights(nodes, inits, "w2", W2)], ["e"], name="fc2"))
+        _, ed = qdq(nodes, inits, "e", "eq", 0.03, 0, np.int8)
+        nodes.append(helper.make_node("HardSigmoid", [ed], ["g"], name="hsig", alpha=1 / 6, beta=0.5))
+    elif kind in ("branches", "conv"):   # tanh(x) times maxpool(x), or conv(x) times x
+        if kind == "branches":
+            nodes.append(helper.make_node("MaxPool", [xd], ["mp"], name="pool", kernel_shape=[3, 3],
+                                          pads=[1, 1, 1, 1]))
+            _, xd = qdq(nodes, inits, "mp", "mpq", 0.02, az, at)
+            nodes.append(helper.make_node("Tanh", ["x_dq"], ["g"], name="tanh"))
+            gscale, gzp = (1 / 127, 0) if gt == np.int8 else (2 / 255, 128)
+        else:
+            nodes.append(helper.make_node("Conv", [xd, _weights(nodes, inits, "w3", W3)], ["g"], name="conv",
+                                          pads=[1, 1, 1, 1]))
+            gscale, gzp = 0.05, (128 if gt == np.uint8 else 0)
+    _, gd = qdq(nodes, inits, "g", "gq", gscale, gzp, gt)
+    nodes.append(helper.make_node("Mul", [xd, gd] if kind != "conv" else [gd, xd], ["m"], name="mul"))
+    ot, oz = TYPES[out]
+    _, yd = qdq(nodes, inits, "m", "y", 0.06 if kind == "conv" else 0.012, oz, ot)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    return qdq_model(nodes, inits, SHAPE, "out", SHAPE)
+
+
+def _x(n=48, seed=8):
+    return np.random.default_rng(seed).uniform(-2.6, 2.6, (n,) + SHAPE).astype(np.float32)
+
+
+def _compare(m, n=48):
+    """Golden of the integer graph against onnxruntime's spec session: at most one output step
+    apart, at least 99 % equal. Returns the integer graph."""
+    ig = to_integer_graph(load(m))
+    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": _x(n)})))["out"]
+    want = run_spec(m, {"x": _x(n)})[0]
+    scale = float(np.asarray(ig.outputs[0].scale).reshape(-1)[0])
+    lsb = lsb_apart(got, want, scale)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+    return ig
+
+
+@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid", "branches"])
+@pytest.mark.parametrize("a,gate,out", [("u8", "u8", "s8"), ("s8", "s8", "u8"), ("u8", "s8", "u8"),
+                                        ("s8", "u8", "s8")])
+def test_product_matches_onnxruntime(kind, a, gate, out):
+    ig = _compare(_model(kind, a, gate, out))
+    mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
+    assert len(mul) == 1 and mul[0].product
+    specs = ig.specs()
+    g = mul[0].gate([specs[t] for t in mul[0].inputs])
+    assert g == (SHAPE[0] if kind == "se" else None)
+
+
+@pytest.mark.parametrize("kind", ["se", "silu", "branches", "conv"])
+def test_product_hardware_is_bit_exact(kind):
+    ig = to_integer_graph(load(_model(kind)))
+    p = compile_pipeline(ig)
+    stage = next(s for s in p.stages if s.layer == "mul")
+    assert [b.kind for b in stage.blocks] == ["ProductUnit", "Requantize"]
+    assert_hardware_is_golden(p, 3, input_seed=3, seed=6)
+
+
+def test_product_hardware_with_lanes_is_bit_exact():
+    ig = to_integer_graph(load(_model("se", "s8", "u8", "s8")))
+    p = compile_pipeline(ig, folding={"mul": (2, 2)})
+    assert next(s for s in p.stages if s.layer == "mul").in_lanes == (2, 2)
+    assert_hardware_is_golden(p, 3, input_seed=5, seed=7)
+
+
+def test_reference_is_the_integer_formula():
+    """(a - za) * (b - zb), the gate broadcast over the pixels, requantized half up."""
+    m, s = 1395864371, 40
+    layer = Mul("m", ("a", "g"), TensorSpec("y", (2, 3, 4), IntType(8, True)), 128, Requant([m], [s], -3, -128, 127),
+                other_zero=5)
+    ins = [TensorSpec("a", (2, 3, 4), IntType(8, False)), TensorSpec("g", (1, 1, 4), IntType(8, False))]
+    layer.validate(ins)
+    rng = np.random.default_rng(1)
+    a, g = rng.integers(0, 256, (5, 2, 3, 4)), rng.integers(0, 256, (5, 1, 1, 4))
+    want = np.clip(-3 + (((a - 128) * (g - 5) * m + (1 << (s - 1))) >> s), -128, 127)
+    np.testing.assert_array_equal(layer.reference(a, g), want)
+    same = Mul("m", ("a", "b"), TensorSpec("y", (2, 3, 4), IntType(8, True)), 128, Requant([m], [s], -3, -128, 127),
+               other_zero=5)
+    b = rng.integers(0, 256, (5, 2, 3, 4))
+    np.testing.assert_array_equal(same.reference(a, b),
+                                  np.clip(-3 + (((a - 128) * (b - 5) * m + (1 << (s - 1))) >> s), -128, 127))
+
+
+def test_gate_of_wrong_shape_is_refused_by_validate():
+    layer = Mul("m", ("a", "g"), TensorSpec("y", (2, 3, 4), IntType(8, True)), 0, Requant([1], [0], 0, -128, 127),
+                other_zero=0)
+    with pytest.raises(ModelError, match="neither of the output's shape"):
+        layer.validate([TensorSpec("a", (2, 3, 4), IntType(8, False)), TensorSpec("g", (1, 3, 1), IntType(8, False))])
+
+
+def test_broadcast_within_a_channel_is_refused():
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    nodes.append(helper.make_node("ReduceMean", [xd], ["r"], name="rows", axes=[1, 3], keepdims=1))
+    _, rd = qdq(nodes, inits, "r", "rq", 0.02, 128)
+    nodes.append(helper.make_node("Mul", [xd, rd], ["m"], name="mul"))
+    _, yd = qdq(nodes, inits, "m", "y", 0.02, 0, np.int8)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    m = qdq_model(nodes, inits, SHAPE, "out", SHAPE)
+    with pytest.raises(UnsupportedError, match=r"node '(rows|mul)' \((ReduceMean|Mul)\)"):
+        to_integer_graph(load(m))
+
+
+def test_bipolar_operand_is_refused():
+    layer = Mul("m", ("a", "b"), TensorSpec("y", (2, 3, 4), IntType(8, True)), 0, Requant([1], [0], 0, -128, 127),
+                other_zero=0)
+    ins = [TensorSpec("a", (2, 3, 4), IntType(1, False, bipolar=True)), TensorSpec("b", (2, 3, 4), IntType(8, False))]
+    assert layer.hardware_problem(ins) == "bipolar Mul is not supported"
+
+
+# ---- QOperator: com.microsoft QLinearMul -----------------------------------------------------------
+
+def _qlinear_mul_model(b_const=False, dt=np.uint8, zp=128):
+    """Q(x) -> Sigmoid in QDQ -> QLinearMul(x, sigmoid(x)) (or x times a quantized constant) -> DQ;
+    A, B and C of one type (as the op requires)."""
+    nodes, inits = [], []
+    inits += [const("xs", np.float32(0.02)), const("xz", zp, dt), const("gs", np.float32(1 / 255)),
+              const("gz", np.iinfo(dt).min, dt), const("ys", np.float32(0.011)), const("yz", zp, dt)]
+    nodes.append(helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="x_Q"))
+    if b_const:
+        inits.append(const("kq", (np.arange(4).reshape(4, 1, 1) * 60 + 10 + np.iinfo(dt).min).astype(dt)))
+        bq = "kq"
+    else:
+        nodes += [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="x_DQ"),
+                  helper.make_node("Sigmoid", ["xd"], ["sg"], name="sigmoid"),
+                  helper.make_node("QuantizeLinear", ["sg", "gs", "gz"], ["gq"], name="g_Q")]
+        bq = "gq"
+    nodes += [helper.make_node("QLinearMul", ["xq", "xs", "xz", bq, "gs", "gz", "ys", "yz"], ["yq"], name="qmul",
+                               domain="com.microsoft"),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["out"], name="y_DQ")]
+    return qdq_model(nodes, inits, SHAPE, "out", SHAPE, extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+
+
+@pytest.mark.parametrize("dt,zp", [(np.uint8, 128), (np.int8, -3)])
+def test_golden_qlinear_mul_is_the_spec_formula(dt, zp):
+    """The golden op against ``saturate(round((a - za) * (b - zb) * sa * sb / sc) + zc)`` computed
+    here in float64 (ties and float32 steps may differ by one; counted), and against
+    onnxruntime's kernel within one step."""
+    from onnx2hw.golden.ops.ms_qlinear_mul import run
+    rng = np.random.default_rng(3)
+    lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+    a, b = (rng.integers(lo, hi + 1, (3, 4, 5, 6)).astype(dt) for _ in range(2))
+    b = b[:, :, :1, :1]     # a per-channel operand: NumPy broadcasting
+    sa, sb, sc = np.float32(0.02), np.float32(0.013), np.float32(0.05)
+    got = run(None, a, sa, dt(zp), b, sb, dt(3), sc, dt(zp))
+    exact = (a.astype(np.int64) - zp) * (b.astype(np.int64) - 3) * (np.float64(sa) * np.float64(sb) / np.float64(sc))
+    want = np.clip(np.rint(exact) + zp, lo, hi)
+    diff = np.abs(got.astype(np.int64) - want)
+    assert diff.max() <= 1 and np.mean(diff == 0) >= 0.99, (diff.max(), np.mean(diff == 0))
+    m = _qlinear_mul_model(dt=dt, zp=zp)
+    ort = kernel_session(m).run(None, {"x": _x()})[0]
+    mine = golden.execute(load(m), {"x": _x()})["out"]
+    assert lsb_apart(mine, ort, 0.011).max() <= 1
+
+
+@pytest.mark.parametrize("b_const", [False, True], ids=["two_tensors", "by_constant"])
+def test_qlinear_mul_imports(b_const):
+    m = _qlinear_mul_model(b_const)
+    ig = to_integer_graph(load(m))
+    mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
+    assert len(mul) == 1 and mul[0].product == (not b_const)
+    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": _x()})))["out"]
+    want = golden.execute(load(m), {"x": _x()})["out"]
+    lsb = lsb_apart(got, want, 0.011)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+
+
+# ---- the float path: post-training quantization --------------------------------------------------
+
+def _float_model(kind):
+    """Float (N, 4, 5, 6) models: an SE block of 1x1 convolutions, SiLU, x * hardsigmoid(x)."""
+    rng = np.random.default_rng(4)
+    w = lambda *s: rng.normal(0, 0.4, s).astype(np.float32)  # noqa: E731
+    inits = {"W": w(4, 4, 3, 3), "b": w(4)}
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+    if kind == "se":
+        inits.update(W1=w(2, 4, 1, 1), b1=w(2), W2=w(4, 2, 1, 1), b2=w(4))
+        nodes += [helper.make_node("GlobalAveragePool", ["c"], ["p"], name="gap"),
+                  helper.make_node("Conv", ["p", "W1", "b1"], ["h"], name="fc1"),
+                  helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+                  helper.make_node("Conv", ["hr", "W2", "b2"], ["e"], name="fc2"),
+                  helper.make_node("HardSigmoid", ["e"], ["g"], name="hsig", alpha=1 / 6, beta=0.5)]
+    else:
+        nodes.append(helper.make_node("Sigmoid" if kind == "silu" else "HardSigmoid", ["c"], ["g"], name="act"))
+    nodes += [helper.make_node("Mul", ["c", "g"], ["m"], name="mul"),
+              helper.make_node("Conv", ["m", "Wo", "bo"], ["y"], name="head")]
+    inits.update(Wo=w(3, 4, 1, 1), bo=w(3))
+    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *SHAPE])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 5, 6])],
+                          [const(k, v) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _calib(n=64, seed=0):
+    return np.random.default_rng(seed).standard_normal((n,) + SHAPE).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid"])
+def test_ptq_gives_the_product_its_own_quantizer(kind):
+    """The product is a layer of its own (QuantizeLinear right after it); compile's golden equals
+    onnxruntime's spec session on the QDQ model the quantizer writes."""
+    m = _float_model(kind)
+    q = quantize(m, {"x": _calib()})
+    muls = [n for n in q.graph.node if n.op_type == "Mul"]
+    assert len(muls) == 1
+    readers = [n for n in q.graph.node if muls[0].output[0] in n.input]
+    assert [n.op_type for n in readers] == ["QuantizeLinear"]
+    ig = to_integer_graph(load(q))
+    assert sum(isinstance(layer, Mul) and layer.product for layer in ig.layers) == 1
+    design = onnx2hw.compile(m, board="ulx3s", calib={"x": _calib()})
+    x = _calib(16, 1)
+    want = spec_session(ptq.quantize(m, {"x": _calib()})).run(None, {"x": x})[0]
+    got = design.golden({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("kind", ["se", "silu"])
+def test_float_model_simulates_bit_exact(kind):
+    x = _calib(8, 2)
+    onnx2hw.compile(_float_model(kind), board="ulx3s", calib={"x": _calib()}).simulate({"x": x})
