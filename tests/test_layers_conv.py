@@ -113,6 +113,19 @@ def test_dilated_conv_qdq_matches_onnxruntime(name, per_channel, tmp_path):
     assert compare_with_ort(path, igraph, x) == (1.0, 0.0)
 
 
+@pytest.mark.parametrize("name", ["2d_d2", "depthwise_d2", "1d_tcn_d4"])
+def test_dilated_qlinear_conv_matches_onnxruntime_kernels(name, tmp_path):
+    """onnxruntime's QOperator quantization (QLinearConv with dilations, 7-bit weights so its
+    integer kernels cannot saturate: see _quant_models): within 1 LSB of its kernels, >= 99 %
+    identical."""
+    m = _dilated_model(*DILATED[name])
+    path = quantize(m, tmp_path, fmt="qop")
+    igraph = to_integer_graph(load(path))
+    assert igraph.source == "qoperator" and [layer.dilation != (1, 1) for layer in igraph.layers] == [True, False]
+    frac, worst = compare_with_ort(path, igraph, random_inputs(m, 16, 3))
+    assert worst <= 1 and frac >= 0.99, (frac, worst)
+
+
 @pytest.mark.parametrize("name", ["2d_d2x3_s2", "depthwise_d2", "1d_tcn_d4"])
 def test_dilated_conv_float_through_ptq_matches_onnxruntime(name):
     """onnx2hw's own post-training quantizer: golden = onnxruntime's spec session on its QDQ model."""

@@ -408,7 +408,7 @@ def _canonical_conv_transpose(node: Node, rw: Rewrite) -> Node:
     return replace(node, inputs=(node.inputs[0], wn, bn))
 
 
-_HW = "SlidingWindow + MatrixVectorUnit (grouped: one window per group; depthwise: DepthwiseUnit){}; 1-D and 2-D"
+_HW = "SlidingWindow + MatrixVectorUnit (grouped: one window per group; depthwise: DepthwiseUnit){}; 1-D and 2-D, dilated"
 PATTERNS = (
     Pattern("", "Conv", _HW.format(" + Requantize"), _conv, ptq="layer", canonical=_canonical_conv,
             linear=Linear(stat="mean")),

@@ -137,7 +137,7 @@ def _canonical_maxpool(node: Node, rw: Rewrite) -> Node:
 
 
 PATTERNS = (
-    Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D)", _maxpool, ptq="pass", canonical=_canonical_maxpool),
+    Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D, dilated)", _maxpool, ptq="pass", canonical=_canonical_maxpool),
     Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image or signal", _global_maxpool, ptq="pass"),
 )
 
