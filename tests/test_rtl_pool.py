@@ -207,7 +207,7 @@ def test_global_avgpool_estimate():
     (MaxPoolUnit, dict(pads=(2, 0, 0, 0), kernel=2), ValueError, "smaller than the kernel"),
     (MaxPoolUnit, dict(channels=5, simd=2), ValueError, "simd 2"),
     (AvgPoolUnit, dict(pad_value=-1), ValueError, "-1"),
-    (AvgPoolUnit, dict(dilation=(1, 2)), ValueError, "dilation"),
+    (AvgPoolUnit, dict(stride=(1, 0)), ValueError, "stride"),
     (MaxPoolUnit, dict(stride=0), ValueError, "stride"),
     (GlobalAvgPoolUnit, dict(height=0), ValueError, "height"),
     (GlobalAvgPoolUnit, dict(channels=6, simd=4), ValueError, "simd 4"),
