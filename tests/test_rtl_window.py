@@ -323,6 +323,7 @@ SYNTH_CASES = [   # (H, W, C, kernel, kwargs) — line buffer in LUTRAM and in b
     (12, 12, 32, 3, dict(pads=1, simd=8)),
     (12, 12, 32, 3, dict(pads=1, simd=16)),
     (1, 32, 4, (1, 5), dict(pads=(0, 2, 0, 2), elem_shape=unsigned(4), depthwise=True)),
+    (12, 12, 16, 3, dict(dilation=2, pads=2, simd=8)),
 ]
 
 

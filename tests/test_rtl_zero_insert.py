@@ -93,3 +93,18 @@ def test_zero_insert_verilator():
     out, _ = run_cocotb(factory, {"i": x.reshape(-1, 2)}, {"o": want.shape[0]},
                         src_pause="random", sink_pause="random", seed=3)
     assert np.array_equal(out["o"], want)
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("kwargs", [
+    dict(height=16, width=16, channels=16, stride=2, elem_shape=signed(8), simd=8, fill=-3),
+    dict(height=1, width=32, channels=4, stride=(1, 3), elem_shape=unsigned(4), simd=1, fill=3),
+])
+def test_zero_insert_synth_matches_estimate(kwargs):
+    """synth_ecp5 succeeds; LUT and FF within 30 % of the model, no DSP or block RAM."""
+    from onnx2hw.rtl.synth_check import yosys_stat
+    stat = yosys_stat(ZeroInsert(**kwargs))
+    est = ZeroInsert.estimate(**kwargs)
+    assert stat["dsp"] == est.dsp == 0 and stat["ebr"] == est.ebr == 0
+    assert abs(est.lut - stat["lut"]) <= 0.3 * stat["lut"], (stat, est)
+    assert abs(est.ff - stat["ff"]) <= 0.3 * stat["ff"], (stat, est)

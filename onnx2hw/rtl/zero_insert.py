@@ -93,7 +93,8 @@ class ZeroInsert(wiring.Component):
 
     @staticmethod
     def estimate(height, width, channels, stride, *, elem_shape, simd=1, fill=0, family="ecp5") -> Cost:
-        """Counters, the fill/input multiplexer and the output register (no RAM, no DSP)."""
+        """Counters, the fill/input multiplexer and the output register (no RAM, no DSP); fitted to
+        Yosys ``synth_ecp5`` ``stat`` (LUT4, flip-flops)."""
         if family not in FAMILIES:
             raise ValueError(f"family must be one of {FAMILIES!r}, not {family!r}")
         sh, sw = pair("stride", stride)
@@ -101,7 +102,7 @@ class ZeroInsert(wiring.Component):
         cf = channels // simd
         counters = clog2(cf) + clog2(sw) + clog2(width) + clog2(sh) + clog2(height)
         hu, wu = (height - 1) * sh + 1, (width - 1) * sw + 1
-        return Cost(cycles=hu * wu * cf, latency=1, lut=word + 2 * counters + 8,
+        return Cost(cycles=hu * wu * cf, latency=1, lut=word + 2 * counters + 4,
                     ff=word + counters + 8, dsp=0, ebr=0)
 
     def elaborate(self, platform):
