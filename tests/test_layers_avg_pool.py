@@ -332,3 +332,40 @@ def test_qonnx_average_pool_with_varying_divisors(name, bits):
     tie = exact - np.floor(exact) == 0.5
     assert np.array_equal(got[~tie], want[~tie])
     assert np.all(np.abs(got - want)[tie] <= 1)
+
+
+def test_divisor_tables_are_checked():
+    """A 2x3 window on a 3x3 image padded by one column each side, count_include_pad=0: the middle
+    column's windows divide by 6, the others by 4 (a Requant each); the tables must agree."""
+    r4, r6 = (ig.Requant(np.array([m]), np.array([20]), 0, -128, 127) for m in (1 << 18, 174763))
+    spec = ig.TensorSpec("a", (2, 3, 3), S8)
+
+    def graph(counts, acts, act=r6):
+        pool = ig.AvgPool("ap", ("x",), spec, (2, 3), (1, 1), (0, 1, 0, 1), act, 0, 0, counts=counts, count_acts=acts)
+        return graph_of(ig.TensorSpec("x", (3, 3, 3), S8), [pool])
+    with pytest.raises(onnx2hw.ModelError, match="count_acts cover divisors \\[4\\], not the layer's \\[4, 6\\]"):
+        graph(((2, 2), (2, 3, 2)), ((4, r4),))
+    with pytest.raises(onnx2hw.ModelError, match="not a positive count per output row"):
+        graph(((2,), (2, 3, 2)), ((4, r4), (6, r6)))
+    with pytest.raises(onnx2hw.ModelError, match="the largest divisor's as act"):
+        graph(((2, 2), (2, 3, 2)), ((4, r4), (6, r6)), r4)
+    x = np.random.default_rng(3).integers(-128, 128, (2, 3, 3, 3))
+    got = golden.execute(graph(((2, 2), (2, 3, 2)), ((4, r4), (6, r6))), {"x": x})["a"]
+    sums = np.stack([np.stack([x[:, i:i + 2, max(j - 1, 0):j + 2].sum(axis=(1, 2)) for j in range(3)], 1)
+                     for i in range(2)], 1)
+    want = arith.requantize(sums, 1 << 18, 20, 0, -128, 127)
+    want[:, :, 1] = arith.requantize(sums[:, :, 1], 174763, 20, 0, -128, 127)
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("attrs,match", [
+    (dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 2, 2], count_include_pad=0),
+     "a window lies wholly in the padding"),
+    (dict(kernel_shape=[2, 2], dilations=[2, 2]), "dilations are not supported"),
+    (dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 2, 0], ceil_mode=1),
+     "ceil_mode=1 with pads \\[0, 0, 2, 0\\] as large as the kernel"),
+])
+def test_average_pool_refusals_are_one_line(attrs, match):
+    m = _qdq_pool(attrs, (2, 4, 5), 0.05, 7, 0.037, 3, np.uint8)
+    with pytest.raises(onnx2hw.ModelError, match=f"node 'pool' \\(AveragePool\\): {match}"):
+        to_integer_graph(load(m))
