@@ -16,6 +16,10 @@ from .cost import Cost
 
 __all__ = ["ProductUnit", "product_range"]
 
+#: a lone registered LUT product's size as a share of ``lut_product_cost`` (fitted to Yosys
+#: synth_ecp5 of this block: 8x8-bit products, 1 and 4 lanes, within 20 %)
+LUT_PRODUCT_SHARE = 0.4
+
 
 def product_range(a_shape, a_zero: int, b_shape, b_zero: int) -> tuple[int, int]:
     """The exact range of ``(a - a_zero) * (b - b_zero)`` over the values of both shapes."""
@@ -170,9 +174,9 @@ class ProductUnit(wiring.Component):
                  gate_channels: int | None = None, pixels: int = 1, mul_style: str = "auto",
                  family: str = "ecp5") -> Cost:
         """Cost without elaboration: per lane the operand registers, the product (one DSP, or
-        :func:`~onnx2hw.rtl._mul.lut_product_cost`), the output register, and for a broadcast
-        gate its memory (LUT RAM or block RAM, as a ROM of that size maps); ``cycles`` counts the
-        gate load of an image and its ``a`` transfers."""
+        :data:`LUT_PRODUCT_SHARE` of :func:`~onnx2hw.rtl._mul.lut_product_cost`), the output
+        register, and for a broadcast gate its memory (LUT RAM or block RAM, as a ROM of that
+        size maps); ``cycles`` counts the gate load of an image and its ``a`` transfers."""
         (a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels,
          mul_style) = _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style)
         family = _p.family(family)
@@ -183,10 +187,11 @@ class ProductUnit(wiring.Component):
             dsp = product_dsps(ra, rb)
             lut += (a_shape.width + 2 if a_zero else 2) + (b_shape.width + 2 if b_zero else 2)
             ff += 2 * out_w                                   # landing registers
-        else:
+        else:   # lut_product_cost is fitted to whole MVUs: a lone product is smaller
             pl, pf = lut_product_cost(ra.width, rb.width)
-            lut += int(pl) + (a_shape.width + 1 if a_zero else 0) + (b_shape.width + 1 if b_zero else 0)
-            ff += int(pf)
+            lut += int(LUT_PRODUCT_SHARE * pl)
+            lut += (a_shape.width + 1 if a_zero else 0) + (b_shape.width + 1 if b_zero else 0)
+            ff += int(LUT_PRODUCT_SHARE * pf)
         ff += ra.width + rb.width + out_w
         cycles = 1
         ctrl_lut, ctrl_ff = 3, 4
