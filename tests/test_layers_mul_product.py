@@ -275,3 +275,79 @@ def test_ptq_gives_the_product_its_own_quantizer(kind):
 def test_float_model_simulates_bit_exact(kind):
     x = _calib(8, 2)
     onnx2hw.compile(_float_model(kind), board="ulx3s", calib={"x": _calib()}).simulate({"x": x})
+
+
+# ---- QONNX: Mul of two Quant outputs followed by a Quant ----------------------------------------
+
+def _qonnx_model(kind):
+    """Quant(x) -> Conv/Relu/Quant (y); ``gate``: y times its SE gate (GlobalAveragePool/Quant,
+    1x1 Conv/Relu/Quant); ``branches``: y times a second Conv/Quant of x; then Quant."""
+    from test_quant_import_qonnx import _Q
+    q = _Q(9)
+    x = q.quant("x", 1 / 255, 8)
+    y = q.quant(q.op("Relu", [q.op("Conv", [x, q.wquant((4, 1, 3, 3), 8), q.const(q.rng.normal(0, .1, 4))],
+                                   pads=[1, 1, 1, 1])]), 0.011, 8)
+    if kind == "gate":
+        p = q.quant(q.op("GlobalAveragePool", [y]), 0.007, 8)
+        g = q.quant(q.op("Relu", [q.op("Conv", [p, q.wquant((4, 4, 1, 1), 8), q.const(q.rng.normal(0, .1, 4))])]),
+                    1 / 15, 4)
+    else:
+        g = q.quant(q.op("Conv", [x, q.wquant((4, 1, 1, 1), 4), q.const(q.rng.normal(0, .1, 4))]), 0.013, 6,
+                    signed=True)
+    out = q.quant(q.op("Mul", [g, y]), 0.0031, 8, signed=True)
+    return q.model(out, [1, 6, 7], [4, 6, 7])
+
+
+@pytest.mark.parametrize("kind", ["gate", "branches"])
+def test_qonnx_product_equals_float_semantics(kind):
+    """Golden of the integer graph against the QONNX graph's float semantics (the golden float
+    executor), within one output step (the 31-bit multiplier and ROUND's ties to even), at
+    least 99 % equal; and bit-exact hardware."""
+    m = _qonnx_model(kind)
+    graph = load(m)
+    ig = to_integer_graph(graph)
+    assert ig.source == "qonnx"
+    mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
+    assert len(mul) == 1 and mul[0].product
+    specs = ig.specs()
+    assert mul[0].gate([specs[t] for t in mul[0].inputs]) == (4 if kind == "gate" else None)
+    x = np.random.default_rng(2).uniform(0, 1, (32, 1, 6, 7)).astype(np.float32)
+    want = golden.execute(graph, {"x": x})["y"]
+    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))["y"]
+    lsb = lsb_apart(got, want, 0.0031)
+    assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
+    assert_hardware_is_golden(compile_pipeline(ig), 2, input_seed=4, seed=5)
+
+
+def test_square_of_one_tensor_is_bit_exact():
+    """``x * x``: both operands one tensor (the pipeline forks it to the two ports)."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 0, np.int8)
+    nodes.append(helper.make_node("Mul", [xd, xd], ["m"], name="mul"))
+    _, yd = qdq(nodes, inits, "m", "y", 0.03, 0, np.uint8)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    m = qdq_model(nodes, inits, SHAPE, "out", SHAPE)
+    ig = _compare(m)
+    assert_hardware_is_golden(compile_pipeline(ig), 2)
+
+
+def test_gate_of_one_value_per_image_is_bit_exact():
+    """A gate of one value per image (a 1-channel map's mean) scales every element: one lane."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    nodes.append(helper.make_node("Conv", [xd, _weights(nodes, inits, "w", W3[:1])], ["c"], name="conv",
+                                  pads=[1, 1, 1, 1]))
+    _, cd = qdq(nodes, inits, "c", "cq", 0.05, 0, np.int8)
+    nodes.append(helper.make_node("GlobalAveragePool", [cd], ["p"], name="gap"))
+    _, pd = qdq(nodes, inits, "p", "pq", 0.02, 0, np.int8)
+    nodes.append(helper.make_node("Sigmoid", [pd], ["g"], name="sigmoid"))
+    _, gd = qdq(nodes, inits, "g", "gq", 1 / 255, 0)
+    nodes.append(helper.make_node("Mul", [gd, xd], ["m"], name="mul"))
+    _, yd = qdq(nodes, inits, "m", "y", 0.012, 0, np.int8)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    ig = _compare(qdq_model(nodes, inits, SHAPE, "out", SHAPE))
+    mul = next(layer for layer in ig.layers if isinstance(layer, Mul))
+    specs = ig.specs()
+    ins = [specs[t] for t in mul.inputs]
+    assert mul.gate(ins) == 1 and mul.fold_options(ins) == [(1, 1)]
+    assert_hardware_is_golden(compile_pipeline(ig), 2)
