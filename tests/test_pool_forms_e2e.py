@@ -8,6 +8,7 @@ by onnxruntime), and the compiled design simulated bit-exact against the golden.
   the positions inside the image.
 * PyTorch ``AvgPool2d(ceil_mode=True)`` on odd maps, counting padding (the default) and not:
   partial last windows (8 -> 5 -> 3) divide by the positions inside the padded image (or the image).
+* A 1-D PyTorch ``AvgPool1d(ceil_mode=True, count_include_pad=False)`` and ``MaxPool1d(ceil_mode=True)``.
 * MaxPool with asymmetric pads, ``auto_pad=SAME_UPPER``/``SAME_LOWER`` and ``ceil_mode=1`` with
   asymmetric pads.
 """
@@ -57,8 +58,20 @@ def _max_pools():
                  {"W": w(4, 2, 3, 3), "b": w(4), "Wd": w(3, 24), "bd": w(3)})
 
 
+def _torch_1d():
+    """Conv1d, then AvgPool1d(3, 2, padding=1, ceil_mode=True, count_include_pad=False) on 10 -> 6
+    (a partial last window) and MaxPool1d(2, ceil_mode=True) on 6 -> 3."""
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("AveragePool", ["r"], ["p"], kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1,
+                              count_include_pad=0),
+             helper.make_node("MaxPool", ["p"], ["p2"], kernel_shape=[2], strides=[2], ceil_mode=1),
+             helper.make_node("Flatten", ["p2"], ["f"]), helper.make_node("Gemm", ["f", "Wd", "bd"], ["y"], transB=1)]
+    return model(nodes, ("x", ["N", 3, 10]), ("y", ["N", 3]),
+                 {"W": w(5, 3, 3), "b": w(5), "Wd": w(3, 15), "bd": w(3)})
+
+
 MODELS = {"keras_same_avg": (_keras_same, (3, 8, 8)), "torch_ceil_avg": (_torch_ceil, (2, 8, 8)),
-          "max_pools": (_max_pools, (2, 9, 8))}
+          "max_pools": (_max_pools, (2, 9, 8)), "torch_1d": (_torch_1d, (3, 10))}
 
 
 def _data(shape, seed):
@@ -74,9 +87,9 @@ def test_golden_matches_the_quantized_model(name):
     np.testing.assert_allclose(design.golden({"x": x[:16]})["y"], want, rtol=0, atol=1e-6 * np.abs(want).max())
     pools = [s for s in design.pipeline.stages if "pool" in s.op]
     blocks = [b.kind for s in pools for b in s.blocks]
-    assert len(pools) == (2 if name != "max_pools" else 4)
-    if name != "max_pools":   # every window count varies at the edges: one DivisorRequantize per pool
-        assert blocks.count("DivisorRequantize") == 2
+    assert len(pools) == {"max_pools": 4}.get(name, 2)
+    # every average pool's window count varies at the edges: one DivisorRequantize each
+    assert blocks.count("DivisorRequantize") == {"max_pools": 0, "torch_1d": 1}.get(name, 2)
 
 
 @pytest.mark.sim
