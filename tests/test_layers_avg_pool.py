@@ -369,3 +369,40 @@ def test_average_pool_refusals_are_one_line(attrs, match):
     m = _qdq_pool(attrs, (2, 4, 5), 0.05, 7, 0.037, 3, np.uint8)
     with pytest.raises(onnx2hw.ModelError, match=f"node 'pool' \\(AveragePool\\): {match}"):
         to_integer_graph(load(m))
+
+
+def test_per_channel_output_scales_with_varying_divisors():
+    """A pool read only by a model output may quantize per channel: a Requant per divisor and
+    channel (DivisorRequantize's table then follows the channel fold too). Golden against
+    onnxruntime's spec-exact session, differing only within float32 rounding of a tie, and the
+    pipeline under random stalls equal to the golden."""
+    from onnx2hw.dataflow import compile_pipeline
+    from onnx2hw.rtl.accelerator import AcceleratorCore
+    from onnx2hw.sim.model_sim import from_transfers, to_transfers
+    from onnx2hw.sim.pysim import run_stream
+    so = np.array([0.03, 0.05, 0.041, 0.07], np.float32)
+    inits = [numpy_helper.from_array(np.float32(0.05), "si"), numpy_helper.from_array(np.uint8(7), "zi"),
+             numpy_helper.from_array(so, "so")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "si", "zi"], ["xd"]),
+             helper.make_node("AveragePool", ["xd"], ["p"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                              strides=[2, 2], count_include_pad=0),
+             helper.make_node("QuantizeLinear", ["p", "so"], ["y"], axis=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", 4, 7, 7])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, ["N", 4, 4, 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    m.ir_version = 9
+    q = np.random.default_rng(0).integers(0, 256, (3, 4, 7, 7)).astype(np.uint8)
+    graph, got = _golden_nchw(m, q)
+    want = spec_session(m).run(None, {"x": q})[0].astype(np.int64)
+    sums, div = _pool_formula(q, 7, [3, 3], [2, 2], [1, 1, 1, 1], False, False)
+    exact = sums * np.float64(np.float32(0.05)) / so.astype(np.float64).reshape(1, 4, 1, 1) / div
+    near = np.abs(exact - np.floor(exact) - 0.5) < FLOAT32_TIE * (1 + np.abs(exact))
+    assert np.all(near[got != want])
+    p = compile_pipeline(graph, folding={"pool": (2, 2)})
+    assert [b.kind for b in p.stages[0].blocks][-1] == "DivisorRequantize"
+    li, lo = p.input_link, p.output_link
+    xq = np.moveaxis(q, 1, -1).astype(np.int64)
+    out, _ = run_stream(AcceleratorCore(p), {"i": to_transfers(xq, li.dst_lanes)}, {"o": lo.elements // lo.src_lanes * 3},
+                        src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
+    hw = from_transfers(out["o"], 3, graph.output_specs[0].shape)
+    assert np.array_equal(np.moveaxis(hw, -1, 1), got)
