@@ -138,7 +138,7 @@ def test_linear_declarations_match_the_canonical_forms(op):
     from onnx2hw.quant._canonical import prepare
 
     rng = np.random.default_rng(0)
-    weights = {"Gemm": (4, 3), "MatMul": (4, 3), "Conv": (3, 4, 1, 1)}[op]
+    weights = {"Gemm": (4, 3), "MatMul": (4, 3), "Conv": (3, 4, 1, 1), "ConvTranspose": (4, 3, 1, 1)}[op]
     x_shape = ["N", 4] if len(weights) == 2 else ["N", 4, 2, 2]
     y_shape = ["N", 3] if len(weights) == 2 else ["N", 3, 2, 2]
     nodes = [helper.make_node(op, ["x", "w"], ["h"], name="layer"), helper.make_node("Relu", ["h"], ["y"])]

@@ -210,12 +210,14 @@ def _round_weights(w, wq, scale, axis: int, bits: int, stat: np.ndarray):
             err = (work[:, j] - qj * rs) / hinv[j, j]
             work[:, j + 1:] -= np.outer(err, hinv[j, j + 1:])
         return (q if axis == 0 else q.T), None
+    if axis != 0:   # a ConvTranspose weight (Cin, Cout/group, *k): each output sees a stride-dependent part of it
+        return wq, None
     sb = s.reshape((-1,) + (1,) * (w.ndim - 1)) if s.ndim else s
     delta = wq * sb - w  # (Cout, Cin_g, kh, kw)
     mean = np.asarray(stat, np.float64)
     if delta.shape[1] != mean.size:  # grouped conv: leave as is
         return wq, None
-    return wq, -np.einsum("ocij,c->o", delta, mean)
+    return wq, -np.einsum("ock,c->o", delta.reshape(delta.shape[0], delta.shape[1], -1), mean)
 
 
 def _tensor(name: str, values, onnx_type: int, dims=None) -> onnx.TensorProto:
@@ -410,6 +412,8 @@ class _Writer:
         min_scale = 0.0
         if bias:  # keep round(bias / (s_in * s_w)) inside int32
             b_abs = np.abs(np.asarray(self.g.initializers[bias], np.float64))
+            if self.per_channel and b_abs.size != w.shape[form.axis]:   # grouped ConvTranspose: (group, Cout/group)
+                b_abs = b_abs.reshape(-1, w.shape[form.axis]).max(axis=0)
             min_scale = (b_abs if self.per_channel else b_abs.max()) / (float(self.qp[x].scale) * _BIAS_MAX)
         wq, ws = weight_qparams(w, self.weight_bits, self.per_channel, form.axis, f"{label} weight", min_scale)
         bias_fix = None
@@ -418,7 +422,8 @@ class _Writer:
         wtype = TensorProto.INT8 if self.weight_bits == 8 else TensorProto.INT4
         new_ins = [dx, self.dequantized_const(ins[form.weight], wq, ws, wtype, form.axis)]
         if bias:
-            new_ins.append(self.int32_bias(label, bias, bias_fix, self.qp[x].scale * ws))
+            groups = np.size(self.g.initializers[bias]) // ws.size if ws.ndim else 1   # scales repeat per group
+            new_ins.append(self.int32_bias(label, bias, bias_fix, self.qp[x].scale * np.tile(ws, groups)))
         return new_ins
 
     def int32_bias(self, label: str, name: str, fix, scale) -> str:
