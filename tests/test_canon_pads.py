@@ -140,3 +140,14 @@ def test_counted_same_padding_stops_an_affine_map():
     m = model(nodes, ("x", ["N", 2, 6, 6]), ("y", ["N", 3, 4, 4]),
               {"W": w(3, 2, 3, 3), "b": w(3), "k": w(1, 3, 1, 1) + 2, "t": w(1, 3, 1, 1)})
     assert_same_function(m, canonicalize(load(m)))
+
+
+@pytest.mark.parametrize("auto", ["SAME_UPPER", "SAME_LOWER"])
+def test_same_padding_with_a_stride_beyond_the_kernel_stays(auto):
+    """A stride beyond the kernel gives SAME a negative padding total, which onnxruntime refuses
+    (2-D, and 1-D before opset 19) or crops the input by: the pool is left as it is."""
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("AveragePool", ["r"], ["y"], kernel_shape=[1, 1], strides=[1, 3], auto_pad=auto)]
+    m = model(nodes, ("x", ["N", 2, 3, 6]), ("y", ["N", 2, 3, 2]), {}, opset=13)
+    g = ceil_pools(load(m))
+    assert g.nodes[1].attrs["auto_pad"] == auto

@@ -157,6 +157,7 @@ FORMS = [
     ("1d_ceil_cip1", (3, 10), dict(kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1, count_include_pad=1)),
     ("1d_cip0_k2", (3, 9), dict(kernel_shape=[2], pads=[1, 0], count_include_pad=0)),
     ("1d_same_upper_s2", (3, 8), dict(kernel_shape=[3], strides=[2], auto_pad="SAME_UPPER")),
+    ("1d_same_stride_beyond_kernel", (3, 6), dict(kernel_shape=[2], strides=[3], auto_pad="SAME_UPPER")),
 ]
 
 #: (s_in, zp_in, s_out, zp_out, dtype): a calibrated output grid, and the input's own grid
@@ -195,10 +196,10 @@ def test_every_average_pool_form_matches_onnxruntime(name, shape, attrs, grid):
     ``q - zp`` over the image positions and the spec's divisor, and the golden is that mean
     rounded to nearest away from ties.
 
-    Ties counted over the 18 forms (6 images each, 4398 outputs per grid): on the calibrated
+    Ties counted over the 19 forms (6 images each, 4434 outputs per grid): on the calibrated
     grid 6 outputs differ, each within 4.3e-7 of a tie (15 outputs lie that close; float32
     rounds them either way); on the input's own grid (scale 1/16, as TFLite keeps a pool's
-    quantization) 732 outputs are exact ties (even divisors), onnxruntime rounds them half to
+    quantization) 751 outputs are exact ties (even divisors), onnxruntime rounds them half to
     even and the golden's 31-bit multiplier of ``1 / divisor`` decides: 362 differ, every one a
     tie."""
     s_in, zp_in, s_out, zp_out, dt = GRIDS[grid]
@@ -362,6 +363,8 @@ def test_divisor_tables_are_checked():
     (dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 2, 2], count_include_pad=0),
      "a window lies wholly in the padding"),
     (dict(kernel_shape=[2, 2], dilations=[2, 2]), "dilations are not supported"),
+    (dict(kernel_shape=[1, 1], strides=[4, 1], auto_pad="SAME_UPPER"), "auto_pad SAME_UPPER with strides \\[4, 1\\] "
+     "beyond the kernel \\[1, 1\\] asks for negative padding at the start"),
     (dict(kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 2, 0], ceil_mode=1),
      "ceil_mode=1 with pads \\[0, 0, 2, 0\\] as large as the kernel"),
 ])

@@ -109,7 +109,9 @@ def _same_form(node: Node, shape) -> Node | None:
     dilations = [int(x) for x in node.attr("dilations", None) or (1,) * d]
     begin, end = [], []
     for n, k, s, dl in zip(shape[2:], kernel, strides, dilations):
-        total = max(0, (-(-n // s) - 1) * s + (k - 1) * dl + 1 - n)
+        total = (-(-n // s) - 1) * s + (k - 1) * dl + 1 - n
+        if total < 0:   # a stride beyond the kernel: negative padding, which onnxruntime refuses
+            return None  # or crops by (as its version goes): the pool stays as it is
         small, big = total // 2, total - total // 2
         begin.append(small if _auto(node) == "SAME_UPPER" else big)
         end.append(big if _auto(node) == "SAME_UPPER" else small)

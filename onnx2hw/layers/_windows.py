@@ -10,7 +10,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from .builder import node_error
 
-__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out", "ceil_end_pad", "axis_counts"]
+__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out", "ceil_end_pad", "axis_counts", "same_begin"]
 
 _LIFT = {"kernel_shape": 1, "strides": 1, "dilations": 1}
 
@@ -58,6 +58,16 @@ def ceil_end_pad(n: int, k: int, s: int, begin: int, end: int) -> int | None:
         o -= 1
     pad = max(end, (o - 1) * s + k - n - begin)
     return pad if (n + begin + pad - k) // s + 1 == o else None
+
+
+def same_begin(auto: str, n: int, k: int, s: int) -> int:
+    """The start padding of ``auto_pad`` ``SAME_UPPER``/``SAME_LOWER`` on an axis of ``n`` as
+    onnxruntime computes it: the total ``(ceil(n / s) - 1) * s + k - n`` halved towards zero (the
+    odd one at the end for UPPER, at the start for LOWER). A total below zero (a stride beyond the
+    kernel) pads nothing unless this is negative: then onnxruntime's windows start inside the
+    input (its 1-D pools of opset 19; other versions refuse negative padding)."""
+    total = (-(-n // s) - 1) * s + k - n
+    return int(total / 2) if auto == "SAME_UPPER" else int((total + 1) / 2)
 
 
 def axis_counts(n: int, k: int, s: int, begin: int, end: int, out: int, include_pad: bool) -> tuple[int, ...]:

@@ -39,7 +39,7 @@ from ..rtl.pool_divisor import DivisorRequantize
 from ..rtl.stage import Block
 from .builder import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
 from ._pair_mean import pair_mean_terms
-from ._windows import as_image, axis_counts, ceil_end_pad, pad_nhwc, spatial_out, windows
+from ._windows import as_image, axis_counts, ceil_end_pad, pad_nhwc, same_begin, spatial_out, windows
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
 from .types import IntType, Requant, apply_act, elem_shape, int_type_for, readonly, window_out
 
@@ -300,17 +300,30 @@ def geometry(node: Node, x: QT, *, area_divisor: bool = False):
     strides = tuple(node.attr("strides", (1, 1)))
     if tuple(node.attr("dilations", (1, 1))) != (1, 1):
         raise node_error(node, "dilations are not supported", UnsupportedError)
-    floor = replace(node, attrs={k: v for k, v in node.attrs.items() if k != "ceil_mode"})
-    declared = pads_of(floor, (h, w), kernel, strides)
-    pads = list(declared)
-    # ceil_mode rounds the window count up with explicit or VALID padding; SAME has ceil(n / s) windows
-    if int(node.attr("ceil_mode", 0)) and node.attr("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
-        for i, n in enumerate((h, w)):
-            end = ceil_end_pad(n, kernel[i], strides[i], declared[i], declared[i + 2])
-            if end is None:
-                raise node_error(node, f"ceil_mode=1 with pads {list(declared)!r} as large as the kernel is not "
-                                 f"supported", UnsupportedError)
-            pads[i + 2] = end
+    for what, v in (("kernel_shape", kernel), ("strides", strides)):
+        if len(v) != 2 or min(int(d) for d in v) < 1:
+            raise node_error(node, f"{what} {list(v)!r} must be two positive integers", UnsupportedError)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER") and min(same_begin(auto, n, k, s) for n, k, s in zip((h, w), kernel,
+                                                                                               strides)) < 0:
+        raise node_error(node, f"auto_pad {auto} with strides {list(strides)!r} beyond the kernel "
+                         f"{list(kernel)!r} asks for negative padding at the start (onnxruntime then crops the "
+                         f"input)", UnsupportedError)
+    floor = {k: v for k, v in node.attrs.items() if k != "ceil_mode"}
+    if int(node.attr("ceil_mode", 0)) and auto in ("NOTSET", "VALID"):
+        # ceil_mode rounds the window count up with explicit or VALID padding (SAME has ceil(n / s)
+        # windows): the floor-mode pool over the extra end padding, checked as such by pads_of
+        declared = tuple(int(p) for p in node.attr("pads", (0, 0, 0, 0))) if auto == "NOTSET" else (0, 0, 0, 0)
+        if len(declared) != 4 or min(declared) < 0:
+            raise node_error(node, f"pads {list(declared)!r} must be four non-negative integers", UnsupportedError)
+        ends = [ceil_end_pad(n, kernel[i], strides[i], declared[i], declared[i + 2]) for i, n in enumerate((h, w))]
+        if None in ends:
+            raise node_error(node, f"ceil_mode=1 with pads {list(declared)!r} as large as the kernel is not "
+                             f"supported", UnsupportedError)
+        floor = dict(floor, auto_pad="NOTSET", pads=(*declared[:2], *ends))
+        pads = pads_of(replace(node, attrs=floor), (h, w), kernel, strides)
+    else:
+        declared = pads = pads_of(replace(node, attrs=floor), (h, w), kernel, strides)
     include = bool(int(node.attr("count_include_pad", 0)))
     out = [window_out(n, kernel[i], strides[i], pads[i], pads[i + 2]) for i, n in enumerate((h, w))]
     counts = tuple(axis_counts(n, kernel[i], strides[i], declared[i], declared[i + 2], out[i], include)
