@@ -409,3 +409,45 @@ def test_per_channel_output_scales_with_varying_divisors():
                         src_pause="random", sink_pause="random", seed=2, check_comb=False, idle_limit=1 << 20)
     hw = from_transfers(out["o"], 3, graph.output_specs[0].shape)
     assert np.array_equal(np.moveaxis(hw, -1, 1), got)
+
+
+def test_random_average_pool_geometries_match_onnxruntime():
+    """120 random 1-D and 2-D geometries (kernel 1..3, stride 1..3, pads below the kernel or
+    auto_pad, both count_include_pad and ceil_mode settings, inputs down to one position): the
+    golden equals onnxruntime's spec-exact session away from float32 ties, or the import refuses
+    in one line a geometry the hardware does not take (a window larger than the padded input,
+    negative SAME padding at the start); onnxruntime's own refusals are skipped."""
+    import onnxruntime
+    rng = np.random.default_rng(36)
+    checked = 0
+    for _ in range(120):
+        d = int(rng.integers(1, 3))
+        spatial = [int(v) for v in rng.integers(1, 8, d)]
+        kernel = [int(v) for v in rng.integers(1, 4, d)]
+        attrs = dict(kernel_shape=kernel, strides=[int(v) for v in rng.integers(1, 4, d)],
+                     count_include_pad=int(rng.integers(0, 2)), ceil_mode=int(rng.integers(0, 2)))
+        auto = str(rng.choice(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+        if auto == "NOTSET":
+            attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+        else:
+            attrs["auto_pad"] = auto
+        shape = (2, *spatial)
+        m = _qdq_pool(attrs, shape, 0.05, 7, 0.037, 3, np.uint8)
+        q = rng.integers(0, 256, (2, *shape)).astype(np.uint8)
+        try:
+            want = spec_session(m).run(None, {"x": q})[0].astype(np.int64)
+        except (onnxruntime.capi.onnxruntime_pybind11_state.RuntimeException,
+                onnxruntime.capi.onnxruntime_pybind11_state.Fail):
+            continue
+        try:
+            _, got = _golden_nchw(m, q)
+        except onnx2hw.ModelError as e:
+            assert str(e).count("\n") == 0 and ("does not fit" in str(e) or "negative padding" in str(e)), str(e)
+            continue
+        kernel, strides, pads, include, ceil = _geometry(shape, attrs)
+        sums, div = _pool_formula(q, 7, kernel, strides, pads, include, ceil)
+        exact = sums * (np.float64(np.float32(0.05)) / np.float64(np.float32(0.037))) / div
+        near = np.abs(exact - np.floor(exact) - 0.5) < FLOAT32_TIE * (1 + np.abs(exact))
+        assert got.shape == want.shape and np.all(near[got != want]), attrs
+        checked += 1
+    assert checked >= 90
