@@ -145,15 +145,17 @@ def test_gate_of_wrong_shape_is_refused_by_validate():
 
 
 def test_broadcast_within_a_channel_is_refused():
+    """A gate of one value per row (a max over each row) varies within a channel: refused."""
     nodes, inits = [], []
     _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
-    nodes.append(helper.make_node("ReduceMean", [xd], ["r"], name="rows", axes=[1, 3], keepdims=1))
+    nodes.append(helper.make_node("MaxPool", [xd], ["r"], name="rows", kernel_shape=[1, SHAPE[2]]))
     _, rd = qdq(nodes, inits, "r", "rq", 0.02, 128)
     nodes.append(helper.make_node("Mul", [xd, rd], ["m"], name="mul"))
     _, yd = qdq(nodes, inits, "m", "y", 0.02, 0, np.int8)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
     m = qdq_model(nodes, inits, SHAPE, "out", SHAPE)
-    with pytest.raises(UnsupportedError, match=r"node '(rows|mul)' \((ReduceMean|Mul)\)"):
+    with pytest.raises(UnsupportedError, match=r"node 'mul' \(Mul\): Mul broadcasting \(4, 5, 1\) over \(4, 5, 6\) \(only "
+                       r"one value per channel or per image"):
         to_integer_graph(load(m))
 
 
@@ -351,3 +353,14 @@ def test_gate_of_one_value_per_image_is_bit_exact():
     ins = [specs[t] for t in mul.inputs]
     assert mul.gate(ins) == 1 and mul.fold_options(ins) == [(1, 1)]
     assert_hardware_is_golden(compile_pipeline(ig), 2)
+
+
+def test_bipolar_operand_is_refused_on_import():
+    from test_quant_import_qonnx import QONNX, _Q
+    q = _Q(1)
+    x = q.quant("x", 1 / 255, 8)
+    c = q.op("Conv", [x, q.wquant((4, 1, 1, 1), 8)])
+    q.nodes.append(helper.make_node("BipolarQuant", [c, q.const(1.0)], ["sign"], domain=QONNX, name="sign_q"))
+    out = q.quant(q.op("Mul", ["sign", x]), 0.01, 8, signed=True)
+    with pytest.raises(UnsupportedError, match=r"node 'mul\d+' \(Mul\): Mul of the bipolar tensor .* is not supported"):
+        to_integer_graph(load(q.model(out, [1, 6, 7], [4, 6, 7])))
