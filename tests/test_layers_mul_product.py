@@ -154,8 +154,8 @@ def test_broadcast_within_a_channel_is_refused():
     _, yd = qdq(nodes, inits, "m", "y", 0.02, 0, np.int8)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
     m = qdq_model(nodes, inits, SHAPE, "out", SHAPE)
-    with pytest.raises(UnsupportedError, match=r"node 'mul' \(Mul\): Mul broadcasting \(4, 5, 1\) over \(4, 5, 6\) \(only "
-                       r"one value per channel or per image"):
+    with pytest.raises(UnsupportedError, match=r"node 'mul' \(Mul\): Mul broadcasting \(4, 5, 1\) over "
+                       r"\(4, 5, 6\) \(only one value per channel or per image"):
         to_integer_graph(load(m))
 
 
