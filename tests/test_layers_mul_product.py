@@ -112,10 +112,12 @@ def test_product_hardware_is_bit_exact(kind):
     assert_hardware_is_golden(p, 3, input_seed=3, seed=6)
 
 
-def test_product_hardware_with_lanes_is_bit_exact():
+@pytest.mark.parametrize("mul", ["dsp", "lut"])
+def test_product_hardware_with_lanes_is_bit_exact(mul):
     ig = to_integer_graph(load(_model("se", "s8", "u8", "s8")))
-    p = compile_pipeline(ig, folding={"mul": (2, 2)})
-    assert next(s for s in p.stages if s.layer == "mul").in_lanes == (2, 2)
+    p = compile_pipeline(ig, folding={"mul": (2, 2, mul)})
+    stage = next(s for s in p.stages if s.layer == "mul")
+    assert stage.in_lanes == (2, 2) and stage.mul == mul and stage.blocks[0].cost.dsp == (2 if mul == "dsp" else 0)
     assert_hardware_is_golden(p, 3, input_seed=5, seed=7)
 
 
