@@ -1,12 +1,14 @@
 """Padding as window ops take it: a zero ``Pad`` in front of a window op is the op's own
-padding, and a ``MaxPool``'s ``ceil_mode`` is end padding (:func:`ceil_pools`).
+padding, a ``MaxPool``'s ``ceil_mode`` is end padding and a pool's ``auto_pad=SAME_*`` is
+explicit ``pads`` (:func:`ceil_pools`).
 
 ``Conv(Pad(x, p))`` is ``Conv(x)`` with ``p`` added to its ``pads``, and so is an
-``AveragePool`` that counts padded positions (``count_include_pad=1``), when the Pad is of
-constant mode with value 0, adds nothing on the batch and channel axes and removes nothing, and
-the window op sets its padding explicitly (no ``auto_pad``). Exporters of channels-last
-frameworks write Keras' ``ZeroPadding2D`` and TensorFlow's explicit padding this way. A Pad
-that pads nothing (PyTorch's ``avg_pool2d`` at opset 9 writes one) goes, whatever reads it.
+``AveragePool`` that counts padded positions (``count_include_pad=1``; with ``ceil_mode`` only a
+Pad of nothing at the end), when the Pad is of constant mode with value 0, adds nothing on the
+batch and channel axes and removes nothing, and the window op sets its padding explicitly (no
+``auto_pad``). Exporters of channels-last frameworks write Keras' ``ZeroPadding2D`` and
+TensorFlow's explicit padding this way. A Pad that pads nothing (PyTorch's ``avg_pool2d`` at
+opset 9 writes one) goes, whatever reads it.
 """
 from __future__ import annotations
 
