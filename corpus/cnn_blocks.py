@@ -16,8 +16,9 @@ the exporters people use:
 - Keras 3 through tf2onnx (``keras_blk_<name>_tf2onnx.onnx``, family ``keras-blocks``), opset 13,
   channels last;
 - Brevitas QONNX (``brevitas_blk_<name>_{raw,clean}.onnx``, family ``brevitas-blocks``) for the
-  layers Brevitas has (QuantConvTranspose1d/2d, dilated QuantConv1d/2d); their ``.npz`` holds the
-  qonnx executor's outputs as ``oracle``.
+  layers Brevitas has (QuantConvTranspose1d/2d, dilated QuantConv1d/2d, QuantSigmoid and
+  QuantHardSwish in an SE net; channel split and shuffle of quantized tensors); their ``.npz``
+  holds the qonnx executor's outputs as ``oracle``.
 
 Weights are random from fixed seeds; every BatchNorm gets a random gain in [0.6, 1.4] and offset in
 [-0.2, 0.5] and the mean and variance of its own input over the model's 32 inputs (so activations
@@ -572,14 +573,15 @@ def _keras_models(keras):
 
     def se_sigmoid():
         """Squeeze-and-excitation as Keras SENet implementations write it, on 16x16x3: Conv2D 3x3
-        stride 2-BN-ReLU (16), DepthwiseConv2D 3x3-BN-ReLU, GlobalAveragePooling2D, Reshape((1, 1,
-        16)), Dense 4 relu, Dense 16 sigmoid, Multiply with the feature map; Conv2D 1x1-BN (16),
-        GlobalAveragePooling2D, Dense 10."""
+        stride 2-BN-ReLU (16), DepthwiseConv2D 3x3-BN-ReLU; GlobalAveragePooling2D, Dense 4 relu,
+        Dense 16 sigmoid, Reshape((1, 1, 16)), Multiply with the feature map; Conv2D 1x1-BN (16),
+        GlobalAveragePooling2D, Dense 10. (The Dense layers on the pooled vector: on a (1, 1, C)
+        tensor tf2onnx writes their Tensordot with a constant it shares between the two layers under
+        either name from run to run.)"""
         inp = keras.Input((16, 16, 3), name="input")
         h = conv_bn(conv_bn(inp, 16, s=2), 16, dw=True)
-        s = L.Reshape((1, 1, 16))(L.GlobalAveragePooling2D()(h))
-        s = L.Dense(16, activation="sigmoid")(L.Dense(4, activation="relu")(s))
-        h = conv_bn(L.Multiply()([h, s]), 16, k=1, act=None)
+        s = L.Dense(16, activation="sigmoid")(L.Dense(4, activation="relu")(L.GlobalAveragePooling2D()(h)))
+        h = conv_bn(L.Multiply()([h, L.Reshape((1, 1, 16))(s)]), 16, k=1, act=None)
         return keras.Model(inp, L.Dense(10)(L.GlobalAveragePooling2D()(h)))
 
     def act(name):
@@ -633,12 +635,80 @@ def _keras_bn(keras, model, x, rng) -> None:
                                t.mean(axis=axes).astype(np.float32), t.var(axis=axes).astype(np.float32)])
 
 
+def _stable(path: Path) -> None:
+    """What ``tidy`` leaves run-dependent in these tf2onnx graphs, made repeatable: the nodes of
+    parallel branches come in either order, with tf2onnx's global name counters (``__N``) given in
+    that order; the nodes are sorted topologically (ready nodes by their name without the counters,
+    then op type), the counters renumbered in the new order, and the dynamic batch dimension,
+    named from a counter too (``unk__N``), called ``batch``."""
+    import heapq
+    import re
+    model = onnx.load(path)
+    g = model.graph
+    nodes = list(g.node)
+    made = {o: k for k, n in enumerate(nodes) for o in n.output}
+    deps = [{made[i] for i in n.input if i in made} for n in nodes]
+    users: dict[int, list[int]] = {}
+    for k, d in enumerate(deps):
+        for j in d:
+            users.setdefault(j, []).append(k)
+
+    def key(k):
+        return re.sub(r"__\d+", "", nodes[k].name), nodes[k].op_type, k
+
+    waiting = [len(d) for d in deps]
+    ready = [key(k) for k in range(len(nodes)) if not deps[k]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)[-1]
+        order.append(nodes[k])
+        for u in users.get(k, []):
+            waiting[u] -= 1
+            if not waiting[u]:
+                heapq.heappush(ready, key(u))
+    assert len(order) == len(nodes), path
+    numbers: dict[str, str] = {}
+    ends = {v.name for v in list(g.input) + list(g.output)}
+
+    def canon(name: str) -> str:
+        if name in ends:
+            return name
+        return re.sub(r"__(\d+)", lambda m: "__" + numbers.setdefault(m.group(1), str(len(numbers))), name)
+    for n in order:
+        n.name = canon(n.name)
+        n.input[:] = [canon(i) for i in n.input]
+        n.output[:] = [canon(o) for o in n.output]
+    for t in g.initializer:
+        t.name = canon(t.name)
+    for v in g.value_info:
+        v.name = canon(v.name)
+    del g.node[:]
+    g.node.extend(order)
+    inits = sorted(g.initializer, key=lambda t: t.name)
+    del g.initializer[:]
+    g.initializer.extend(inits)
+    for v in list(g.input) + list(g.output) + list(g.value_info):
+        for d in v.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param.startswith("unk__"):
+                d.dim_param = "batch"
+    path.write_bytes(model.SerializeToString(deterministic=True))
+
+
 def _build_keras(mc) -> None:
     import os
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # oneDNN's threaded kernels and reductions round differently from run to run, and the BatchNorm
+    # statistics come from forward passes: one thread, no oneDNN (where TensorFlow is not yet
+    # running), deterministic ops, so that a second run writes the same weights
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
     import tensorflow as tf
     import tf2onnx
     import keras
+    with contextlib.suppress(RuntimeError):  # TensorFlow already initialized by another group
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.experimental.enable_op_determinism()
     tv = f"tf2onnx {tf2onnx.__version__} (TensorFlow {tf.__version__}, Keras {keras.__version__})"
     print(tv + " (cnn-blocks)")
     for k, (name, (build, shape, blocks)) in enumerate(_keras_models(keras).items()):
@@ -659,9 +729,11 @@ def _build_keras(mc) -> None:
         with mc.quiet():
             tf2onnx.convert.from_function(fn, input_signature=spec, opset=13, output_path=str(mc.HERE / fname))
         mc.tidy(mc.HERE / fname, tf2onnx=True)
+        _stable(mc.HERE / fname)
         _check_float(mc, fname, x, y)
         mc.record(fname, "keras-blocks", "float", "tf2onnx.convert.from_function", tv,
-                  "Keras 3 model called in a tf.function, opset=13, batch dynamic", data=data,
+                  "Keras 3 model called in a tf.function, opset=13, batch dynamic (named 'batch'); nodes in a "
+                  "stable topological order", data=data,
                   notes=" ".join((build.__doc__ or "").split()), blocks=blocks)
 
 
@@ -748,10 +820,65 @@ def _brevitas_nets():
                 h = act(conv(h)[:, :, :-2 * d])
             return self.fc(torch.flatten(self.q(self.pool(h)), 1))
 
+    class SE(nn.Module):
+        """QuantIdentity (int8 input), QuantConv2d 3x3 stride 2 (16) 4-bit + QuantReLU 4-bit; a
+        squeeze-and-excitation gate: AdaptiveAvgPool2d(1) + QuantIdentity 8-bit, QuantConv2d 1x1
+        (4) + QuantReLU, QuantConv2d 1x1 (16), QuantSigmoid 8-bit; the feature map times the gate (a
+        product of two quantized tensors) requantized by a QuantIdentity 8-bit; QuantConv2d 1x1 (16)
+        4-bit + QuantHardSwish 8-bit; AdaptiveAvgPool2d(1) + QuantIdentity, QuantLinear 4-bit to 10
+        classes (float output); on 3x16x16."""
+
+        def __init__(self):
+            super().__init__()
+            self.inp = qnn.QuantIdentity(bit_width=8, return_quant_tensor=True)
+            self.c1, self.r1 = qnn.QuantConv2d(3, 16, 3, stride=2, padding=1, weight_bit_width=4), relu()
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.q = qnn.QuantIdentity(bit_width=8, return_quant_tensor=True)
+            self.f1, self.r2 = qnn.QuantConv2d(16, 4, 1, weight_bit_width=4), relu()
+            self.f2 = qnn.QuantConv2d(4, 16, 1, weight_bit_width=4)
+            self.gate = qnn.QuantSigmoid(bit_width=8, return_quant_tensor=True)
+            self.mulq = qnn.QuantIdentity(bit_width=8, return_quant_tensor=True)
+            self.c2 = qnn.QuantConv2d(16, 16, 1, weight_bit_width=4)
+            self.hs = qnn.QuantHardSwish(bit_width=8, return_quant_tensor=True)
+            self.fc = qnn.QuantLinear(16, 10, bias=True, weight_bit_width=4)
+
+        def forward(self, x):
+            h = self.r1(self.c1(self.inp(x)))
+            g = self.gate(self.f2(self.r2(self.f1(self.q(self.pool(h))))))
+            h = self.hs(self.c2(self.mulq(h * g)))
+            return self.fc(torch.flatten(self.q(self.pool(h)), 1))
+
+    class Shuffle(nn.Module):
+        """QuantIdentity (int8 input), QuantConv2d 3x3 (16) 4-bit + QuantReLU 4-bit (a float tensor
+        out, return_quant_tensor=False, so that it can be sliced); channel split h[:, :8], h[:, 8:];
+        the second half through QuantConv2d 1x1 4-bit + QuantReLU 4-bit; both halves through one
+        QuantIdentity 4-bit, torch.cat; channel shuffle view(n, 2, 8, h, w), transpose(1, 2),
+        reshape(n, 16, h, w); MaxPool2d(3, stride 2, ceil_mode=True) (9 -> 4, a partial last
+        window); QuantConv2d 1x1 (16) 4-bit, float output; on 3x9x9."""
+
+        def __init__(self):
+            super().__init__()
+            self.inp = qnn.QuantIdentity(bit_width=8, return_quant_tensor=True)
+            self.c1, self.r1 = qnn.QuantConv2d(3, 16, 3, padding=1, weight_bit_width=4), qnn.QuantReLU(bit_width=4)
+            self.b1, self.rb = qnn.QuantConv2d(8, 8, 1, weight_bit_width=4), relu()
+            self.cat = qnn.QuantIdentity(bit_width=4, return_quant_tensor=True)
+            self.pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+            self.c2 = qnn.QuantConv2d(16, 16, 1, weight_bit_width=4)
+
+        def forward(self, x):
+            h = self.r1(self.c1(self.inp(x)))
+            a, b = h[:, :8], self.rb(self.b1(h[:, 8:]))
+            h = torch.cat([self.cat(a), self.cat(b)], dim=1)
+            n, c, hh, ww = h.shape
+            h = h.view(n, 2, c // 2, hh, ww).transpose(1, 2).reshape(n, c, hh, ww)
+            return self.c2(self.pool(h))
+
     return {"convt2d": (ConvT2d, (1, 3, 8, 8), ["conv_transpose"]),
             "convt1d": (ConvT1d, (1, 8, 32), ["conv_transpose"]),
             "atrous2d": (Atrous, (1, 3, 16, 16), ["dilated_conv"]),
-            "tcn": (TCN, (1, 8, 64), ["dilated_conv", "causal_conv"])}
+            "tcn": (TCN, (1, 8, 64), ["dilated_conv", "causal_conv"]),
+            "se": (SE, (1, 3, 16, 16), ["se_gate", "hardswish"]),
+            "shufflenet": (Shuffle, (1, 3, 9, 9), ["channel_split", "channel_shuffle", "maxpool_ceil"])}
 
 
 def _build_brevitas(mc) -> None:
