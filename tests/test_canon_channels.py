@@ -11,7 +11,7 @@ from _canon_models import assert_same_function, model, ops, w
 from _oracle import run_spec
 from onnx2hw import golden
 from onnx2hw.canon import RULES, canonicalize
-from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits
+from onnx2hw.canon.channels import channel_shuffles, channel_splits
 from onnx2hw.ir import load
 from onnx2hw.ir.simplify import to_model
 
@@ -225,11 +225,25 @@ def test_shuffle_then_split_compose_into_two_gathers():
     assert_same_function(m, c)
 
 
-def test_rules_listed_after_constant_folding():
+def test_rules_order():
+    """Splits go before anything traces the graph (the golden executor has no Split); shuffles
+    after constant folding, before the Transposes move."""
     names = [n for n, _ in RULES]
-    assert names.index("constant folding") < names.index("channel splits") < names.index("channel shuffles") \
+    assert names.index("channel splits") < names.index("constant folding") < names.index("channel shuffles") \
         < names.index("channel gathers") < names.index("transposes")
-    assert channel_gathers(load(_split_model("input"))) is not None
+
+
+def test_split_then_dynamic_shapes_fold():
+    """A Split before a TorchScript shuffle (Shape -> Gather -> Concat shapes): the Split goes
+    first, so the graph can be traced and the shuffle becomes a Gather composed with nothing
+    else (a graph output)."""
+    nodes, inits = [h.make_node("Split", ["x", "sp"], ["a", "b"], axis=1), h.make_node("Concat", ["b", "a"], ["r"],
+                                                                                          axis=1)], {"sp": _i64(3, 5)}
+    _torchscript_shuffle("r", "y", nodes, inits)
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", C, H, W]), inits)
+    c = canonicalize(load(m))
+    assert "Split" not in ops(c) and "Reshape" not in ops(c) and "Shape" not in ops(c), ops(c)
+    assert_same_function(m, c)
 
 
 def test_qonnx_quantizers_between_views():

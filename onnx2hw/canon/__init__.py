@@ -26,8 +26,8 @@ __all__ = ["canonicalize", "RULES"]
 RULES = (
     ("static inputs", static_inputs),
     ("channels-last nodes", channels_last),
-    ("constant folding", fold_constants),
     ("channel splits", channel_splits),
+    ("constant folding", fold_constants),
     ("channel shuffles", channel_shuffles),
     ("channel gathers", channel_gathers),
     ("zero Pad into windows", pads_into_windows),
