@@ -11,7 +11,7 @@ from _canon_models import assert_same_function, model, ops, w
 from _oracle import run_spec
 from onnx2hw import golden
 from onnx2hw.canon import RULES, canonicalize
-from onnx2hw.canon.channels import channel_shuffles, channel_splits
+from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits
 from onnx2hw.ir import load
 from onnx2hw.ir.simplify import to_model
 
@@ -79,6 +79,9 @@ def test_shuffle_is_a_gather_then_absorbed_into_the_conv(form):
     assert len(gathers) == 1 and "Reshape" not in ops(g)
     np.testing.assert_array_equal(g.initializers[gathers[0].inputs[1]], _shuffle_perm())
     assert_same_function(m, g, batch=2)
+    a = channel_gathers(g)
+    assert "Gather" not in ops(a) and ops(a).count("Conv") == 2
+    assert_same_function(m, a, batch=2)
     c = canonicalize(load(m))
     assert "Gather" not in ops(c) and "Reshape" not in ops(c) and ops(c).count("Conv") == 2
     assert_same_function(m, c, batch=2)
@@ -178,6 +181,7 @@ def test_vector_permutation_into_a_dense_layer():
                                                          "b2": w(3)})
     g = channel_shuffles(load(m))
     assert ops(g) == ["Gemm", "Gather", "Gemm"]
+    assert ops(channel_gathers(g)) == ["Gemm", "Gemm"]
     c = canonicalize(load(m))
     assert ops(c) == ["Gemm", "Gemm"]
     assert_same_function(m, c)
@@ -268,3 +272,37 @@ def test_qonnx_quantizers_between_views():
     codes = np.clip(np.rint(x / np.float32(0.05)), -128, 127).astype(np.int64)
     got = golden.execute(g, {"x": x})["y"]
     np.testing.assert_array_equal(np.rint(got / np.float32(0.05)).astype(np.int64), codes[:, _shuffle_perm()])
+
+
+def _shuffle_into(conv_w: str, nodes, inits, **conv_attrs):
+    nodes += [h.make_node("Relu", ["x"], ["r"]), h.make_node("Reshape", ["r", "s5"], ["v5"]),
+              h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]), h.make_node("Reshape", ["t5", "s4"], ["s"]),
+              h.make_node("Conv", ["s", conv_w], ["y"], **conv_attrs)]
+    inits.update(s5=_i64(-1, G, C // G, H, W), s4=_i64(-1, C, H, W))
+
+
+def test_absorbed_into_a_qonnx_quantized_weight():
+    """The weight read through a QONNX Quant with one scale per output channel: its constant is
+    permuted (the quantizer acts on each element alone). Both graphs run by the golden executor."""
+    q = "qonnx.custom_op.general"
+    nodes, inits = [h.make_node("Quant", ["W", "ws", "z", "b"], ["Wq"], domain=q, signed=1, narrow=1)], {}
+    inits.update(W=w(6, C, 1, 1), ws=(np.arange(1, 7, dtype=np.float32) * 0.01).reshape(6, 1, 1, 1),
+                 z=np.float32(0), b=np.float32(4))
+    _shuffle_into("Wq", nodes, inits)
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", 6, H, W]), inits, domains=(q,))
+    c = canonicalize(load(m))
+    assert "Gather" not in ops(c) and "Transpose" not in ops(c), ops(c)
+    x = _x((3, C, H, W))
+    np.testing.assert_allclose(golden.execute(c, {"x": x})["y"], golden.execute(load(m), {"x": x})["y"],
+                               rtol=0, atol=1e-5)
+
+
+def test_grouped_conv_keeps_the_gather():
+    """A grouped convolution reads each group's channels only: no weight permutation stands for
+    the shuffle, which stays a Gather (a ChannelSelect in hardware)."""
+    nodes, inits = [], {"Wg": w(C, C // 2, 1, 1)}
+    _shuffle_into("Wg", nodes, inits, group=2)
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", C, H, W]), inits)
+    c = canonicalize(load(m))
+    assert ops(c) == ["Relu", "Gather", "Conv"]
+    assert_same_function(m, c)
