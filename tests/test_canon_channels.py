@@ -276,8 +276,8 @@ def test_qonnx_quantizers_between_views():
 
 def _shuffle_into(conv_w: str, nodes, inits, **conv_attrs):
     nodes += [h.make_node("Relu", ["x"], ["r"]), h.make_node("Reshape", ["r", "s5"], ["v5"]),
-              h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]), h.make_node("Reshape", ["t5", "s4"], ["s"]),
-              h.make_node("Conv", ["s", conv_w], ["y"], **conv_attrs)]
+              h.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+              h.make_node("Reshape", ["t5", "s4"], ["s"]), h.make_node("Conv", ["s", conv_w], ["y"], **conv_attrs)]
     inits.update(s5=_i64(-1, G, C // G, H, W), s4=_i64(-1, C, H, W))
 
 

@@ -259,7 +259,8 @@ def test_qonnx_gather_between_quantizers():
     nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["xq"], domain=q, name="xq", signed=1),
              helper.make_node("Gather", ["xq", "idx"], ["g"], name="gather", axis=1),
              helper.make_node("Quant", ["g", "s", "z", "b"], ["out"], domain=q, name="yq", signed=1)]
-    g = helper.make_graph(nodes, "qonnx_gather", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 3, 3])],
+    g = helper.make_graph(nodes, "qonnx_gather",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 3, 3])],
                           [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 5, 3, 3])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(q, 1)])
     x = _x((4, 3, 3), n=16)
