@@ -79,10 +79,11 @@ def test_gate_costs_its_load_per_image():
     lanes, channels, pixels, images = 2, 8, 10, 3
     cycles = _gated(unsigned(8), unsigned(8), lanes, channels, pixels, images, src="none", sink="none")
     per_image = channels // lanes * (pixels + 1)
-    stages = ProductUnit.stages(unsigned(8), 0, unsigned(8), 0)
+    stages = ProductUnit.stages(unsigned(8), 0, unsigned(8), 0, gate=True)
+    assert stages == ProductUnit.stages(unsigned(8), 0, unsigned(8), 0) + 1    # the gate's landing register
     assert cycles == images * per_image + stages + 2
     est = ProductUnit.estimate(unsigned(8), unsigned(8), lanes, gate_channels=channels, pixels=pixels)
-    assert est.cycles == per_image
+    assert est.cycles == per_image and est.latency == stages + 2
 
 
 def test_output_shape_is_the_exact_product_range():
@@ -117,7 +118,8 @@ def test_product_cocotb():
 
 @pytest.mark.synth
 @pytest.mark.parametrize("kw", [dict(mul_style="dsp"), dict(mul_style="lut"),
-                                dict(gate_channels=64, pixels=49), dict(gate_channels=8, pixels=4)], ids=str)
+                                dict(gate_channels=64, pixels=49), dict(gate_channels=8, pixels=4),
+                                dict(gate_channels=576, pixels=4)], ids=str)
 def test_estimate_matches_yosys(kw):
     from onnx2hw.rtl.synth_check import yosys_stat
     st = yosys_stat(ProductUnit(unsigned(8), signed(8), 2, a_zero=3, **kw), "ecp5")

@@ -65,7 +65,9 @@ class ProductUnit(wiring.Component):
 
     Timing: initiation interval 1 (one ``a`` transfer per cycle once the gate is loaded; the
     gate costs ``C / lanes`` cycles per image). Latency :meth:`stages` cycles (input register
-    with the gate memory's read, the product, the output register) plus the output queue's 2.
+    with the gate memory's read, for a gate a second register that is the only load of the
+    memory's read data (a block RAM's output register, ``rtl.ram_outreg``), the product, the
+    output register) plus the output queue's 2.
     The datapath runs free: an ``a`` transfer is taken only while the output queue has a credit
     (``_arith_pipe.OutputQueue``), ``o`` comes from the queue's registers, so ``valid`` never
     depends on ``ready`` and a payload holds until it is taken.
@@ -91,16 +93,20 @@ class ProductUnit(wiring.Component):
         return mul_style if mul_style != "auto" else auto_style(a_shape.width, b_shape.width)
 
     @staticmethod
-    def stages(a_shape, a_zero, b_shape, b_zero, mul_style: str = "auto") -> int:
-        """Pipeline registers: the input register, the product (``PRODUCT_LATENCY`` in a DSP; a
-        LUT product's inner register when it has one), the output register."""
+    def stages(a_shape, a_zero, b_shape, b_zero, mul_style: str = "auto", gate: bool = False) -> int:
+        """Pipeline registers: the input register (and with a ``gate`` the gate memory's landing
+        register), the product (``PRODUCT_LATENCY`` in a DSP; a LUT product's inner register
+        when it has one), the output register."""
+        front = 2 if gate else 1
         if ProductUnit.style(a_shape, b_shape, mul_style) == "dsp":
-            return 2 + PRODUCT_LATENCY
-        return 2 + lut_product_registers(offset_shape(a_shape, a_zero).width, offset_shape(b_shape, b_zero).width)
+            return front + 1 + PRODUCT_LATENCY
+        return front + 1 + lut_product_registers(offset_shape(a_shape, a_zero).width,
+                                                 offset_shape(b_shape, b_zero).width)
 
     def elaborate(self, platform):
         m = Module()
-        n_st = self.stages(self.a_shape, self.a_zero, self.b_shape, self.b_zero, self.mul_style)
+        gated = self.gate_channels is not None
+        n_st = self.stages(self.a_shape, self.a_zero, self.b_shape, self.b_zero, self.mul_style, gated)
         oq = OutputQueue(m, self.o, queue_depth(n_st))
         take = Signal()
         m.d.comb += oq.reserve.eq(take)
@@ -122,6 +128,9 @@ class ProductUnit(wiring.Component):
         for j in range(self.lanes):
             ra = Signal(ra_shape, name=f"ra{j}")
             m.d.sync += ra.eq(self.a.payload[j] - self.a_zero)
+            if gated:   # the gate's landing register, the one load of the memory's read data
+                ra = delay(m, Const(1), ra, 1, name=f"ra{j}_")[-1]
+                gates[j] = delay(m, Const(1), gates[j], 1, name=f"gate{j}_", reset_less=True)[-1]
             if style == "dsp":
                 p = registered_product(m, ra, gates[j], platform=platform, name=f"p{j}")
             else:
@@ -199,11 +208,11 @@ class ProductUnit(wiring.Component):
             nf = gate_channels // lanes
             ebr, words_lut = rom_cost(nf, rb.width) if nf > 1 else (0, 0)   # per lane
             lut += words_lut
-            ff += rb.width if nf == 1 else 0
+            ff += ra.width + rb.width + (rb.width if nf == 1 else 0)   # landing registers
             ctrl_bits = 2 * max(nf - 1, 1).bit_length() + max(pixels - 1, 1).bit_length() + 1
             ctrl_lut, ctrl_ff = ctrl_lut + 2 * ctrl_bits, ctrl_ff + ctrl_bits
             cycles = nf * (pixels + 1)
-        st = ProductUnit.stages(a_shape, a_zero, b_shape, b_zero, mul_style)
+        st = ProductUnit.stages(a_shape, a_zero, b_shape, b_zero, mul_style, gate_channels is not None)
         base = Cost(cycles, st, lut * lanes + ctrl_lut, ff * lanes + ctrl_ff, dsp * lanes, ebr * lanes)
         return queued(base, signed(out_w), lanes, st, family=family)
 
