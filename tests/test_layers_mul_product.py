@@ -366,3 +366,23 @@ def test_bipolar_operand_is_refused_on_import():
     out = q.quant(q.op("Mul", ["sign", x]), 0.01, 8, signed=True)
     with pytest.raises(UnsupportedError, match=r"node 'mul\d+' \(Mul\): Mul of the bipolar tensor .* is not supported"):
         to_integer_graph(load(q.model(out, [1, 6, 7], [4, 6, 7])))
+
+
+@pytest.mark.parametrize("k", [np.float32(-0.4), (np.arange(4, dtype=np.float32) - 1.5).reshape(4, 1, 1)],
+                         ids=["scalar", "per_channel"])
+def test_constant_factor_after_a_product_joins_its_multiplier(k):
+    """``(x * sigmoid(x)) * k`` with no quantizer between: one Mul layer, per-channel (signed)
+    multipliers; against onnxruntime's spec session and bit-exact in hardware."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    nodes.append(helper.make_node("Sigmoid", [xd], ["g"], name="sigmoid"))
+    _, gd = qdq(nodes, inits, "g", "gq", 1 / 255, 0)
+    inits.append(const("k", k))
+    nodes += [helper.make_node("Mul", [xd, gd], ["p"], name="mul"), helper.make_node("Mul", ["p", "k"], ["m"],
+                                                                                      name="scale")]
+    _, yd = qdq(nodes, inits, "m", "y", 0.012, 0, np.int8)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    ig = _compare(qdq_model(nodes, inits, SHAPE, "out", SHAPE))
+    mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
+    assert len(mul) == 1 and mul[0].product and mul[0].act.channels == np.asarray(k).size
+    assert_hardware_is_golden(compile_pipeline(ig), 2)

@@ -226,7 +226,8 @@ def _by_constant(b: Builder, node: Node, x, v: np.ndarray) -> Acc:
         raise node_error(node, "Mul by a constant that is not finite", UnsupportedError)
     if isinstance(x, Acc) and x.kind in ("dense", "conv", "avgpool"):
         return _fold(node, x, v)
-    if isinstance(x, Acc) and x.kind == "mul" and len(x.inputs) == 2 and x.lo_real == -np.inf and x.hi_real == np.inf:
+    if isinstance(x, Acc) and x.kind == "mul" and len(x.inputs) == 2 and x.lo_real == -np.inf and x.hi_real == np.inf \
+            and (v.size == 1 or not x.inputs[0].hwc):   # (a channels-last view's channels are not its axis 0)
         return replace(x, scale=x.scale * _channel_values(node, v, x.onnx_shape))
     if not (isinstance(x, QT) and x.real):
         raise node_error(node, "Mul must scale a dequantized tensor or directly follow a quantized layer",
