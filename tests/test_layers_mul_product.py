@@ -1,6 +1,6 @@
 """Mul of two quantized tensors: squeeze-and-excitation gating (a per-channel gate broadcast over
-the pixels), SiLU ``x * sigmoid(x)``, ``x * hardsigmoid(x)``, the product of two branches, int8
-and uint8 operands. Truth: onnxruntime's spec-exact session on the QDQ graphs (within one
+the pixels), SiLU ``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
+branches, int8 and uint8 operands. Truth: onnxruntime's spec-exact session on the QDQ graphs (within one
 output step where the float32 product and the 31-bit multiplier round differently; counted),
 the int64 formula written here for the node's reference, the spec's QLinearMul formula for the
 golden op; bit-exact hardware under random backpressure."""
@@ -95,15 +95,39 @@ def _compare(m, n=48):
 @pytest.mark.parametrize("a,gate,out", [("u8", "u8", "s8"), ("s8", "s8", "u8"), ("u8", "s8", "u8"),
                                         ("s8", "u8", "s8")])
 def test_product_matches_onnxruntime(kind, a, gate, out):
+    """A product layer (SE: a per-channel gate); ``x * f(x)`` with ``f`` a table of ``x``: one
+    table of ``x`` (the Lookup of ``f`` composed with the product)."""
     ig = _compare(_model(kind, a, gate, out))
     mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
+    if kind in ("silu", "hardsigmoid"):
+        assert not mul and [layer.kind() for layer in ig.layers] == ["lookup"]
+        assert ig.layers[0].inputs == (ig.input_specs[0].name,) and ig.layers[0].name == "mul"
+        return
     assert len(mul) == 1 and mul[0].product
     specs = ig.specs()
     g = mul[0].gate([specs[t] for t in mul[0].inputs])
     assert g == (SHAPE[0] if kind == "se" else None)
 
 
-@pytest.mark.parametrize("kind", ["se", "silu", "branches", "conv"])
+def test_function_read_elsewhere_stays_beside_the_table():
+    """``x * sigmoid(x) + sigmoid(x)``: the product is a table of ``x``; the sigmoid's table stays
+    for the Add. Against onnxruntime and bit-exact in hardware."""
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    nodes.append(helper.make_node("Sigmoid", [xd], ["g"], name="sigmoid"))
+    _, gd = qdq(nodes, inits, "g", "gq", 1 / 255, 0)
+    nodes.append(helper.make_node("Mul", [gd, xd], ["m"], name="mul"))
+    _, md = qdq(nodes, inits, "m", "mq", 0.012, 128)
+    nodes.append(helper.make_node("Add", [md, gd], ["s"], name="add"))
+    _, yd = qdq(nodes, inits, "s", "y", 0.015, 0, np.int8)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    ig = _compare(qdq_model(nodes, inits, SHAPE, "out", SHAPE))
+    assert [(layer.name, layer.kind()) for layer in ig.layers] == [("sigmoid", "lookup"), ("mul", "lookup"),
+                                                                   ("add", "add")]
+    assert_hardware_is_golden(compile_pipeline(ig), 2)
+
+
+@pytest.mark.parametrize("kind", ["se", "branches", "conv"])
 def test_product_hardware_is_bit_exact(kind):
     ig = to_integer_graph(load(_model(kind)))
     p = compile_pipeline(ig)
@@ -171,8 +195,8 @@ def test_bipolar_operand_is_refused():
 # ---- QOperator: com.microsoft QLinearMul -----------------------------------------------------------
 
 def _qlinear_mul_model(b_const=False, dt=np.uint8, zp=128):
-    """Q(x) -> Sigmoid in QDQ -> QLinearMul(x, sigmoid(x)) (or x times a quantized constant) -> DQ;
-    A, B and C of one type (as the op requires)."""
+    """Q(x) -> QLinearAdd(x, x) -> Sigmoid in QDQ -> QLinearMul(x, sigmoid(2x)) (or x times a
+    quantized constant) -> DQ; A, B and C of one type (as the op requires)."""
     nodes, inits = [], []
     inits += [const("xs", np.float32(0.02)), const("xz", zp, dt), const("gs", np.float32(1 / 255)),
               const("gz", np.iinfo(dt).min, dt), const("ys", np.float32(0.011)), const("yz", zp, dt)]
@@ -181,8 +205,11 @@ def _qlinear_mul_model(b_const=False, dt=np.uint8, zp=128):
         inits.append(const("kq", (np.arange(4).reshape(4, 1, 1) * 60 + 10 + np.iinfo(dt).min).astype(dt)))
         bq = "kq"
     else:
-        nodes += [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="x_DQ"),
-                  helper.make_node("Sigmoid", ["xd"], ["sg"], name="sigmoid"),
+        inits += [const("as", np.float32(0.04)), const("az", zp, dt)]
+        nodes += [helper.make_node("QLinearAdd", ["xq", "xs", "xz", "xq", "xs", "xz", "as", "az"], ["aq"], name="qadd",
+                                   domain="com.microsoft"),
+                  helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["ad"], name="a_DQ"),
+                  helper.make_node("Sigmoid", ["ad"], ["sg"], name="sigmoid"),
                   helper.make_node("QuantizeLinear", ["sg", "gs", "gz"], ["gq"], name="g_Q")]
         bq = "gq"
     nodes += [helper.make_node("QLinearMul", ["xq", "xs", "xz", bq, "gs", "gz", "ys", "yz"], ["yq"], name="qmul",
@@ -257,8 +284,9 @@ def _calib(n=64, seed=0):
 
 @pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid"])
 def test_ptq_gives_the_product_its_own_quantizer(kind):
-    """The product is a layer of its own (QuantizeLinear right after it); compile's golden equals
-    onnxruntime's spec session on the QDQ model the quantizer writes."""
+    """The product is a unit of its own (QuantizeLinear right after it; in hardware a product
+    layer, or for ``x * f(x)`` one table); compile's golden equals onnxruntime's spec session on
+    the QDQ model the quantizer writes."""
     m = _float_model(kind)
     q = quantize(m, {"x": _calib()})
     muls = [n for n in q.graph.node if n.op_type == "Mul"]
@@ -266,7 +294,7 @@ def test_ptq_gives_the_product_its_own_quantizer(kind):
     readers = [n for n in q.graph.node if muls[0].output[0] in n.input]
     assert [n.op_type for n in readers] == ["QuantizeLinear"]
     ig = to_integer_graph(load(q))
-    assert sum(isinstance(layer, Mul) and layer.product for layer in ig.layers) == 1
+    assert sum(isinstance(layer, Mul) and layer.product for layer in ig.layers) == (kind == "se")
     design = onnx2hw.compile(m, board="ulx3s", calib={"x": _calib()})
     x = _calib(16, 1)
     want = spec_session(ptq.quantize(m, {"x": _calib()})).run(None, {"x": x})[0]
@@ -371,11 +399,13 @@ def test_bipolar_operand_is_refused_on_import():
 @pytest.mark.parametrize("k", [np.float32(-0.4), (np.arange(4, dtype=np.float32) - 1.5).reshape(4, 1, 1)],
                          ids=["scalar", "per_channel"])
 def test_constant_factor_after_a_product_joins_its_multiplier(k):
-    """``(x * sigmoid(x)) * k`` with no quantizer between: one Mul layer, per-channel (signed)
-    multipliers; against onnxruntime's spec session and bit-exact in hardware."""
+    """``(x * sigmoid(maxpool(x))) * k`` with no quantizer between: one Mul layer, per-channel
+    (signed) multipliers; against onnxruntime's spec session and bit-exact in hardware."""
     nodes, inits = [], []
     _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
-    nodes.append(helper.make_node("Sigmoid", [xd], ["g"], name="sigmoid"))
+    nodes.append(helper.make_node("MaxPool", [xd], ["mp"], name="pool", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    _, pd = qdq(nodes, inits, "mp", "mpq", 0.02, 128)
+    nodes.append(helper.make_node("Sigmoid", [pd], ["g"], name="sigmoid"))
     _, gd = qdq(nodes, inits, "g", "gq", 1 / 255, 0)
     inits.append(const("k", k))
     nodes += [helper.make_node("Mul", [xd, gd], ["p"], name="mul"), helper.make_node("Mul", ["p", "k"], ["m"],

@@ -28,7 +28,10 @@ by a constant right after a product into the product's multiplier, and a Mul of 
 a scalar into the host-side input quantizer. Hardware: by a constant, a registered ``- in_zero``
 (Cast) and a Requantize block; a product, a ProductUnit (the exact product, in a DSP or in LUTs;
 a gate is loaded per image before the other operand streams through) and a Requantize block.
-The pipeline forks a tensor read by both operands (``x * sigmoid(x)``) and each fork branch holds
+``x * f(x)`` where ``f(x)`` is a table (Lookup layer) of an ``x`` of at most 8 bits (SiLU, the
+HardSwish an exporter writes as ``x * HardSigmoid(x)``) is that table composed with the product,
+entry by entry this layer's own integer result: one Lookup layer (named after the Mul), the
+table of ``f`` dropped when nothing else reads it. The pipeline forks a tensor read by both operands (``x * sigmoid(x)``) and each fork branch holds
 its whole tensor, so the branch carrying ``x`` to a gate computed from all of ``x`` never stalls
 the branch computing the gate.
 """
@@ -43,6 +46,7 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.cast import Cast
 from ..rtl.cost import Cost
+from ..rtl.lookup import MAX_IN_BITS
 from ..rtl.product import ProductUnit, product_range
 from ..rtl.requant import Requantize
 from ..rtl.stage import Block
@@ -296,10 +300,45 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     if len(v.inputs) == 2:
         g = v.inputs[1]
         layer = Mul(v.node.name, (x.tensor, g.tensor), spec, x.zp, act, g.zp)
+        layer = _as_table(b, v.node, layer, x, g) or layer
     else:
         layer = Mul(v.node.name, (x.tensor,), spec, x.zp, act)
     out = b.emit(layer, v.onnx_shape, t, x.perm)
     return replace(out, hwc=x.hwc)
+
+
+def _as_table(b: Builder, node: Node, layer: Mul, x: QT, g: QT):
+    """``x * f(x)`` (either order) where ``f(x)`` is a table (a Lookup layer) of an input of at
+    most :data:`~onnx2hw.rtl.lookup.MAX_IN_BITS` bits and the product's multiplier is per tensor:
+    that table composed with the product, entry by entry the product layer's own integer result
+    (``Mul.reference`` of ``q`` and ``f``'s entry for ``q``), so the stage is one table and the
+    result is the same. The Lookup of ``f`` goes when nothing else reads it. ``None`` otherwise."""
+    if layer.act.channels != 1:
+        return None
+    zero = {x.tensor: layer.in_zero, g.tensor: layer.other_zero}
+    for src, fn in ((x, g), (g, x)):
+        f = next((lay for lay in b.layers if lay.output.name == fn.tensor), None)
+        if f is None or f.kind() != "lookup" or tuple(f.inputs) != (src.tensor,) or src.tensor == fn.tensor \
+                or b.specs[src.tensor].dtype.bits > MAX_IN_BITS:
+            continue
+        t = b.specs[src.tensor].dtype
+        q = np.arange(t.lo, t.hi + 1, dtype=np.int64)
+        acc = (q - zero[src.tensor]) * (np.asarray(f.table, np.int64) - zero[fn.tensor])
+        table = layer.act(acc)
+        if _read_only_by(b, node, fn.tensor, f):
+            b.layers.remove(f)
+        return replace(f, name=layer.name, output=layer.output, table=table)
+    return None
+
+
+def _read_only_by(b: Builder, node: Node, tensor: str, producer) -> bool:
+    """Nothing but ``node`` reads ``tensor``: no other layer, no model output, no other ONNX node
+    reads a value of it (its quantizer and dequantizer pass it on; a reader not yet interpreted
+    counts as a reader)."""
+    names = {k for k, val in b.vals.items() if isinstance(val, QT) and val.tensor == tensor}
+    if names & set(b.graph.output_names) or any(tensor in lay.inputs for lay in b.layers if lay is not producer):
+        return False
+    return not any(n is not node and set(n.inputs) & names and not set(n.outputs) <= names for n in b.graph.nodes)
 
 
 def _qlinear_mul(b: Builder, node: Node):
