@@ -364,11 +364,12 @@ def _canonical_mul(node: Node, rw: Rewrite) -> Node | None:
 
 
 PATTERNS = (
-    Pattern("", "Mul", "ProductUnit + Requantize (two tensors: same shape, or a gate per channel or per image), "
-            "Requantize (a tensor times a constant scalar or per-channel scale), or folded into the requantizer of "
-            "the layer before it (positive rescale) or into the host input quantizer",
-            _mul, ptq="layer", canonical=_canonical_mul, fuse="rescale", const_inputs=0),
-    Pattern(MS, "QLinearMul", "ProductUnit + Requantize, or Requantize (by a constant)", _qlinear_mul, {"qoperator"}),
+    Pattern("", "Mul", "ProductUnit + Requantize (two tensors: same shape, or a gate per channel or per image; "
+            "x * f(x) with f a table of x: one LookupUnit), Requantize (a tensor times a constant scalar or "
+            "per-channel scale), or folded into the requantizer of the layer before it (positive rescale) or into "
+            "the host input quantizer", _mul, ptq="layer", canonical=_canonical_mul, fuse="rescale", const_inputs=0),
+    Pattern(MS, "QLinearMul", "ProductUnit + Requantize (x * f(x) with f a table of x: one LookupUnit), or "
+            "Requantize (by a constant)", _qlinear_mul, {"qoperator"}),
 )
 
 #: the layer kind this module declares
