@@ -31,9 +31,9 @@ a gate is loaded per image before the other operand streams through) and a Requa
 ``x * f(x)`` where ``f(x)`` is a table (Lookup layer) of an ``x`` of at most 8 bits (SiLU, the
 HardSwish an exporter writes as ``x * HardSigmoid(x)``) is that table composed with the product,
 entry by entry this layer's own integer result: one Lookup layer (named after the Mul), the
-table of ``f`` dropped when nothing else reads it. The pipeline forks a tensor read by both operands (``x * sigmoid(x)``) and each fork branch holds
-its whole tensor, so the branch carrying ``x`` to a gate computed from all of ``x`` never stalls
-the branch computing the gate.
+table of ``f`` dropped when nothing else reads it. The pipeline forks a tensor read by both
+operands and each fork branch holds its whole tensor, so the branch carrying ``x`` to a gate
+computed from all of ``x`` never stalls the branch computing the gate.
 """
 from __future__ import annotations
 
