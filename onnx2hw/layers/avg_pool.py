@@ -268,13 +268,14 @@ def _emit_counts(b: Builder, v: Acc, t: Target) -> QT:
         bias, act = b.requant(replace(v, scale=v.scale * (area / d)), t)
         pairs.append((d, act))
         biases.add(tuple(int(x) for x in bias))
-    if len(biases) != 1 or len(set(biases.pop())) != 1:
+    bias = biases.pop()
+    if biases or len(set(bias)) != 1:
         raise node_error(v.node, "a bias added to an average pool whose divisor varies with the position is not "
                          "supported", UnsupportedError)
     x = v.inputs[0]
     spec = b.new_tensor(t.name, (*v.params["out_hw"], v.onnx_shape[0]), t.dtype)
     layer = AvgPool(v.node.name, (x.tensor,), spec, v.params["kernel"], v.params["stride"], v.params["pads"],
-                    pairs[-1][1], int(v.bias[0]), x.zp, counts=counts, count_acts=tuple(pairs))
+                    pairs[-1][1], bias[0], x.zp, counts=counts, count_acts=tuple(pairs))
     return b.emit(layer, v.onnx_shape, t)
 
 
