@@ -53,8 +53,8 @@ def test_split_matches_onnx_reference(case):
 
 def test_bad_parts_are_refused_in_one_line():
     node = load(_node_model(13, 1, [3, 4], 2, None)).nodes[0]
-    with pytest.raises(ModelError, match=r"Split node 'split': split \[3, 4\] does not cut the 8 entries of the axis into "
-                                       r"2 parts"):
+    with pytest.raises(ModelError, match=r"Split node 'split': split \[3, 4\] does not cut the 8 entries of "
+                                         r"the axis into 2 parts"):
         run(node, np.zeros((4, 8, 4), np.float32), np.asarray([3, 4], np.int64))
     with pytest.raises(ModelError, match="do not split into 3 equal parts"):
         run(load(_node_model(11, 1, None, 3, None)).nodes[0], np.zeros((4, 8, 4), np.float32))
