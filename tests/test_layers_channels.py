@@ -290,17 +290,57 @@ def test_channels_last_split_between_transposes():
     np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
 
 
-def test_quantizer_on_another_grid_is_refused_in_one_line():
-    """A selection keeps its input's grid; a QuantizeLinear after it onto another grid would need
-    a requantizer the selection does not have: refused, naming that quantizer."""
+def _requant_gather():
+    """x (uint8, scale 0.02, zp 128) -> Gather of channels [2, 0, 2] -> QuantizeLinear onto int8,
+    scale 0.05, zp -3: the selection requantized by the ratio 0.4 (no code lands on a rounding
+    tie: 0.4 k is never n + 1/2 for integers k, n, so half up and half to even agree)."""
     nodes, inits = [], []
     _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
-    inits.append(const("idx", np.asarray([2, 0], np.int64)))
+    inits.append(const("idx", np.asarray([2, 0, 2], np.int64)))
     nodes.append(helper.make_node("Gather", [xd, "idx"], ["g"], name="gather", axis=1))
-    _, yd = qdq(nodes, inits, "g", "y", 0.05, 128)
+    _, yd = qdq(nodes, inits, "g", "y", 0.05, -3, np.int8)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
-    m = qdq_model(nodes, inits, (3, 4, 4), "out", (2, 4, 4))
-    with pytest.raises(UnsupportedError, match=r"node 'y_Q' \(QuantizeLinear\): requantizes a tensor from scale "
-                                                r"0\.0199.* to scale 0\.050.* without a layer in between") as err:
-        to_integer_graph(load(m))
-    assert "\n" not in str(err.value)
+    return qdq_model(nodes, inits, (3, 4, 4), "out", (3, 4, 4))
+
+
+def test_quantizer_on_another_grid_requantizes():
+    m = _requant_gather()
+    x = _x((3, 4, 4))
+    ig, got = _golden(m, x)
+    (sel,) = [layer for layer in ig.layers if isinstance(layer, ChannelSelect)]
+    assert sel.act is not None and sel.zero == 128 and sel.output.dtype == IntType(8, True)
+    np.testing.assert_array_equal(got, run_spec(m, {"x": x})[0])
+    xq = np.clip(np.rint(x / np.float32(0.02)) + 128, 0, 255).astype(np.int64)
+    codes = np.clip(-3 + np.floor((xq[:, [2, 0, 2]] - 128) * 0.4 + 0.5), -128, 127)   # formula, round half up
+    np.testing.assert_array_equal(got, ((codes + 3) * np.float32(0.05)).astype(np.float32))
+    p = compile_pipeline(ig)
+    assert [b.kind for s in p.stages if s.op == "channelselect" for b in s.blocks] == ["ChannelSelectUnit",
+                                                                                        "Requantize"]
+    assert_hardware_is_golden(p, 3, input_seed=3, seed=4)
+
+
+
+def test_qonnx_slice_requantized_by_the_next_quant():
+    """Brevitas' form of a channel split: a tensor out of one Quant (8-bit, scale 0.05) sliced, the
+    slice quantized by another Quant (4-bit signed, scale 0.15): a ChannelSelect that requantizes.
+    Expected from the int64 formula of qonnx's Quant (ROUND, float32 division): the input codes
+    ``c = clip(rint(x / 0.05), -128, 127)``, then ``clip(rint(c / 3), -8, 7)`` (``c / 3`` is never
+    a tie, so the hardware's half-up rounding agrees)."""
+    q = "qonnx.custom_op.general"
+    inits = [onnx.numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in
+             (("s", 0.05), ("s2", 0.15), ("z", 0.0), ("b", 8.0), ("b4", 4.0))]
+    inits += [const(n, np.asarray(v, np.int64)) for n, v in (("st", [1]), ("en", [3]), ("ax", [1]))]
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "b"], ["xq"], domain=q, name="xq", signed=1),
+             helper.make_node("Slice", ["xq", "st", "en", "ax"], ["sl"], name="slice"),
+             helper.make_node("Quant", ["sl", "s2", "z", "b4"], ["out"], domain=q, name="yq", signed=1)]
+    g = helper.make_graph(nodes, "qonnx_slice",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 3, 3])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 2, 3, 3])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(q, 1)])
+    x = _x((4, 3, 3), n=16)
+    ig, got = _golden(m, x)
+    (sel,) = ig.layers
+    assert isinstance(sel, ChannelSelect) and sel.indices == (1, 2) and sel.act is not None
+    c = np.clip(np.rint(x / np.float32(0.05)), -128, 127).astype(np.int64)[:, 1:3]
+    np.testing.assert_array_equal(np.rint(got / np.float32(0.15)).astype(np.int64), np.clip(np.rint(c / 3), -8, 7))
+    assert_hardware_is_golden(compile_pipeline(ig), 3, input_seed=3, seed=4)

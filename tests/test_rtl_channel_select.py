@@ -45,6 +45,18 @@ def test_selection_matches_numpy(case, pause):
     np.testing.assert_array_equal(out["o"].reshape(want.shape), want)
 
 
+@pytest.mark.parametrize("idx, lanes", [((4, 5), 2), ((5, 1, 1), 1)], ids=["direct", "buffered"])
+def test_offset_is_subtracted(idx, lanes):
+    """``offset`` (a zero point before a requantizer): y = x[idx] - offset on a signed lane wide
+    enough for it (NumPy formula)."""
+    x = np.random.default_rng(2).integers(0, 256, size=(9, 6))
+    dut = ChannelSelectUnit(unsigned(8), 6, idx, lanes, lanes, offset=200)
+    assert dut.out_shape.signed and dut.out_shape.width == 9 and dut.direct == (lanes == 2)
+    out, _ = run_stream(dut, {"i": x.reshape(-1, lanes)}, {"o": 9 * len(idx) // lanes}, src_pause="random",
+                        sink_pause="random", seed=1)
+    np.testing.assert_array_equal(out["o"].reshape(9, -1), x[:, list(idx)] - 200)
+
+
 def test_full_rate_cycles():
     """Without stalls a pixel takes max(input words, output words) cycles in the buffered form
     (the banks overlap) and one cycle per input word in the direct form."""
@@ -82,6 +94,7 @@ def test_bench_config_runs():
     (dict(elem_shape="u8"), TypeError, "elem_shape"),
     (dict(in_channels=0), ValueError, "in_channels"),
     (dict(indices=(1.5, 2)), TypeError, "indices entry"),
+    (dict(offset=0.5), TypeError, "offset"),
 ])
 def test_rejects_bad_parameters(kw, err, msg):
     args = dict(elem_shape=unsigned(8), in_channels=8, indices=(1, 0), in_lanes=2, out_lanes=2)

@@ -32,28 +32,40 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..arith import acc_bits
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.channel_select import ChannelSelectUnit
 from ..rtl.stage import Block
-from .builder import QT, Builder, node_error
-from .base import LayerKind, Lowered, Pattern, divisors
-from .types import elem_shape
+from .builder import QT, Acc, Builder, Target, node_error
+from ._scale import ratio_to_multiplier_shift
+from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, divisors, sum_costs
+from .types import Requant, apply_act, elem_shape
 
 __all__ = ["ChannelSelect", "KIND", "PATTERNS"]
+
+_QUANTIZERS = frozenset({"QuantizeLinear", "Quant"})
 
 
 @dataclass(frozen=True)
 class ChannelSelect(LayerKind):
-    """``y[..., j] = x[..., indices[j]]`` over the last (channel) axis (module docstring)."""
+    """``y[..., j] = x[..., indices[j]]`` over the last (channel) axis (module docstring); with
+    ``act``, that selection requantized onto the output grid: ``act(x[..., indices[j]] - zero)``."""
 
     indices: tuple[int, ...]
+    #: the input's zero point, subtracted before ``act``
+    zero: int = 0
+    #: the requantization onto another grid (``None``: the input's codes, grid and type kept)
+    act: Requant | None = None
 
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "indices", tuple(int(i) for i in self.indices))
+        object.__setattr__(self, "zero", int(self.zero))
         if not self.indices:
             raise ValueError(f"ChannelSelect {self.name!r}: selects no channels")
+        if self.act is not None and not isinstance(self.act, Requant):
+            raise ValueError(f"ChannelSelect {self.name!r}: act must be a Requant or None, not {self.act!r}")
 
     def validate(self, ins):
         if len(ins) != 1 or len(self.inputs) != 1:
@@ -65,11 +77,19 @@ class ChannelSelect(LayerKind):
         want = x.shape[:-1] + (len(self.indices),)
         if out.shape != want:
             raise self.error(f"output shape {out.shape!r} != expected {want!r}")
-        if out.dtype != x.dtype:
+        if self.act is None and out.dtype != x.dtype:
             raise self.error(f"output type {out.dtype} != input type {x.dtype}")
+        if self.act is not None:
+            check_act(self, self.act, len(self.indices), out)
 
     def reference(self, x):
-        return np.asarray(x, np.int64)[..., list(self.indices)]
+        y = np.asarray(x, np.int64)[..., list(self.indices)]
+        return y if self.act is None else apply_act(y - self.zero, self.act)
+
+    def hardware_problem(self, ins):
+        if ins[0].dtype.bipolar or self.output.dtype.bipolar:
+            return "selecting channels of a bipolar tensor is not supported"
+        return None
 
     def fold_options(self, ins):
         return [(d, d) for d in divisors(math.gcd(ins[0].shape[-1], len(self.indices)))]
@@ -79,11 +99,19 @@ class ChannelSelect(LayerKind):
         return pixels * max(ins[0].shape[-1] // simd, len(self.indices) // pe)
 
     def lower(self, ins, pe, simd, family, mul=None):
-        x = ins[0]
+        x, out = ins[0], self.output.dtype
         params = dict(elem_shape=elem_shape(x.dtype), in_channels=x.shape[-1], indices=self.indices,
                       in_lanes=simd, out_lanes=pe, pixels=int(np.prod(x.shape[:-1], dtype=np.int64)))
+        if self.act is None:
+            block = Block(ChannelSelectUnit, params, ChannelSelectUnit.estimate(**params, family=family))
+            return Lowered((block,), block.cost.cycles, x.dtype.bits, x.dtype.signed, fill=0.0)
+        params["offset"] = self.zero
         block = Block(ChannelSelectUnit, params, ChannelSelectUnit.estimate(**params, family=family))
-        return Lowered((block,), block.cost.cycles, x.dtype.bits, x.dtype.signed, fill=0.0)
+        bounds = (x.dtype.lo - self.zero, x.dtype.hi - self.zero)
+        acc = acc_bits(min(bounds[0], 0), max(bounds[1], 0))
+        act, bits, sg = act_blocks(self.act, len(self.indices), pe, acc, out, family, bounds=bounds)
+        blocks = (block, *act)
+        return Lowered(blocks, sum_costs(blocks).cycles, bits, sg, fill=0.0)
 
 
 # ---- import ---------------------------------------------------------------------------------------
@@ -123,12 +151,40 @@ def _select(b: Builder, node: Node, x: QT, channel_axis: int, indices, index: in
     if indices == tuple(range(c)):
         b.set(node, x, index)
         return
-    spec_in = b.specs[x.tensor]
     if b.specs[x.tensor].dtype.bipolar:
         raise node_error(node, "selecting channels of a bipolar tensor is not supported", UnsupportedError)
-    spec = b.new_tensor(node.outputs[index], spec_in.shape[:-1] + (len(indices),), spec_in.dtype)
-    b.layers.append(ChannelSelect(node.name if index == 0 else f"{node.name}_{index}", (x.tensor,), spec, indices))
-    b.set(node, replace(x, tensor=spec.name, onnx_shape=tuple(shape)), index)
+    out = node.outputs[index]
+    readers = [n for n in b.graph.nodes if out in n.inputs]
+    if x.real and readers and all(n.op_type in _QUANTIZERS for n in readers) and out not in b.graph.output_names:
+        # its quantizers give the output grid: the input's (a selection) or another (requantized)
+        b.set(node, Acc("channelselect", _emit, node, (x,), tuple(shape), params={"indices": indices, "index": index}),
+              index)
+        return
+    b.set(node, replace(_layer(b, node, x, indices, index, out), onnx_shape=tuple(shape)), index)
+
+
+def _layer(b: Builder, node: Node, x: QT, indices, index: int, name: str, act=None, dtype=None) -> QT:
+    """The ChannelSelect layer of output ``index`` writing tensor ``name`` (``act``: onto another
+    grid, type ``dtype``)."""
+    spec_in = b.specs[x.tensor]
+    spec = b.new_tensor(name, spec_in.shape[:-1] + (len(indices),), spec_in.dtype if dtype is None else dtype)
+    b.layers.append(ChannelSelect(node.name if index == 0 else f"{node.name}_{index}", (x.tensor,), spec, indices,
+                                  x.zp, act))
+    return replace(x, tensor=spec.name)
+
+
+def _emit(b: Builder, v: Acc, t: Target) -> QT:
+    """The selection onto the quantizer's grid ``t``: the input's codes where ``t`` is the input's
+    grid and type, else requantized (``x.scale / t.scale`` as a 31-bit multiplier and shift)."""
+    x, indices, index = v.inputs[0], v.params["indices"], v.params["index"]
+    dtype = b.specs[x.tensor].dtype
+    if math.isclose(x.scale, t.scale, rel_tol=1e-6) and x.zp == t.zp and dtype == t.dtype \
+            and t.lo <= dtype.lo and dtype.hi <= t.hi:
+        q = _layer(b, v.node, x, indices, index, t.name)
+    else:
+        m, s = ratio_to_multiplier_shift(x.scale / t.scale, f"node {v.node.name!r} requantization")
+        q = _layer(b, v.node, x, indices, index, t.name, Requant(m[:1], s[:1], t.zp, t.lo, t.hi), t.dtype)
+    return replace(q, scale=t.scale, zp=t.zp, dtype=t.dtype, real=False, onnx_shape=v.onnx_shape)
 
 
 def _ints(b: Builder, node: Node, i: int, what: str) -> list[int] | None:

@@ -1,10 +1,11 @@
 """ChannelSelectUnit: per pixel, a constant list of the input's channels, in that order."""
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..arith import acc_bits
 from . import _blockparams as _p
 from .cost import Cost
 
@@ -27,6 +28,10 @@ class ChannelSelectUnit(wiring.Component):
         Channels per transfer on ``i`` and on ``o``.
     pixels : int
         Pixels per inference; only used by :meth:`estimate` for the cycle count.
+    offset : int
+        Subtracted from every output value (a zero point, before a requantizer); the output lane
+        shape is then the signed one holding ``x - offset`` (:attr:`out_shape`), else
+        ``elem_shape``. The subtraction is combinational on the output payload (no latency).
 
     Two forms, chosen from the parameters (:attr:`direct`):
 
@@ -46,16 +51,19 @@ class ChannelSelectUnit(wiring.Component):
       the next cycle); initiation interval ``max(in_channels / in_lanes, len(indices) /
       out_lanes)`` cycles per pixel.
 
-    Ports: ``i`` (in), ``o`` (out), payloads ``ArrayLayout(elem_shape, lanes)``.
+    Ports: ``i`` (in, ``ArrayLayout(elem_shape, in_lanes)``), ``o`` (out, ``ArrayLayout(out_shape,
+    out_lanes)``).
     """
 
     def __init__(self, elem_shape, in_channels: int, indices, in_lanes: int = 1, out_lanes: int = 1, *,
-                 pixels: int = 1):
+                 pixels: int = 1, offset: int = 0):
         (self.elem_shape, self.in_channels, self.indices, self.in_lanes, self.out_lanes,
          self.pixels) = _params(elem_shape, in_channels, indices, in_lanes, out_lanes, pixels)
+        self.offset = _p.integer(offset, "offset")
+        self.out_shape = _out_shape(self.elem_shape, self.offset)
         self.keep = _direct_words(self.in_channels, self.indices, self.in_lanes, self.out_lanes)
         super().__init__({"i": In(stream.Signature(_p.lanes_layout(self.elem_shape, self.in_lanes))),
-                          "o": Out(stream.Signature(_p.lanes_layout(self.elem_shape, self.out_lanes)))})
+                          "o": Out(stream.Signature(_p.lanes_layout(self.out_shape, self.out_lanes)))})
 
     @property
     def direct(self) -> bool:
@@ -74,7 +82,8 @@ class ChannelSelectUnit(wiring.Component):
             for w, k in enumerate(self.keep):
                 with m.Case(w):
                     m.d.comb += keep.eq(int(k))
-        m.d.comb += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid & keep),
+        m.d.comb += [self.o.payload[j].eq(self.i.payload[j] - self.offset) for j in range(self.out_lanes)]
+        m.d.comb += [self.o.valid.eq(self.i.valid & keep),
                      self.i.ready.eq(self.o.ready | ~keep)]
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += word.eq(Mux(word == words - 1, 0, word + 1))
@@ -109,7 +118,7 @@ class ChannelSelectUnit(wiring.Component):
                 with m.Case(r):
                     for j in range(lo):
                         c = self.indices[r * lo + j]
-                        m.d.comb += self.o.payload[j].eq(Mux(rsel, banks[1][c], banks[0][c]))
+                        m.d.comb += self.o.payload[j].eq(Mux(rsel, banks[1][c], banks[0][c]) - self.offset)
         with m.If(self.o.valid & self.o.ready):
             with m.If(rcnt == r_words - 1):
                 m.d.sync += [rcnt.eq(0), rsel.eq(~rsel)]
@@ -122,22 +131,32 @@ class ChannelSelectUnit(wiring.Component):
 
     @staticmethod
     def estimate(elem_shape, in_channels: int, indices, in_lanes: int = 1, out_lanes: int = 1, *, pixels: int = 1,
-                 family: str = "ecp5") -> Cost:
+                 offset: int = 0, family: str = "ecp5") -> Cost:
         """Cost without elaboration. Direct form: a word counter and its keep table (about 2 LUTs
         per counter bit), no data registers; one cycle per input word. Buffered form: two banks
         of ``in_channels`` registers, per output bit a ``2 * words``-input multiplexer (about
         ``words`` LUT4s with the ECP5 wide-function muxes), the bank write decoders; cycles
-        ``pixels * max(input words, output words)``."""
+        ``pixels * max(input words, output words)``. An ``offset`` adds a subtractor (one LUT
+        per output bit) per output lane."""
         shape, c, idx, li, lo, pixels = _params(elem_shape, in_channels, indices, in_lanes, out_lanes, pixels)
         _p.family(family)
+        sub = lo * _out_shape(shape, _p.integer(offset, "offset")).width if offset else 0
         w_words, r_words = c // li, len(idx) // lo
         if _direct_words(c, idx, li, lo) is not None:
             bits = max(1, (w_words - 1).bit_length())
-            return Cost(pixels * w_words, 0, 2 * bits + 2, bits, 0, 0)
+            return Cost(pixels * w_words, 0, 2 * bits + 2 + sub, bits, 0, 0)
         wbits, rbits = max(1, (w_words - 1).bit_length()), max(1, (r_words - 1).bit_length())
-        lut = lo * shape.width * max(1, r_words) + 2 * w_words + 4 * (wbits + rbits) + 6
+        lut = lo * shape.width * max(1, r_words) + 2 * w_words + 4 * (wbits + rbits) + 6 + sub
         ff = 2 * c * shape.width + wbits + rbits + 4
         return Cost(pixels * max(w_words, r_words), w_words, lut, ff, 0, 0)
+
+
+def _out_shape(shape, offset: int):
+    """The lane shape of ``x - offset`` for ``x`` of ``shape`` (``shape`` itself for no offset)."""
+    if not offset:
+        return shape
+    lo, hi = (-(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1) if shape.signed else (0, (1 << shape.width) - 1)
+    return signed(acc_bits(min(lo - offset, 0), max(hi - offset, 0)))
 
 
 def _direct_words(in_channels: int, indices: tuple[int, ...], in_lanes: int, out_lanes: int):
@@ -181,7 +200,6 @@ def bench_config():
     """Representative configuration for ``bench.rtl`` (name, factory, feeds, expect): a channel
     shuffle of 16 8-bit channels in groups of 2, 4 lanes."""
     import numpy as np
-    from amaranth.hdl import signed
     pixels = 64
     x = np.random.default_rng(0).integers(-128, 128, size=(pixels * 4, 4))
     perm = tuple(int(v) for v in np.arange(16).reshape(2, 8).T.reshape(-1))
