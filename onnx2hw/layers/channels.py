@@ -2,8 +2,11 @@
 
     y[..., j] = x[..., indices[j]]
 
-(``indices`` may reorder, drop or repeat channels). The output keeps the input's grid and type:
-no arithmetic, so the reference is exact by construction.
+(``indices`` may reorder, drop or repeat channels). The output keeps the input's grid and type
+(no arithmetic), unless the quantizers that alone read it put it on another grid: then it is
+requantized once, ``act(x[..., indices[j]] - zero)`` with ``act`` a per-tensor
+:class:`~onnx2hw.layers.types.Requant` of the scale ratio (31-bit multiplier, round half up,
+:func:`onnx2hw.arith.requantize`).
 
 ONNX forms, on the channel axis only (axis 1 of an NCHW image ``(N, C, H, W)``, a 1-D signal
 ``(N, C, L)`` or a vector ``(N, C)``; the last axis of a channels-last view an NHWC exporter
@@ -17,13 +20,15 @@ writes before its Transpose):
 
 Every flavour reads them as pass-through ops of a quantized tensor (onnxruntime's QDQ quantizer
 writes ``DequantizeLinear -> op -> QuantizeLinear`` with the input's scale; QONNX the same grid
-around it; QOperator the op on integers); a quantizer after it on another grid is refused by
-that quantizer, as after any view. The post-training quantizer passes its input's quantization
+around it; QOperator the op on integers); Brevitas quantizes a slice with a quantizer of its
+own (the requantized form). The post-training quantizer passes its input's quantization
 through (role ``pass``); canonicalization writes a ``Split`` as one ``Slice`` per output
 (:mod:`onnx2hw.canon.channels`), so the quantizer sees one output per node.
 
 Hardware: :class:`~onnx2hw.rtl.channel_select.ChannelSelectUnit`, lanes on both sides (a
-selection of whole, increasing lane words drops transfers and holds no pixel).
+selection of whole, increasing lane words drops transfers and holds no pixel); a requantized
+selection subtracts the zero point there and goes on through
+:class:`~onnx2hw.rtl.requant.Requantize`.
 """
 from __future__ import annotations
 
@@ -272,7 +277,7 @@ def _gather(b: Builder, node: Node):
     _select(b, node, x, ch, [i % c for i in idx])
 
 
-_HW = "ChannelSelectUnit (the selected channels of each pixel: a pixel double buffer, or dropped transfers)"
+_HW = "ChannelSelectUnit (selected channels of each pixel; + Requantize onto another grid)"
 PATTERNS = (
     Pattern("", "Slice", _HW, _slice, ptq="pass", const_inputs=1),
     Pattern("", "Split", _HW + ", one per output", _split),
