@@ -306,3 +306,16 @@ def test_grouped_conv_keeps_the_gather():
     c = canonicalize(load(m))
     assert ops(c) == ["Relu", "Gather", "Conv"]
     assert_same_function(m, c)
+
+
+def test_absorbed_through_a_pool():
+    """A max pool computes each channel from itself: the shuffle moves below it into the 1x1
+    convolution's weight (ShuffleNet's shuffle, then a pool, then a 1x1 conv)."""
+    nodes, inits = [], {"W": w(6, C, 1, 1)}
+    _shuffle_into("W", nodes, inits)
+    nodes[-1:] = [h.make_node("MaxPool", ["s"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+                  h.make_node("Conv", ["p", "W"], ["y"])]
+    m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", 6, H // 2, W // 2]), inits)
+    c = canonicalize(load(m))
+    assert ops(c) == ["Relu", "MaxPool", "Conv"]
+    assert_same_function(m, c)

@@ -13,10 +13,11 @@
   exporter's pattern: the channel shuffle ``Reshape (N, g, C/g, H, W) -> Transpose (0, 2, 1, 3,
   4) -> Reshape (N, C, H, W)`` of PyTorch's exporters and its channels-last form between
   tf2onnx's Transposes are two such chains.
-* :func:`channel_gathers`: a channel ``Gather`` (axis 1, constant indices) read by another
-  selection of channels (a ``Slice`` of the channel axis, a ``Gather`` on axis 1) is that
+* :func:`channel_gathers`: a channel ``Gather`` (axis 1, constant indices) read (through the same
+  ops) by another selection of channels (a ``Slice`` of the channel axis, a ``Gather`` on axis 1) is that
   selection with the indices composed; a ``Gather`` that permutes the channels and is read,
-  through commuting ops, only by linear layers reading those channels (a ``Conv`` with one
+  through commuting ops and pools (each channel from itself alone), only by linear layers
+  reading those channels (a ``Conv`` with one
   group, a ``Gemm``/``MatMul`` on vectors) goes: each layer's weight has its input-channel axis
   permuted instead (``W'[:, perm[j]] = W[:, j]``; a quantized weight, ``DequantizeLinear`` or
   QONNX ``Quant`` of a constant, when its parameters do not vary along that axis).
@@ -42,6 +43,7 @@ _VIEWS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _QONNX_QUANT = frozenset({"Quant", "BipolarQuant", "Trunc"})
 _LINEAR = frozenset({"Conv", "Gemm", "MatMul"})
+_POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
 
 
 # ---- Split -> Slices ---------------------------------------------------------------------------
@@ -97,6 +99,14 @@ def _commutes(e: Edit, n: Node) -> bool:
     if n.domain == DEFAULT and n.op_type in ELEMENTWISE:
         return len(n.outputs) == 1 and all(_scalar_const(e, i) for i in n.inputs[1:])
     return False
+
+
+def _channelwise(e: Edit, n: Node) -> bool:
+    """``n`` computes each channel from the same channel only, alike for every channel (a pool),
+    or acts on each element alone: it commutes with any permutation of the channels."""
+    if n.domain == DEFAULT and n.op_type in _POOLS:
+        return len([o for o in n.outputs if o]) == 1
+    return _commutes(e, n)
 
 
 def _view(n: Node) -> bool:
@@ -272,8 +282,8 @@ def _weight(e: Edit, layer: Node) -> tuple[str, int, Node | None] | None:
 
 
 def _linear_readers(e: Edit, t: Trace, value: str):
-    """The linear layers reading ``value`` (through commuting ops) and their weights, when that
-    is all that reads it; else ``None``."""
+    """The linear layers reading ``value`` (through commuting ops and pools) and their weights,
+    when that is all that reads it; else ``None``."""
     found, todo = [], [value]
     while todo:
         v = todo.pop()
@@ -282,7 +292,7 @@ def _linear_readers(e: Edit, t: Trace, value: str):
         for r in e.readers(v):
             if r.inputs[0] != v or v in r.inputs[1:]:
                 return None
-            if _commutes(e, r):
+            if _channelwise(e, r):
                 todo.append(r.outputs[0])
                 continue
             w = _weight(e, r)
@@ -321,10 +331,10 @@ def channel_gathers(graph: Graph) -> Graph:
 
 
 def _compose(e: Edit, t: Trace, g: Node, idx: np.ndarray) -> bool:
-    """``g``, then commuting ops, read only by channel selections: the commuting ops read ``g``'s
-    input and each selection reads their result with its indices composed with ``idx``."""
+    """``g``, then commuting ops and pools, read only by channel selections: those ops read
+    ``g``'s input and each selection reads their result with its indices composed with ``idx``."""
     chain, v = [], g.outputs[0]
-    while (r := e.sole_reader(v)) is not None and r.inputs[0] == v and v not in r.inputs[1:] and _commutes(e, r):
+    while (r := e.sole_reader(v)) is not None and r.inputs[0] == v and v not in r.inputs[1:] and _channelwise(e, r):
         chain.append(r)
         v = r.outputs[0]
     readers = e.readers(v)
