@@ -15,6 +15,7 @@ from .affine import affine_maps, batch_rows, matmul_add
 from .channels import channel_gathers, channel_shuffles, channel_splits
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
+from .pad_views import pads_through_views
 from .pads import ceil_pools, pads_into_windows
 from .signals import unit_width
 from .transposes import sink_transposes
@@ -30,6 +31,7 @@ RULES = (
     ("constant folding", fold_constants),
     ("channel shuffles", channel_shuffles),
     ("channel gathers", channel_gathers),
+    ("zero Pad through views", pads_through_views),
     ("zero Pad into windows", pads_into_windows),
     ("ceil-mode max pools", ceil_pools),
     ("signals of unit width", unit_width),
