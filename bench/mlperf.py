@@ -220,14 +220,18 @@ def bench_mlperf() -> list[dict]:
     return rows
 
 
-def _synth_network(entry: dict, clock_mhz: float) -> tuple[int, str, float, Path]:
-    """``onnx2hw synth`` of one network in a child process (its own Ctrl-C and tool handling)."""
+def synth_network(entry: dict, clock_mhz: float, models: Path = MODELS,
+                  build_root: Path = BUILD_ROOT) -> tuple[int, str, float, Path]:
+    """``onnx2hw synth`` of one network of ``models`` (its ``file`` and calibration ``data``) for
+    the most inferences per second at ``clock_mhz``, verified on ``SAMPLES`` inputs, in a child
+    process (its own Ctrl-C and tool handling): exit status, last line of stderr, seconds, build
+    folder."""
     import subprocess
     import sys
 
-    out = BUILD_ROOT / entry["name"]
-    argv = [sys.executable, "-m", "onnx2hw.cli", "synth", str(MODELS / entry["file"]), "--board", BOARD,
-            "--calib", str(MODELS / entry["data"]), "--target-fps", "max", "--clock-mhz", f"{clock_mhz:g}",
+    out = build_root / entry["name"]
+    argv = [sys.executable, "-m", "onnx2hw.cli", "synth", str(models / entry["file"]), "--board", BOARD,
+            "--calib", str(models / entry["data"]), "--target-fps", "max", "--clock-mhz", f"{clock_mhz:g}",
             "--verify", str(SAMPLES), "-o", str(out)]
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True)
@@ -244,7 +248,7 @@ def bench_mlperf_builds(clock_mhz: float = CLOCK_HZ / 1e6, jobs: int = 2) -> lis
 
     def build(e):
         print(f"building {e['task']} {e['name']} for {BOARD} at {clock_mhz:g} MHz ...", flush=True)
-        rc, last, seconds, out = _synth_network(e, clock_mhz)
+        rc, last, seconds, out = synth_network(e, clock_mhz)
         print(f"    {e['task']}: exit {rc} in {seconds:.0f} s{': ' + last if rc else ''}", flush=True)
         return _build_row(e, rc, last, seconds, out)
 
@@ -257,22 +261,29 @@ def bench_mlperf_builds(clock_mhz: float = CLOCK_HZ / 1e6, jobs: int = 2) -> lis
 def _build_row(e: dict, rc: int, last: str, seconds: float, out: Path) -> dict:
     row = {"task": e["task"], "name": e["name"], "macs": onnx_macs(MODELS / e["file"]),
            "params": e["keras_params"], "exit": rc, "message": last, "build_s": seconds}
-    report = out / "report.json"
-    if report.exists() and rc in (0, 1):   # 1: built, timing missed (the report says so)
-        r = json.loads(report.read_text())
-        c, res, t = r["clock"], r["resources"], r["throughput"]
-        fmax = c["fmax_mhz"] or 0.0
-        cb = t["compute_bound"]   # at the target clock when met, else at the achieved Fmax
-        sim = cb.get("simulated") or {}
-        row.update(met=c["met"], fmax=fmax, clock=cb["clock_mhz"], ii=t["ii_cycles"],
-                   sim_ii=sim.get("cycles_per_inference"),
-                   latency_us=cb["estimated"]["latency_us"], compute=cb["estimated"]["inferences_per_s"],
-                   link=t["link_bound_per_s"], lut=res["lut"]["used"], dsp=res["dsp"]["used"],
-                   ebr=res["bram"]["used"], multipliers=r["arithmetic"]["multipliers"],
-                   bits=r["arithmetic"]["bits"], pnr_runs=len(r.get("place_and_route") or [None]),
-                   seed=r.get("nextpnr_seed"))
-        row["roofline"] = row["multipliers"] * fmax * 1e6 / row["macs"]
+    row.update(build_figures(out, rc))
+    if "fmax" in row:
+        row["roofline"] = row["multipliers"] * row["fmax"] * 1e6 / row["macs"]
     return row
+
+
+def build_figures(out: Path, rc: int) -> dict:
+    """What a build's report.json says of clock, throughput and resources (empty when the build
+    stopped before place and route; exit 1 with a report is a build whose timing was missed)."""
+    report = out / "report.json"
+    if not report.exists() or rc not in (0, 1):
+        return {}
+    r = json.loads(report.read_text())
+    c, res, t = r["clock"], r["resources"], r["throughput"]
+    cb = t["compute_bound"]   # at the target clock when met, else at the achieved Fmax
+    sim = cb.get("simulated") or {}
+    return dict(met=c["met"], fmax=c["fmax_mhz"] or 0.0, clock=cb["clock_mhz"], ii=t["ii_cycles"],
+                sim_ii=sim.get("cycles_per_inference"),
+                latency_us=cb["estimated"]["latency_us"], compute=cb["estimated"]["inferences_per_s"],
+                link=t["link_bound_per_s"], lut=res["lut"]["used"], dsp=res["dsp"]["used"],
+                ebr=res["bram"]["used"], multipliers=r["arithmetic"]["multipliers"],
+                bits=r["arithmetic"]["bits"], pnr_runs=len(r.get("place_and_route") or [None]),
+                seed=r.get("nextpnr_seed"))
 
 
 def _print_build_table(rows: list[dict]) -> None:
@@ -288,7 +299,7 @@ def _print_build_table(rows: list[dict]) -> None:
         met = "" if r["met"] else "!"
         print(f"{r['task']:5}{r['macs']:>11,}{r['params']:>9,}{r['bits']:>6}{r['lut']:>8,}{r['dsp']:>5}{r['ebr']:>5}"
               f"{r['fmax']:>6.1f}{met:1}{r['clock']:>7.0f}{r['ii']:>9,}{r['sim_ii'] or 0:>9,.0f}{r['compute']:>9,.0f}{r['latency_us']:>8.0f}"
-              f"{r['link']:>8,.0f}{r.get('roofline', 0):>9,.0f}{r['build_s']:>6.0f}s{_pnr_cell(r):>6}  {pub}")
+              f"{r['link']:>8,.0f}{r.get('roofline', 0):>9,.0f}{r['build_s']:>6.0f}s{pnr_cell(r):>6}  {pub}")
         goal = GOALS[r["task"]]
         if goal and r["compute"] < goal:
             print(f"      below issue #13's goal of {goal:,} inferences/s")
@@ -300,5 +311,5 @@ def _print_build_table(rows: list[dict]) -> None:
           "run's placer seed (-: nextpnr's own)")
 
 
-def _pnr_cell(r: dict) -> str:
+def pnr_cell(r: dict) -> str:
     return f"{r['pnr_runs']}:{'-' if r['seed'] is None else r['seed']}"
