@@ -28,7 +28,7 @@ from ..ir.graph import Graph, Node
 from .edit import DEFAULT, Edit
 from .trace import Trace, trace_for
 
-__all__ = ["pads_through_views"]
+__all__ = ["pads_through_views", "drop_requantization"]
 
 _VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 #: window ops that may take a zero Pad in front of them as their own padding
@@ -190,7 +190,7 @@ def pads_through_views(graph: Graph) -> Graph:
         for (node, _), new in zip(steps, moved):
             e.replace(node, new)
         e.replace(moved[-1], moved[-1], _moved_pad(e, pad, mid, last, prev))
-        _drop_requantization(e, moved[0])
+        drop_requantization(e, moved[0])
         changed = True
     return e.graph() if changed else graph
 
@@ -206,7 +206,7 @@ def _same_grid(e: Edit, a: Node, b: Node) -> bool:
     return int(a.attr("axis", 1)) == int(b.attr("axis", 1)) or np.size(e.inits[ins_a[0]]) == 1
 
 
-def _drop_requantization(e: Edit, q: Node) -> None:
+def drop_requantization(e: Edit, q: Node) -> None:
     """``DequantizeLinear -> QuantizeLinear`` on one grid, left with nothing between them where a
     Pad moved away (onnxruntime's QDQ form of a Pad), is the identity: ``q``'s reader reads the
     integers the DequantizeLinear read."""

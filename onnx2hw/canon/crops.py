@@ -1,0 +1,133 @@
+"""A crop of a transposed convolution's output border is the transposed convolution with larger
+``pads``: ``Slice(ConvTranspose(x), starts, ends)`` on spatial axes with step 1 is the
+``ConvTranspose`` with ``starts`` added to its begin pads and ``n - ends`` (``n`` the axis's
+length, ``ends`` clamped to it) to its end pads, since a ConvTranspose's ``pads`` remove exactly
+that many output positions at each border (ONNX: the output length is ``s*(i-1) + op +
+(k-1)*d + 1 - begin - end``, and position ``o`` of the padded form is position ``o + begin`` of
+the unpadded one). Keras ``Conv1DTranspose(padding="same")`` through tf2onnx writes this form (the
+2-D layer gets ``pads`` directly); onnxruntime's QDQ puts ``QuantizeLinear -> DequantizeLinear``
+pairs between the two, which a crop commutes with (elementwise, their parameters at most per
+channel); a pair left on one grid where the Slice was goes. The ConvTranspose must set its padding explicitly (no
+``auto_pad`` other than ``VALID``, no ``output_shape``) and have the Slice as its only reader; batch
+and channel axes must be kept whole.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..ir.graph import Graph, Node
+from .edit import DEFAULT, Edit
+from .pad_views import drop_requantization
+from .trace import trace_for
+
+__all__ = ["crops_into_conv_transpose"]
+
+
+def _slice_params(e: Edit, sl: Node, rank: int):
+    """``(starts, ends, axes)`` of Slice ``sl`` (attributes below opset 10, constant inputs from
+    it on, steps all 1), axes normalized; ``None`` when not constant or with another step."""
+    if sl.since_version < 10:
+        starts, ends, axes = sl.attr("starts"), sl.attr("ends"), sl.attr("axes")
+    else:
+        ins = list(sl.inputs) + [""] * (5 - len(sl.inputs))
+        if any(i and not e.is_const(i) for i in ins[1:]):
+            return None
+        if ins[4] and np.any(np.asarray(e.inits[ins[4]]).reshape(-1) != 1):
+            return None
+        starts, ends = e.inits[ins[1]], e.inits[ins[2]]
+        axes = e.inits[ins[3]] if ins[3] else None
+    if starts is None or ends is None:
+        return None
+    starts, ends = [int(v) for v in np.asarray(starts).reshape(-1)], [int(v) for v in np.asarray(ends).reshape(-1)]
+    axes = list(range(len(starts))) if axes is None else [int(a) % rank for a in np.asarray(axes).reshape(-1)]
+    if not (len(starts) == len(ends) == len(axes)) or len(set(axes)) != len(axes):
+        return None
+    return starts, ends, axes
+
+
+def _crops(shape, starts, ends, axes) -> list[tuple[int, int]] | None:
+    """Per spatial axis ``(cropped at the begin, cropped at the end)`` of a Slice of ``shape``
+    (ONNX Slice clamping for step 1), or ``None`` when it cuts the batch or channel axes or
+    keeps nothing."""
+    rank = len(shape)
+    out = [(0, 0)] * (rank - 2)
+    for s, t, a in zip(starts, ends, axes):
+        n = shape[a]
+        if n is None:   # the batch: kept whole by a start 0 and an end at the index type's maximum
+            if s != 0 or t < 2 ** 31 - 1:
+                return None
+            continue
+        s = min(max(s + n if s < 0 else s, 0), n)
+        t = min(max(t + n if t < 0 else t, 0), n)
+        if t <= s:
+            return None
+        if a < 2:
+            if (s, t) != (0, n):
+                return None
+            continue
+        out[a - 2] = (s, n - t)
+    return out
+
+
+def _quantizer_pairs(e: Edit, name: str) -> list[Node]:
+    """The ``QuantizeLinear -> DequantizeLinear`` pairs (each the sole reader of what it reads,
+    parameters constant and at most per channel) from ``name`` on, as the list of their nodes."""
+    out: list[Node] = []
+    while True:
+        q = e.sole_reader(name)
+        dq = e.sole_reader(q.outputs[0]) if q is not None and q.op_type == "QuantizeLinear" else None
+        if dq is None or dq.op_type != "DequantizeLinear" or q.domain != DEFAULT or dq.domain != DEFAULT or \
+                not all(_channel_params(e, n) for n in (q, dq)):
+            return out
+        out += [q, dq]
+        name = dq.outputs[0]
+
+
+def _channel_params(e: Edit, q: Node) -> bool:
+    return all(not i or (e.is_const(i) and (np.size(e.inits[i]) == 1 or int(q.attr("axis", 1)) in (0, 1)))
+               for i in q.inputs[1:3]) and not q.attr("block_size", 0)
+
+
+def _explicit(node: Node) -> bool:
+    auto = node.attr("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    return auto in ("NOTSET", "VALID") and node.attr("output_shape") is None
+
+
+def crops_into_conv_transpose(graph: Graph) -> Graph:
+    t = trace_for(graph, {"ConvTranspose"})
+    if t is None:
+        return graph
+    e = Edit(graph)
+    changed = False
+    for ct in [n for n in graph.nodes if n.op_type == "ConvTranspose" and n.domain == DEFAULT]:
+        shape = t.shape(ct.outputs[0])
+        if shape is None or not _explicit(ct) or len(ct.outputs) != 1:
+            continue
+        pairs = _quantizer_pairs(e, ct.outputs[0])
+        cur = pairs[-1].outputs[0] if pairs else ct.outputs[0]
+        sl = e.sole_reader(cur)
+        if sl is None or sl.op_type != "Slice" or sl.domain != DEFAULT or sl.inputs[0] != cur:
+            continue
+        params = _slice_params(e, sl, len(shape))
+        crops = _crops(shape, *params) if params is not None else None
+        if crops is None:
+            continue
+        d = len(shape) - 2
+        auto = ct.attr("auto_pad", "NOTSET")
+        pads = [0] * (2 * d) if auto in ("VALID", b"VALID") else [int(p) for p in ct.attr("pads", (0,) * (2 * d))]
+        pads = [pads[i] + crops[i][0] for i in range(d)] + [pads[d + i] + crops[i][1] for i in range(d)]
+        attrs = {k: v for k, v in ct.attrs.items() if k != "auto_pad"}
+        e.nodes.remove(sl)
+        last = pairs[-1] if pairs else ct
+        new = dataclasses.replace(ct, attrs=dict(attrs, pads=pads))
+        e.replace(ct, dataclasses.replace(new, outputs=sl.outputs) if last is ct else new)
+        if last is not ct:
+            e.replace(last, dataclasses.replace(last, outputs=sl.outputs))
+            after = e.sole_reader(sl.outputs[0])
+            if after is not None and after.op_type == "QuantizeLinear" and after.domain == DEFAULT:
+                drop_requantization(e, after)
+        changed = True
+    return e.graph() if changed else graph

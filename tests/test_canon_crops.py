@@ -1,0 +1,156 @@
+"""onnx2hw.canon.crops: a spatial Slice cropping a ConvTranspose's output (through onnxruntime's
+Q/DQ pairs) is the ConvTranspose with larger pads; onnxruntime with every optimization off
+computes the same function from both graphs. End to end: Keras ``Conv1DTranspose(padding="same")``
+as tf2onnx writes it (``ConvTranspose`` without pads, then ``Slice`` of the border), quantized by
+onnx2hw's post-training quantizer (onnxruntime's quantizer: in tests/test_output_layout.py): the
+golden against onnxruntime's spec session on the QDQ model (the same integers dequantized in
+float32: within 1e-6 of the output's magnitude), the hardware simulated bit-exact."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper as h
+
+import onnx2hw
+from _canon_models import assert_same_function, model, ops, w
+from _oracle import spec_session
+from onnx2hw.canon import canonicalize
+from onnx2hw.canon.crops import crops_into_conv_transpose
+from onnx2hw.ir import load
+from onnx2hw.quant import ptq
+
+BIG = np.iinfo(np.int64).max
+
+
+def _i64(*v):
+    return np.array(v, np.int64)
+
+
+def _keras_convt1d(k=4, stride=2, relu=True, dense=True, crop=None):
+    """tf2onnx's Keras Conv1DTranspose(4, k, strides=stride, padding="same")[-ReLU] on an (N, 8, 3)
+    signal, Conv1D(4, 1), then Flatten + Dense(5, use_bias=False) or the output (N, 8*stride, 4)."""
+    full = stride * 7 + k
+    begin = (full - 8 * stride) // 2 if crop is None else crop
+    nodes = [h.make_node("Unsqueeze", ["x", "ax1"], ["u"]),
+             h.make_node("Transpose", ["u"], ["t"], perm=[0, 3, 1, 2]),
+             h.make_node("ConvTranspose", ["t", "Wt", "bt"], ["ct"], kernel_shape=[1, k], strides=[1, stride]),
+             h.make_node("Slice", ["ct", "starts", "ends", "axes"], ["sl"])]
+    nodes += [h.make_node("Relu", ["sl"], ["r"])] if relu else [h.make_node("Identity", ["sl"], ["r"])]
+    nodes += [h.make_node("Conv", ["r", "W2"], ["c2"], kernel_shape=[1, 1]),
+              h.make_node("Squeeze", ["c2", "ax2"], ["s2"]),
+              h.make_node("Transpose", ["s2"], ["o" if dense else "y"], perm=[0, 2, 1])]
+    n = 8 * stride
+    inits = {"ax1": _i64(1), "ax2": _i64(2), "Wt": w(3, 4, 1, k), "bt": w(4), "W2": w(4, 4, 1, 1),
+             "starts": _i64(0, begin), "ends": _i64(1, begin + n), "axes": _i64(2, 3)}
+    if dense:
+        nodes += [h.make_node("Reshape", ["o", "flat"], ["f"]), h.make_node("MatMul", ["f", "Wd"], ["y"])]
+        inits.update(flat=_i64(-1, 4 * n), Wd=w(4 * n, 5))
+    return model(nodes, ("x", ["N", 8, 3]), ("y", ["N", 5] if dense else ["N", n, 4]), inits)
+
+
+def _convt2d(slice_inputs, out_hw, **attrs):
+    """Relu, ConvTranspose 3 -> 4 (3x3, strides 2, ``attrs``) on (N, 3, 5, 6), a Slice, Relu."""
+    names = ["starts", "ends", "axes", "steps"][:len(slice_inputs)]
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("ConvTranspose", ["r", "W", "b"], ["ct"], kernel_shape=[3, 3], strides=[2, 2], **attrs),
+             h.make_node("Slice", ["ct"] + names, ["sl"]), h.make_node("Relu", ["sl"], ["y"])]
+    inits = {"W": w(3, 4, 3, 3), "b": w(4)}
+    inits.update({k: _i64(*v) for k, v in zip(names, slice_inputs)})
+    return model(nodes, ("x", ["N", 3, 5, 6]), ("y", ["N", 4, *out_hw]), inits)
+
+
+def _qdq_convt():
+    """onnxruntime's QDQ form: ConvTranspose -> Q -> DQ -> Slice -> Q -> DQ (one grid)."""
+    s, z = np.array(0.05, np.float32), np.array(128, np.uint8)
+    nodes = [h.make_node("ConvTranspose", ["x", "W"], ["ct"], kernel_shape=[1, 4], strides=[1, 2]),
+             h.make_node("QuantizeLinear", ["ct", "s", "z"], ["q0"]),
+             h.make_node("DequantizeLinear", ["q0", "s", "z"], ["d0"]),
+             h.make_node("Slice", ["d0", "starts", "ends", "axes"], ["sl"]),
+             h.make_node("QuantizeLinear", ["sl", "s", "z"], ["q1"]),
+             h.make_node("DequantizeLinear", ["q1", "s", "z"], ["y"])]
+    return model(nodes, ("x", ["N", 3, 1, 8]), ("y", ["N", 4, 1, 16]),
+                 {"W": w(3, 4, 1, 4), "s": s, "z": z, "starts": _i64(1), "ends": _i64(17), "axes": _i64(3)})
+
+
+CASES = {
+    "keras_k4_s2": lambda: _keras_convt1d(),
+    "keras_k3_s2": lambda: _keras_convt1d(k=3),
+    "keras_k5_s3": lambda: _keras_convt1d(k=5, stride=3),
+    # 2-D: crops on both axes, on top of pads and output_padding; negative and clamped indices
+    "pads_output_padding": lambda: _convt2d([(1, 0), (-1, BIG), (2, 3)], (8, 11), pads=[1, 0, 0, 1],
+                                            output_padding=[1, 1]),
+    "all_axes": lambda: _convt2d([(0, 0, 2, 1), (BIG, 4, -1, 12)], (8, 11)),
+    "steps_of_one": lambda: _convt2d([(1,), (10,), (-2,), (1,)], (9, 13)),
+    "qdq": _qdq_convt,
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_crop_is_conv_transpose_pads(name):
+    m = CASES[name]()
+    g = crops_into_conv_transpose(load(m))
+    assert "Slice" not in ops(g)
+    assert_same_function(m, g)
+    assert_same_function(m, canonicalize(load(m)))
+
+
+def test_qdq_pair_of_the_slice_goes():
+    g = crops_into_conv_transpose(load(_qdq_convt()))
+    assert ops(g) == ["ConvTranspose", "QuantizeLinear", "DequantizeLinear"]
+
+
+def test_slice_below_opset_10():
+    nodes = [h.make_node("ConvTranspose", ["x", "W"], ["ct"], kernel_shape=[3], strides=[2]),
+             h.make_node("Slice", ["ct"], ["y"], starts=[1], ends=[16], axes=[2])]
+    m = model(nodes, ("x", ["N", 3, 8]), ("y", ["N", 4, 15]), {"W": w(3, 4, 3)}, opset=9)
+    g = crops_into_conv_transpose(load(m))
+    assert ops(g) == ["ConvTranspose"]
+    assert_same_function(m, g)
+
+
+@pytest.mark.parametrize("case", ["channels", "step_2", "output_shape", "shared", "same_upper"])
+def test_crop_stays(case):
+    """A Slice of channels or with step 2, a ConvTranspose given ``output_shape`` or
+    ``auto_pad=SAME_UPPER``, or read by another node too: the Slice stays."""
+    attrs = {"output_shape": [11, 13]} if case == "output_shape" else \
+        {"auto_pad": "SAME_UPPER"} if case == "same_upper" else {}
+    n_hw = {"output_shape": (11, 13), "same_upper": (10, 12)}.get(case, (11, 13))
+    if case == "channels":
+        m = _convt2d([(1,), (3,), (1,)], n_hw)
+    elif case == "step_2":
+        m = _convt2d([(1,), (10,), (2,), (2,)], (5, 13))
+    else:
+        m = _convt2d([(1,), (n_hw[0] - 1,), (2,)], (n_hw[0] - 2, n_hw[1]), **attrs)
+    if case == "shared":
+        nodes = list(m.graph.node)
+        nodes[-1] = h.make_node("ReduceMax", ["ct"], ["mx"], axes=[2, 3], keepdims=1)
+        nodes.append(h.make_node("Add", ["sl", "mx"], ["y"]))
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
+    g = crops_into_conv_transpose(load(m))
+    assert ops(g) == ops(load(m))
+    assert_same_function(m, canonicalize(load(m)))
+
+
+# ---- end to end ----------------------------------------------------------------------------------
+
+def _data(n, seed):
+    return np.random.default_rng(seed).standard_normal((n, 8, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("k,stride", [(4, 2), (3, 2)])
+def test_keras_conv1d_transpose_from_float(k, stride):
+    m = _keras_convt1d(k=k, stride=stride)
+    x = _data(32, 0)
+    design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
+    want = spec_session(ptq.quantize(m, {"x": x})).run(None, {"x": x[:8]})[0]
+    got = design.golden({"x": x[:8]})["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.sim
+def test_keras_conv1d_transpose_simulates_bit_exact():
+    x = _data(16, 1)
+    design = onnx2hw.compile(_keras_convt1d(), board="ulx3s", calib={"x": x})
+    design.simulate({"x": x[:3]})   # MismatchError unless bit-exact against the golden
