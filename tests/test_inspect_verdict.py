@@ -184,14 +184,13 @@ def test_float_model_without_calib_assumes_calib(tmp_path, capsys):
 
 
 def _pooled(tmp_path):
-    """conv -> relu -> pool: an AveragePool that pads without counting the padding, which the
-    hardware does not do (it divides by one window size)."""
+    """conv -> relu -> pool: a dilated AveragePool (opset 19), which the hardware does not do."""
     return _save(tmp_path / "pool.onnx",
                  [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
                   helper.make_node("Relu", ["c"], ["r"], name="relu"),
                   helper.make_node("AveragePool", ["r"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2],
-                                   pads=[1, 1, 1, 1], count_include_pad=0)],
-                 ["N", 2, 6, 6], ["N", 4, 4, 4], {"w": _f32(4, 2, 3, 3)})
+                                   dilations=[2, 2])],
+                 ["N", 2, 6, 6], ["N", 4, 2, 2], {"w": _f32(4, 2, 3, 3)}, opset=19)
 
 
 def test_refused_model_names_the_node_and_a_checked_way_out(tmp_path, capsys):

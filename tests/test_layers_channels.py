@@ -112,13 +112,7 @@ def test_golden_matches_onnxruntime_exactly(name):
     np.testing.assert_array_equal(got, ((formula(xq) - 128) * np.float32(0.02)).astype(np.float32))
 
 
-#: a tensor read by three or more stages: dataflow/compile.py's add_forks names every 2-way Fork of
-#: it ``fork_<tensor>`` (the Sanitizer maps one key to one name), so the pipeline's latency model
-#: finds two stages of one name and fails with a KeyError; strict, so the fix shows here
-_FORK_NAMES = pytest.mark.xfail(raises=KeyError, strict=True, reason="forks of a tensor with 3+ readers share a name")
-
-
-@pytest.mark.parametrize("name", ["slice_step2", pytest.param("split3_uneven", marks=_FORK_NAMES), "gather_repeats",
+@pytest.mark.parametrize("name", ["slice_step2", "split3_uneven", "gather_repeats",
                                   "slice_signal", "gather_vector"])
 def test_hardware_is_bit_exact(name):
     in_shape, out_shape, make, _ = CASES[name]

@@ -236,9 +236,12 @@ class _Assembly:
         src, port, lanes, bits, sg = self.producer[tensor]
         n = self.elements(tensor)
         sources = [(src, port)]
+        forks = 0   # each fork its own key for the name sanitizer (one key, one name)
         while len(sources) < len(self.consumers.get(tensor, [])):
             s_name, s_port = sources.pop(0)
-            fk = _fork_stage(self.names(f"{FORK_OP}_{tensor}"), tensor, lanes, bits, sg, n, self.family)
+            key = f"{FORK_OP}_{tensor}" + (f"#{forks}" if forks else "")
+            forks += 1
+            fk = _fork_stage(self.names(key), tensor, lanes, bits, sg, n, self.family)
             self.stages.append(fk)
             self.links.append(Link(tensor, s_name, fk.name, 0, s_port, lanes, lanes, bits, sg, n, LINK_FIFO))
             sources += [(fk.name, 0), (fk.name, 1)]

@@ -31,7 +31,7 @@ OPS: dict[tuple[str, str], str] = {
     ("", "Pad"): "pad", ("", "Constant"): "constant", ("", "ConstantOfShape"): "constant_of_shape",
     ("", "Identity"): "identity", ("", "Resize"): "resize", ("", "Upsample"): "upsample",
     ("", "Dropout"): "dropout", ("", "Cast"): "cast", ("", "Shape"): "shape",
-    ("", "Gather"): "gather", ("", "Slice"): "slice", ("", "ArgMax"): "argmax",
+    ("", "Gather"): "gather", ("", "Slice"): "slice", ("", "Split"): "split", ("", "ArgMax"): "argmax",
     ("", "ReduceMean"): "reduce_mean",
     # compute
     ("", "Conv"): "conv", ("", "ConvInteger"): "conv_integer", ("", "QLinearConv"): "qlinear_conv",

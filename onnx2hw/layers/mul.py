@@ -228,7 +228,7 @@ def _by_constant(b: Builder, node: Node, x, v: np.ndarray) -> Acc:
     dense/conv/average pool, any factor of a product), else a scale layer of its own."""
     if not np.all(np.isfinite(v)):
         raise node_error(node, "Mul by a constant that is not finite", UnsupportedError)
-    if isinstance(x, Acc) and x.kind in ("dense", "conv", "avgpool"):
+    if isinstance(x, Acc) and x.kind in ("dense", "conv", "avgpool", "avgpool_counts"):
         return _fold(node, x, v)
     if isinstance(x, Acc) and x.kind == "mul" and len(x.inputs) == 2 and x.lo_real == -np.inf and x.hi_real == np.inf \
             and (v.size == 1 or not x.inputs[0].hwc):   # (a channels-last view's channels are not its axis 0)
