@@ -35,7 +35,7 @@ RULES = (
     ("transposed-convolution crops", crops_into_conv_transpose),
     ("zero Pad through views", pads_through_views),
     ("zero Pad into windows", pads_into_windows),
-    ("ceil-mode max pools", ceil_pools),
+    ("pool padding", ceil_pools),
     ("signals of unit width", unit_width),
     ("batch-merged rows", batch_rows),
     ("MatMul + Add", matmul_add),
