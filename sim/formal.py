@@ -53,7 +53,7 @@ from typing import Callable, Mapping
 from amaranth.asserts import AnyConst, AnySeq
 from amaranth.back import rtlil
 from amaranth.hdl import (Assert, Assume, ClockDomain, Cover, Elaboratable, Module, Mux, ResetSignal,
-                          Shape, Signal)
+                          Shape, Signal, signed)
 from amaranth.lib import stream, wiring
 
 __all__ = ["Contract", "Result", "prove", "tools_available", "SOLVER"]
@@ -75,7 +75,8 @@ class Contract:
     rounds an output may lag an input by (elements in flight). ``element``: ``f(x)`` of
     one input element's value (an int of the input lane's shape, in Amaranth) giving the output
     element's, for single-input blocks that keep element order (``None``: not checked).
-    ``k``: induction depth (``None``: no induction); ``depth``: BMC depth; ``cover_depth``.
+    ``k``: induction depth (``None``: no induction); ``depth``: BMC depth; ``cover_depth``
+    (default ``depth``).
     """
 
     name: str
@@ -86,7 +87,11 @@ class Contract:
     element: Callable | None = None
     k: int | None = 8
     depth: int = 20
-    cover_depth: int = 20
+    cover_depth: int | None = None
+
+    def __post_init__(self):
+        if self.cover_depth is None:
+            object.__setattr__(self, "cover_depth", self.depth)
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ class _Bench(Elaboratable):
         if check is Assert:
             stalled = Signal(name=f"{name}_stalled")
             m.d.sync += stalled.eq(stalled | waiting)
-            m.d.comb += Cover(stalled & port.valid & port.ready)
+            m.d.comb += Cover(stalled & port.valid & port.ready, f"{name}: a transfer after a stall")
 
     def _counter(self, m, name, per_round):
         """``(fire, pos, rnd)``: the port's transfer this cycle, its position in the round
@@ -213,7 +218,7 @@ class _Bench(Elaboratable):
 
     @property
     def _round_bits(self) -> int:
-        return (self.contract.lag + 2).bit_length() + 1
+        return (self.contract.lag + 2).bit_length() + 2
 
     def _pacing(self, m, counted):
         """*ahead*/*lag* per (input, output) pair, and *drain*."""
@@ -228,15 +233,14 @@ class _Bench(Elaboratable):
             m.d.comb += started.eq(irnd + ((ipos != 0) | self.ins[i].valid))
             for o in outs:
                 _, _, ornd = counted[o]
-                lead = Signal(bits, name=f"{i}_{o}_lead")
-                m.d.comb += lead.eq(started - ornd)
-                # (modulo 2**bits: an output ahead of its input wraps to a value above lag + 1)
+                lead = Signal(signed(bits), name=f"{i}_{o}_lead")
+                m.d.comb += lead.eq((started - ornd)[:bits])     # (modulo 2**bits, signed)
+                m.d.comb += Assert(lead >= 0, f"{o}: completed a round its input {i} has not started")
                 m.d.comb += Assert(lead <= self.contract.lag + 1,
-                                   f"{o}: completed a round its input {i} has not started, or lags "
-                                   f"{i} by more than {self.contract.lag} rounds")
+                                   f"{o}: lags {i} by more than {self.contract.lag} rounds")
         for o in outs:
             _, _, ornd = counted[o]
-            m.d.comb += Cover(ornd == 2)
+            m.d.comb += Cover(ornd == 1, f"{o}: a whole round")
         self._drained = None
         if self.contract.drain is None or not ins or not outs:
             return
@@ -255,7 +259,7 @@ class _Bench(Elaboratable):
         with m.If(at_boundary):
             m.d.sync += quiet.eq(quiet + (quiet != drain))
         self._drained = quiet == drain
-        m.d.comb += Cover((quiet == drain) & (first_rnd == 1))
+        m.d.comb += Cover((quiet == drain) & (first_rnd == 1), "drained after a whole round")
         with m.If(quiet == drain):
             for o in outs:
                 _, opos, ornd = counted[o]
@@ -312,7 +316,7 @@ class _Bench(Elaboratable):
                 with m.If(self._drained):
                     m.d.comb += Assert((seen[0] == sent[0]) & (seen[1] == sent[1]),
                                        f"{oname}: an element that went in did not come out, or came out changed")
-            m.d.comb += Cover(seen[1])
+            m.d.comb += Cover(seen[1], f"{oname}: both tracked elements")
 
 
 def tools_available() -> str | None:
@@ -427,8 +431,9 @@ def _check(contract: Contract, task: str, folder: Path, timeout: float) -> Resul
         trace = None
     elif task == "cover":
         status = "FAIL"
-        missed = re.findall(r"Unreached cover statement at \S+ \((\S+)\)", text)
-        assertion = assertion or f"{len(missed)} cover(s) not reached: the properties may hold vacuously"
+        missed = [messages.get(c, c) for c in re.findall(r"Unreached cover statement at top: \S+ \((\S+)\)", text)]
+        assertion = assertion or (f"cover not reached within {depth} cycles ({'; '.join(missed)}): the "
+                                  f"properties may hold vacuously")
     else:
         status = "FAIL" if "Status: FAILED" in text else "ERROR"
     return Result(contract.name, task, status, depth, seconds, assertion, step, trace, log)
