@@ -26,6 +26,10 @@ FINN's ``MultiThreshold``), under the domains ``qonnx.custom_op.general`` and
 * ``MultiThreshold`` after a layer (``out_scale * count(y >= T) + out_bias``, as FINN's
   streamlining writes it) becomes exact integer thresholds on the accumulator (one step with
   ``out_bias = -out_scale / 2`` is bipolar).
+* A ``Quant`` of a tensor already quantized onto another grid (Brevitas' ``QuantIdentity`` after a
+  ``QuantReLU`` before a concatenation) requantizes it: a Requantize (a Mul by one) where its
+  multiply-and-shift equals QONNX's rounding for every input code, else the exact table
+  (:class:`~onnx2hw.layers.lookup.Lookup`, inputs of at most 8 bits).
 * (Global)AveragePool followed by a ``Quant`` of at most 8 bits becomes a depthwise :class:`Conv`
   with all-one weights and thresholds (exact); MaxPool / Flatten / Reshape and the Add of two
   quantized tensors work as in the QDQ importer (Add requantizes: round half up).
@@ -43,7 +47,9 @@ from ..arith import qonnx_round
 from ..ir.errors import ModelError, UnsupportedError
 from ..ir.graph import Node
 from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
-from . import conv
+from ..rtl.lookup import MAX_IN_BITS
+from . import conv, lookup, mul
+from ._scale import ratio_to_multiplier_shift
 from .builder import Acc, Builder, Const, FloatIn, QConst, QT, Target, check_only_outputs, node_error
 from .base import Pattern
 from .types import IntType, Thresholds, accumulator_bounds, int_type_for
@@ -270,8 +276,47 @@ def _quant(b: Builder, node: Node):
         if have.lo >= lo and have.hi <= hi:   # already on this grid and inside its range
             b.set(node, x)
             return
+    if isinstance(x, QT) and x.real:
+        b.set(node, _requantize(b, node, x, s, z, t, narrow, mode))
+        return
     raise node_error(node, "quantizes a value that is not a layer output, a model input or a tensor already on "
                      "its grid", UnsupportedError)
+
+
+def _requantize(b: Builder, node: Node, x: QT, s: float, z: int, t: IntType, narrow: bool, mode: str) -> QT:
+    """A Quant of a tensor already quantized onto another grid (Brevitas' QuantIdentity after a
+    QuantReLU): ``clamp(round_mode((q - zi) * si / s + z))`` for every input code ``q``, with
+    QONNX's float32 arithmetic (the golden Quant, evaluated once per code).
+
+    A Requantize (a Mul by one: ``x.scale / s`` as a 31-bit multiplier and shift, round half up)
+    where it gives that result for every input code (no tie that its rounding breaks otherwise,
+    no multiplier error that crosses a rounding boundary); else the exact table (a LookupUnit,
+    inputs of at most 8 bits)."""
+    have = b.specs[x.tensor].dtype
+    if have.bipolar:
+        raise node_error(node, "requantizing a bipolar tensor is not supported", UnsupportedError)
+    if x.perm is not None:
+        raise node_error(node, "requantizing a flattened image is not supported (quantize it before the flatten)",
+                         UnsupportedError)
+    if b.evaluate is None:
+        raise node_error(node, "no float evaluator to requantize with", UnsupportedError)
+    lo, hi = arith.int_range(t.bits, t.signed, narrow)
+    codes = np.arange(have.lo, have.hi + 1, dtype=np.int64)
+    real = (codes - x.zp).astype(np.float32) * np.float32(x.scale)
+    consts = tuple(np.asarray(b.const(n, node, "parameter"), np.float32).reshape(()) for n in node.inputs[1:4])
+    y = np.asarray(b.evaluate(node, real, *consts)[0], np.float64)
+    want = np.clip(np.rint(y / s).astype(np.int64) + z, lo, hi)
+    m, sh = ratio_to_multiplier_shift(np.array([x.scale / s]), f"node {node.name!r} requantization")
+    if np.array_equal(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi), want):
+        acc = Acc("mul", mul.emit, node, (x,), x.onnx_shape, scale=np.array([x.scale]))
+    elif have.bits <= MAX_IN_BITS and not x.hwc:
+        acc = Acc("lookup", lookup.emit, node, (x,), x.onnx_shape, params={"consts": consts})
+    else:
+        n = int(np.count_nonzero(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi) != want))
+        raise node_error(node, f"requantizing this {have.bits}-bit tensor: a multiply-and-shift (round half up) "
+                         f"differs from rounding_mode {mode} on {n} of {codes.size} input codes, and a table takes "
+                         f"natural tensors of at most {MAX_IN_BITS} bits", UnsupportedError)
+    return replace(b.quantize(node, acc, s, z, t, narrow=narrow), real=True)
 
 
 def _trunc(b: Builder, node: Node):
