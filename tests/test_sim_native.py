@@ -160,7 +160,7 @@ class _Named(wiring.Component):
 def test_port_names_with_underscores():
     assert native_run._member("i__payload") == "i___05Fpayload"
     assert native_run._member("out___valid") == "out___05F_valid"
-    header = ports_header(stream_ports(_Named()), clk=True, rst=True)
+    header = ports_header(stream_ports(_Named()))
     assert "SRC(in_a___05Fpayload, in_a___05Fvalid, in_a___05Fready, in_a)" in header
     x = np.random.default_rng(6).integers(0, 64, size=(50, 1))
     out, cycles = run_native(_Named(), {"in_a": x}, {"out_": 50}, src_pause="random", sink_pause="random", seed=2)

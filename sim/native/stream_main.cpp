@@ -1,11 +1,12 @@
 // Native stream harness: drives a Verilated design's stream ports, no Python and no VPI per cycle.
 //
-// Compiled with the design's Verilator model (module `top`, class `Vtop`) and a header written per
-// design by onnx2hw.sim.native_run (`onnx2hw_ports.h`): ONNX2HW_PORTS(SRC, SNK) lists every stream
-// port, in the order of onnx2hw.sim._stream.stream_ports, as SRC(pay, valid, ready, P) (an input)
-// or SNK(...) (an output): the members of Vtop for the Verilog ports P__payload, P__valid and
-// P__ready (Verilator's encoding of the names), and P, the port's name;
-// ONNX2HW_HAS_CLK/ONNX2HW_HAS_RST say whether `top` has those inputs.
+// Compiled with the design's Verilator model (class `Vtop`: module `top` in the wrapper of
+// onnx2hw.sim.native_run.reset_wrapper, which has a `clk` input and makes the reset, high for the
+// first two rising edges) and a header written per design by onnx2hw.sim.native_run
+// (`onnx2hw_ports.h`): ONNX2HW_PORTS(SRC, SNK) lists every stream port, in the order of
+// onnx2hw.sim._stream.stream_ports, as SRC(pay, valid, ready, P) (an input) or SNK(...) (an
+// output): the members of Vtop for the Verilog ports P__payload, P__valid and P__ready
+// (Verilator's encoding of the names), and P, the port's name.
 //
 // Usage: sim RUNDIR. RUNDIR/config.txt holds `key value` lines (max_cycles, idle_limit, drain,
 // src_kind, sink_kind, and per port k: seed<k>, len<k> (inputs), want<k>, checked<k>, expect<k>
@@ -205,15 +206,11 @@ struct Harness {
 
     // one clock period: the low half with the inputs as set, then the rising edge
     void low() {
-#if ONNX2HW_HAS_CLK
         top->clk = 0;
-#endif
         eval();
     }
     void rise() {
-#if ONNX2HW_HAS_CLK
         top->clk = 1;
-#endif
         eval();
     }
 };
@@ -263,18 +260,12 @@ int main(int argc, char** argv) {
         }
     }
 
-    // reset: high for two rising edges, stream inputs low
+    // reset (made by the wrapper): two rising edges, stream inputs low
     for (Port& p : h.ports) *(p.is_input ? p.valid : p.ready) = 0;
-#if ONNX2HW_HAS_RST
-    top->rst = 1;
-#endif
     for (int i = 0; i < 2; ++i) {
         h.low();
         h.rise();
     }
-#if ONNX2HW_HAS_RST
-    top->rst = 0;
-#endif
     for (Port& p : h.ports) p.lfsr = xs32(p.seed);
 
     uint64_t cyc = 0, last_xfer = 0, last_out = 0, done_at = 0, err_cycle = 0;
