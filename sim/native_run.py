@@ -289,8 +289,10 @@ def _make_lists(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool) -> None:
-    """Verilate ``text`` in ``wrapper`` and compile it with the main into ``bdir/sim``."""
+def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool) -> dict:
+    """Verilate ``text`` in ``wrapper`` and compile it with the main into ``bdir/sim``; the
+    seconds each step took."""
+    t0 = time.perf_counter()
     if bdir.exists():
         shutil.rmtree(bdir)
     bdir.mkdir(parents=True)
@@ -313,7 +315,9 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
     slow = lists.get("VM_CLASSES_SLOW", []) + lists.get("VM_SUPPORT_SLOW", [])
     (bdir / "unit_fast.cpp").write_text(f'#include "{NATIVE_MAIN}"\n' + "".join(f'#include "{n}.cpp"\n' for n in fast))
     (bdir / "unit_slow.cpp").write_text("".join(f'#include "{n}.cpp"\n' for n in slow))
+    t1 = time.perf_counter()
     rt = _runtime_objects(waves)
+    t2 = time.perf_counter()
     cxx, cpp = _compiler(), [f"-I{bdir}", *_cppflags(waves)]
     _parallel([[cxx, flags.opt_fast, *cpp, "-c", "unit_fast.cpp", "-o", "unit_fast.o"],
                [cxx, flags.opt_slow, *cpp, "-c", "unit_slow.cpp", "-o", "unit_slow.o"]], log, bdir,
@@ -325,6 +329,8 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
     for f in bdir.iterdir():   # only the executable (and what it was made from) is kept
         if f.suffix in (".o", ".cpp", ".h", ".mk", ".d", ".dat") and f.name != "onnx2hw_ports.h":
             f.unlink()
+    return {"verilate": round(t1 - t0, 1), "runtime": round(t2 - t1, 1),
+            "compile": round(time.perf_counter() - t2, 1)}
 
 
 def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, total_cycles: int = 0) -> Path:
@@ -349,11 +355,9 @@ def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = Fals
         if (bdir / ".built").is_file():
             mark_used(bdir)
             return bdir
-        t0 = time.perf_counter()
-        _build(bdir, stripped, wrapper, header, flags, waves)
+        seconds = _build(bdir, stripped, wrapper, header, flags, waves)
         (bdir / ".built").write_text(json.dumps({"simulator": "verilator-native", "waves": waves,
-                                                 "flags": flags.describe(),
-                                                 "seconds": round(time.perf_counter() - t0, 1)}))
+                                                 "flags": flags.describe(), "seconds": seconds}))
         return bdir
 
 
