@@ -47,8 +47,10 @@ class MismatchError(AssertionError):
         self.report = report
         i, idx, want, got = report.first_mismatch
         where = f" (first diverging stage: {report.diverged_stage})" if report.diverged_stage else ""
+        when = (f", collected at cycle {report.mismatch_at[1]} of the simulator run from inference "
+                f"{report.mismatch_at[0]}" if report.mismatch_at is not None else "")
         super().__init__(f"{what} is not bit-exact: inference {i}, output element {idx}: expected {want}, "
-                         f"got {got}{where}")
+                         f"got {got}{when}{where}")
 
 
 def design_name(model, graph: Graph | None = None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Shape
+from amaranth.hdl import Elaboratable, Shape
 from amaranth.lib import data, stream, wiring
 
 PAUSES = ("none", "3of4", "random")
@@ -129,6 +129,53 @@ def unpack_hex(text: str, info: PortInfo) -> np.ndarray:
             out[:, j] = lane
         return out
     return unpack([int(x, 16) for x in words], info)
+
+
+def transfer_words(info: PortInfo) -> int:
+    """32-bit words of one flat payload in the native harness's files: Verilator's layout of a
+    port of that width (one word up to 32 bits, two up to 64, ``ceil(w / 32)`` above)."""
+    w = info.width * info.lanes
+    return 1 if w <= 32 else 2 if w <= 64 else (w + 31) // 32
+
+
+def pack_words(a: np.ndarray, info: PortInfo) -> bytes:
+    """The rows of ``a`` as flat payloads (:func:`pack`), each as :func:`transfer_words`
+    little-endian 32-bit words, least significant first."""
+    n = transfer_words(info)
+    if info.width * info.lanes <= 64:
+        lanes = np.asarray(a, dtype=np.int64).reshape(len(a), info.lanes).astype(np.uint64)
+        lanes &= np.uint64((1 << info.width) - 1)
+        flat = np.zeros(len(a), dtype=np.uint64)
+        for j in range(info.lanes):
+            flat |= lanes[:, j] << np.uint64(j * info.width)
+        return (flat.astype("<u4") if n == 1 else flat.astype("<u8")).tobytes()
+    return b"".join(v.to_bytes(4 * n, "little") for v in pack(a, info))
+
+
+def unpack_words(raw: bytes, info: PortInfo) -> np.ndarray:
+    """Inverse of :func:`pack_words` (int64 ``(n, lanes)``, signed lanes sign-extended)."""
+    n = transfer_words(info)
+    w, mask = info.width, (1 << info.width) - 1
+    if w * info.lanes <= 64:
+        flat = np.frombuffer(raw, dtype="<u4" if n == 1 else "<u8").astype(np.uint64)
+        out = np.empty((len(flat), info.lanes), dtype=np.int64)
+        for j in range(info.lanes):
+            lane = ((flat >> np.uint64(j * w)) & np.uint64(mask)).astype(np.int64)
+            if info.signed:
+                lane = np.where(lane >> (w - 1) != 0, lane - (1 << w), lane)
+            out[:, j] = lane
+        return out
+    size = 4 * n
+    return unpack([int.from_bytes(raw[i:i + size], "little") for i in range(0, len(raw), size)], info)
+
+
+def as_component(dut):
+    """The component itself, or the one its factory makes."""
+    if not isinstance(dut, Elaboratable):
+        if not callable(dut):
+            raise TypeError(f"expected an Amaranth component or a factory, not {dut!r}")
+        dut = dut()
+    return dut
 
 
 def xorshift32(x: int) -> int:

@@ -2,7 +2,9 @@
 
 Layout of :func:`cache_root`: ``<key>/`` a design build (:mod:`onnx2hw.sim.build_cache`, done
 when ``.built`` exists), ``_runtime/<key>/`` a shared Verilator runtime
-(:mod:`onnx2hw.sim.verilator_runtime`, done when ``runtime.json`` exists), each beside its
+(:mod:`onnx2hw.sim.verilator_runtime`, done when ``runtime.json`` exists), ``_native_rt/<key>/``
+the native simulator's Verilator runtime (:mod:`onnx2hw.sim.native_run`, done when ``done``
+exists), each beside its
 ``<key>.lock``; ``runs/`` the run directories (removed after a successful run, kept for their
 waveforms after a failed one). Every reuse touches ``.used`` in the entry, so
 :func:`prune_cache` removes what no environment has used for :data:`STALE_DAYS` days.
@@ -62,13 +64,15 @@ def _remove_unlocked(entry: Path, lock: Path) -> bool:
 
 
 def _entries(root: Path) -> list[tuple[Path, Path, Path]]:
-    """``(completion mark, entry, lock)`` of every design build and shared runtime under ``root``."""
+    """``(completion mark, entry, lock)`` of every design build and shared runtime under ``root``
+    (native builds are design builds: ``<key>/.built``)."""
     found = [(d / ".built", d, root / f"{d.name}.lock") for d in root.iterdir()
              if d.is_dir() and _KEY.fullmatch(d.name)]
-    runtime = root / "_runtime"
-    if runtime.is_dir():
-        found += [(d / "runtime.json", d, runtime / f"{d.name}.lock") for d in runtime.iterdir()
-                  if d.is_dir() and _KEY.fullmatch(d.name)]
+    for sub, mark in (("_runtime", "runtime.json"), ("_native_rt", "done")):
+        folder = root / sub
+        if folder.is_dir():
+            found += [(d / mark, d, folder / f"{d.name}.lock") for d in folder.iterdir()
+                      if d.is_dir() and _KEY.fullmatch(d.name)]
     return found
 
 

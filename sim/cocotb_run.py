@@ -21,11 +21,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from amaranth.hdl import Elaboratable
-
 from ..files import copy_file
 from ._harness import TB_MODULE, TB_TOP, harness_config, harness_reads, harness_result, harness_verilog
-from ._stream import PAUSES, as_transfers, check_names, default_max_cycles, pack_hex, stream_ports, unpack_hex
+from ._stream import PAUSES, as_component, as_transfers, check_names, default_max_cycles, pack_hex, stream_ports, unpack_hex
 from .build_cache import build_sources, ensure_build
 from .cache_folder import cache_root
 from .convert import verilog_once
@@ -130,16 +128,6 @@ def _run_once(text, harness, simulator, waves, rundir: Path, spec: dict, arrays:
     return None, None, f"simulation did not finish ({status}); log {log}:\n{log_tail(log)}", None
 
 
-def _component(dut_factory_or_component):
-    """The component itself, or the one its factory makes."""
-    dut = dut_factory_or_component
-    if not isinstance(dut, Elaboratable):
-        if not callable(dut):
-            raise TypeError(f"expected an Amaranth component or a factory, not {dut!r}")
-        dut = dut()
-    return dut
-
-
 def _spec(dut, ports, arrays, expect, *, src_pause, sink_pause, seed, max_cycles, drain, idle_limit,
           expected_cycles) -> dict:
     """The run's parameters as the testbench (``spec.json``) and the result check read them."""
@@ -225,7 +213,7 @@ def run_cocotb(dut_factory_or_component, feeds: dict, expect: dict, *, simulator
     reason = simulator_available(simulator)
     if reason:
         raise RuntimeError(f"cannot run {simulator}: {reason}")
-    dut = _component(dut_factory_or_component)
+    dut = as_component(dut_factory_or_component)
     ports = stream_ports(dut)
     check_names(ports, feeds, expect)
     arrays = {n: as_transfers(n, a, ports[n]) for n, a in feeds.items()}

@@ -1,5 +1,6 @@
-"""Whole-model simulation: an accelerator built from a Pipeline, run under cocotb, compared
-bit for bit with the golden integer executor.
+"""Whole-model simulation: an accelerator built from a Pipeline, run on an HDL simulator (Verilator
+through the native harness of :mod:`onnx2hw.sim.native_run`, Icarus through cocotb), compared bit
+for bit with the golden integer executor.
 
 Tensors stream in NHWC order, ``lanes`` elements per transfer; a bipolar input (values -1/+1)
 is encoded as bits (1 = +1, 0 = -1). A model's several inputs (outputs) stream one after the
@@ -7,6 +8,8 @@ other per inference on the accelerator's one input (output) port (:func:`onnx2hw
 Integer inputs and outputs are one array for a model with one input (output), else a dict by
 tensor name (the integer graph's ``input_specs`` / ``output_specs``). Long runs are split into
 chunks of inferences (each chunk a simulator run of the cached build) so progress can be shown.
+On Verilator each chunk's outputs are also compared with the golden ones as they are collected,
+which gives the clock cycle of the first mismatching transfer.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from onnx2hw.rtl.accelerator import AcceleratorCore
 
 from ._stream import default_max_cycles
 from .cocotb_run import run_cocotb
+from .native_run import run_native
 from .pysim import run_stream
 
 __all__ = ["SimReport", "simulate", "random_inputs", "to_transfers", "from_transfers", "measure_timing",
@@ -39,6 +43,9 @@ class SimReport:
     #: (inference, element, expected, got); the element is a flat index, or ``"name[index]"``
     #: for a model with several outputs
     first_mismatch: tuple | None = None
+    #: (first inference of the simulator run holding the first mismatch, clock cycle of that run
+    #: in which its first wrong transfer was collected); Verilator only
+    mismatch_at: tuple | None = None
     diverged_stage: str | None = None
     ii: float | None = None             # measured cycles per inference (no backpressure)
     latency: int | None = None          # measured cycles, first input to last output of one inference
@@ -126,22 +133,37 @@ def from_transfers(t: np.ndarray, n: int, shape: tuple[int, ...], bipolar: bool 
     return t.reshape((n,) + tuple(shape))
 
 
-def _run(component, feeds, expect, simulator, pause, seed, waves, count):
+def _golden_stream(pipeline: Pipeline, golden: Mapping[str, np.ndarray], start: int, stop: int) -> np.ndarray:
+    """The output port's transfers the golden outputs of inferences ``start:stop`` make."""
+    g = pipeline.graph
+    values = join_tensors([golden[s.name][start:stop] for s in g.output_specs], pipeline.output_parts,
+                          [s.dtype.bipolar for s in g.output_specs], check=False)
+    return values.reshape(-1, pipeline.output_link.src_lanes)
+
+
+def _run(component, feeds, expect, simulator, pause, seed, waves, count, golden=None, mismatches=None, total=None):
     """One simulator run of ``count`` inferences. Time-outs scale with the pipeline: no port
     transfer for 4 x (latency + II) cycles is a deadlock, and the whole run may take 4 x its
-    estimate (random stalls on both ends cost at most that) plus the harness's own margin."""
+    estimate (random stalls on both ends cost at most that) plus the harness's own margin.
+    ``golden``/``mismatches``: see :func:`onnx2hw.sim.native_run.run_native` (Verilator only);
+    ``total``: inferences simulated in all (the build is compiled for their cycles)."""
     p = component.pipeline
     idle = max(4096, 4 * (p.latency + p.ii))
     budget = default_max_cycles(feeds, expect) + 4 * (p.latency + count * p.ii)
-    return run_cocotb(component, feeds, expect, simulator=simulator, src_pause=pause,
-                      sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget,
-                      expected_cycles=p.latency + count * p.ii)
+    common = dict(src_pause=pause, sink_pause=pause, seed=seed, waves=waves, idle_limit=idle, max_cycles=budget,
+                  expected_cycles=p.latency + count * p.ii)
+    if simulator == "verilator":
+        return run_native(component, feeds, expect, golden=golden, mismatches=mismatches,
+                          total_cycles=p.latency + (total or count) * p.ii, **common)
+    return run_cocotb(component, feeds, expect, simulator=simulator, **common)
 
 
-def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", component=None) -> tuple[float, int]:
+def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", component=None,
+                   total=None) -> tuple[float, int]:
     """(II, latency) measured without backpressure: II = (cycles(k) - cycles(1)) / (k - 1).
     ``component``: the pipeline's :class:`AcceleratorCore` if already built (converted to Verilog
-    once per object)."""
+    once per object); ``total``: inferences of the simulation these runs are part of (they use
+    its build)."""
     feeds = input_feeds(pipeline.graph, x)
     out_t = _transfers_out(pipeline)
     k = min(_count(feeds), 6)
@@ -149,7 +171,7 @@ def measure_timing(pipeline: Pipeline, x: np.ndarray, simulator="verilator", com
     cycles = {}
     for n in sorted({1, k}):
         _, cycles[n] = _run(acc, {"i": _stream(pipeline, feeds, 0, n)}, {"o": out_t * n}, simulator, "none", 0,
-                            False, n)
+                            False, n, total=total)
     ii = (cycles[k] - cycles[1]) / (k - 1) if k > 1 else float(cycles[1])
     return ii, cycles[1]
 
@@ -206,11 +228,16 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
     n = _count(feeds)
     acc = component if component is not None else AcceleratorCore(pipeline)
     t0 = time.perf_counter()
-    hw_parts, cycles = [], 0
+    hw_parts, cycles, first_cycle = [], 0, None
     for start in range(0, n, chunk):
         count = min(chunk, n - start)
+        mismatches = {}
         out, c = _run(acc, {"i": _stream(pipeline, feeds, start, start + count)},
-                      {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count)
+                      {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count,
+                      golden={"o": _golden_stream(pipeline, golden, start, start + count)}, mismatches=mismatches,
+                      total=n)
+        if first_cycle is None and "o" in mismatches:
+            first_cycle = (start, mismatches["o"][1])
         cycles += c
         hw_parts.append(_outputs(pipeline, out["o"], count))
         if progress:
@@ -228,9 +255,10 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         bad = int(np.argmin(same))
         flat = int(np.argmax(flat_hw[bad] != flat_golden[bad]))
         report.first_mismatch = (bad, _element(g, flat), int(flat_golden[bad, flat]), int(flat_hw[bad, flat]))
+        report.mismatch_at = first_cycle
         report.diverged_stage = locate_divergence(pipeline, {k: v[bad:bad + 1] for k, v in feeds.items()}, seed)
     if timing:
-        report.ii, report.latency = measure_timing(pipeline, feeds, simulator, component=acc)
+        report.ii, report.latency = measure_timing(pipeline, feeds, simulator, component=acc, total=n)
     return report
 
 

@@ -444,10 +444,11 @@ def test_cache_prune_removes_only_stale_and_unlocked_entries(tmp_path):
     fresh = entry(tmp_path / ("b" * 20), ".built", now)
     busy = entry(tmp_path / ("c" * 20), ".built", old)
     runtime = entry(tmp_path / "_runtime" / ("d" * 20), "runtime.json", old)
+    native_rt = entry(tmp_path / "_native_rt" / ("e" * 20), "done", old)
     other = entry(tmp_path / "not-a-build", "x", old)
     runs = [entry(tmp_path / "runs" / f"Top-{i:02d}", "sim.log", old + i) for i in range(cache_folder.KEEP_FAILED_RUNS + 3)]
     with open(tmp_path / f"{busy.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         removed = set(cache_folder.prune_cache(tmp_path, now=now))
-    assert removed == {stale, runtime, *runs[:3]}
+    assert removed == {stale, runtime, native_rt, *runs[:3]}
     assert fresh.exists() and busy.exists() and other.exists() and all(r.exists() for r in runs[3:])

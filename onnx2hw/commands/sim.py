@@ -14,7 +14,7 @@ from ..sim.cache_folder import cache_root
 from . import UsageError
 from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
 
-HELP = "simulate the generated hardware (cocotb + Verilator) and compare it bit for bit with the golden model"
+HELP = "simulate the generated hardware (Verilator with a native C++ harness, or Icarus through cocotb) and compare it bit for bit with the golden model"
 
 
 def configure(parser):
