@@ -48,6 +48,27 @@ def _keras_convt1d(k=4, stride=2, relu=True, dense=True, crop=None):
     return model(nodes, ("x", ["N", 8, 3]), ("y", ["N", 5] if dense else ["N", n, 4]), inits)
 
 
+def _keras_convt1d_short_kernel(bias_in_ct=False, pad=(0, 0, 0, 0, 0, 0, 0, 1), dense=True):
+    """tf2onnx's Keras Conv1DTranspose(4, 2, strides=3, padding="same")-ReLU on (N, 8, 3): the
+    ConvTranspose without bias (23 positions), a Pad of one at the end (24), the bias an Add;
+    Conv1D(4, 1), Flatten + Dense(5, use_bias=False) or the output (N, 24, 4)."""
+    nodes = [h.make_node("Unsqueeze", ["x", "ax1"], ["u"]),
+             h.make_node("Transpose", ["u"], ["t"], perm=[0, 3, 1, 2]),
+             h.make_node("ConvTranspose", ["t", "Wt"] + (["bt0"] if bias_in_ct else []), ["ct"],
+                         kernel_shape=[1, 2], strides=[1, 3]),
+             h.make_node("Pad", ["ct", "pads"], ["p"]), h.make_node("Add", ["p", "bt"], ["a"]),
+             h.make_node("Relu", ["a"], ["r"]), h.make_node("Conv", ["r", "W2"], ["c2"], kernel_shape=[1, 1]),
+             h.make_node("Squeeze", ["c2", "ax2"], ["s2"]),
+             h.make_node("Transpose", ["s2"], ["o" if dense else "y"], perm=[0, 2, 1])]
+    n = 23 + sum(pad)
+    inits = {"ax1": _i64(1), "ax2": _i64(2), "Wt": w(3, 4, 1, 2), "bt": w(4, 1, 1), "bt0": w(4), "W2": w(4, 4, 1, 1),
+             "pads": _i64(*pad)}
+    if dense:
+        nodes += [h.make_node("Reshape", ["o", "flat"], ["f"]), h.make_node("MatMul", ["f", "Wd"], ["y"])]
+        inits.update(flat=_i64(-1, 4 * n), Wd=w(4 * n, 5))
+    return model(nodes, ("x", ["N", 8, 3]), ("y", ["N", 5] if dense else ["N", n, 4]), inits)
+
+
 def _convt2d(slice_inputs, out_hw, **attrs):
     """Relu, ConvTranspose 3 -> 4 (3x3, strides 2, ``attrs``) on (N, 3, 5, 6), a Slice, Relu."""
     names = ["starts", "ends", "axes", "steps"][:len(slice_inputs)]
@@ -108,6 +129,29 @@ def test_slice_below_opset_10():
     assert_same_function(m, g)
 
 
+def test_end_pad_is_output_padding():
+    m = _keras_convt1d_short_kernel()
+    g = crops_into_conv_transpose(load(m))
+    assert "Pad" not in ops(g)
+    ct = next(n for n in g.nodes if n.op_type == "ConvTranspose")
+    assert list(ct.attr("output_padding")) == [0, 1]
+    assert_same_function(m, g)
+    c = canonicalize(load(m))
+    assert "Pad" not in ops(c) and ops(c).count("Conv") == 1   # the bias Add folded into the ConvTranspose
+    assert_same_function(m, c)
+
+
+@pytest.mark.parametrize("case", ["bias", "begin", "past_stride"])
+def test_pad_is_not_output_padding(case):
+    """With a bias in the ConvTranspose (the padded positions would hold it), a Pad at the begin,
+    or output padding reaching the stride, the Pad stays (the function is the same)."""
+    pad = {"begin": (0, 0, 0, 1, 0, 0, 0, 0), "past_stride": (0, 0, 0, 0, 0, 0, 0, 3)}.get(case,
+                                                                                     (0, 0, 0, 0, 0, 0, 0, 1))
+    m = _keras_convt1d_short_kernel(bias_in_ct=case == "bias", pad=pad)
+    assert "Pad" in ops(crops_into_conv_transpose(load(m)))
+    assert_same_function(m, canonicalize(load(m)))
+
+
 @pytest.mark.parametrize("case", ["channels", "step_2", "output_shape", "shared", "same_upper"])
 def test_crop_stays(case):
     """A Slice of channels or with step 2, a ConvTranspose given ``output_shape`` or
@@ -138,9 +182,9 @@ def _data(n, seed):
     return np.random.default_rng(seed).standard_normal((n, 8, 3)).astype(np.float32)
 
 
-@pytest.mark.parametrize("k,stride", [(4, 2), (3, 2)])
+@pytest.mark.parametrize("k,stride", [(4, 2), (3, 2), (2, 3)])
 def test_keras_conv1d_transpose_from_float(k, stride):
-    m = _keras_convt1d(k=k, stride=stride)
+    m = _keras_convt1d(k=k, stride=stride) if k >= stride else _keras_convt1d_short_kernel()
     x = _data(32, 0)
     design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
     want = spec_session(ptq.quantize(m, {"x": x})).run(None, {"x": x[:8]})[0]

@@ -7,7 +7,13 @@ that many output positions at each border (ONNX: the output length is ``s*(i-1) 
 the unpadded one). Keras ``Conv1DTranspose(padding="same")`` through tf2onnx writes this form (the
 2-D layer gets ``pads`` directly); onnxruntime's QDQ puts ``QuantizeLinear -> DequantizeLinear``
 pairs between the two, which a crop commutes with (elementwise, their parameters at most per
-channel); a pair left on one grid where the Slice was goes. The ConvTranspose must set its padding explicitly (no
+channel); a pair left on one grid where the Slice was goes.
+
+A zero ``Pad`` of the end of the spatial axes after a ConvTranspose without bias and without end
+padding is its ``output_padding`` (positions past the last the kernel reaches hold the bias
+alone, here 0), where the sum stays below the stride: Keras ``Conv1DTranspose(padding="same")``
+with a kernel shorter than the stride writes it so (the layer's bias an ``Add`` after it, which
+the affine-map rule then folds into the ConvTranspose). The ConvTranspose must set its padding explicitly (no
 ``auto_pad`` other than ``VALID``, no ``output_shape``) and have the Slice as its only reader; batch
 and channel axes must be kept whole.
 """
@@ -19,7 +25,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from .edit import DEFAULT, Edit
-from .pad_views import drop_requantization
+from .pad_views import drop_requantization, zero_pad_amounts
 from .trace import trace_for
 
 __all__ = ["crops_into_conv_transpose"]
@@ -120,14 +126,50 @@ def crops_into_conv_transpose(graph: Graph) -> Graph:
         pads = [0] * (2 * d) if auto in ("VALID", b"VALID") else [int(p) for p in ct.attr("pads", (0,) * (2 * d))]
         pads = [pads[i] + crops[i][0] for i in range(d)] + [pads[d + i] + crops[i][1] for i in range(d)]
         attrs = {k: v for k, v in ct.attrs.items() if k != "auto_pad"}
-        e.nodes.remove(sl)
-        last = pairs[-1] if pairs else ct
-        new = dataclasses.replace(ct, attrs=dict(attrs, pads=pads))
-        e.replace(ct, dataclasses.replace(new, outputs=sl.outputs) if last is ct else new)
-        if last is not ct:
-            e.replace(last, dataclasses.replace(last, outputs=sl.outputs))
-            after = e.sole_reader(sl.outputs[0])
-            if after is not None and after.op_type == "QuantizeLinear" and after.domain == DEFAULT:
-                drop_requantization(e, after)
+        _absorb(e, ct, dataclasses.replace(ct, attrs=dict(attrs, pads=pads)), pairs, sl)
         changed = True
+    for ct in [n for n in e.nodes if n.op_type == "ConvTranspose" and n.domain == DEFAULT]:
+        changed |= _pad_into_output_padding(e, t, ct)
     return e.graph() if changed else graph
+
+
+def _absorb(e: Edit, ct: Node, new: Node, pairs: list[Node], op: Node) -> None:
+    """``ct`` becomes ``new``, and ``op`` (read through the quantizer ``pairs``) goes: its readers
+    read the last pair's output (or ``new``'s)."""
+    e.nodes.remove(op)
+    last = pairs[-1] if pairs else ct
+    e.replace(ct, dataclasses.replace(new, outputs=op.outputs) if last is ct else new)
+    if last is not ct:
+        e.replace(last, dataclasses.replace(last, outputs=op.outputs))
+        after = e.sole_reader(op.outputs[0])
+        if after is not None and after.op_type == "QuantizeLinear" and after.domain == DEFAULT:
+            drop_requantization(e, after)
+
+
+def _pad_into_output_padding(e: Edit, t, ct: Node) -> bool:
+    """A zero Pad of the spatial axes' ends after ``ct`` (see the module docstring) as its
+    ``output_padding``; ``False`` when it is not one."""
+    shape = t.shape(ct.outputs[0])
+    if shape is None or not _explicit(ct) or len(ct.outputs) != 1 or \
+            (len(ct.inputs) > 2 and ct.inputs[2] and (not e.is_const(ct.inputs[2]) or np.any(e.inits[ct.inputs[2]]))):
+        return False
+    pairs = _quantizer_pairs(e, ct.outputs[0])
+    cur = pairs[-1].outputs[0] if pairs else ct.outputs[0]
+    pad = e.sole_reader(cur)
+    if pad is None or pad.op_type != "Pad" or pad.domain != DEFAULT or pad.inputs[0] != cur:
+        return False
+    r, d = len(shape), len(shape) - 2
+    amounts = zero_pad_amounts(e, pad, r)
+    pads = [int(p) for p in ct.attr("pads", (0,) * (2 * d))]
+    if ct.attr("auto_pad", "NOTSET") in ("VALID", b"VALID"):
+        pads = [0] * (2 * d)
+    if amounts is None or np.any(amounts[:r]) or amounts[r + 1] or any(pads[d:]):
+        return False
+    strides = [int(s) for s in ct.attr("strides", (1,) * d)]
+    dilations = [int(s) for s in ct.attr("dilations", (1,) * d)]
+    out_pad = [int(p) + int(a) for p, a in zip(ct.attr("output_padding", (0,) * d), amounts[r + 2:])]
+    if any(p >= max(s, dl) for p, s, dl in zip(out_pad, strides, dilations)):
+        return False
+    attrs = {k: v for k, v in ct.attrs.items() if k != "auto_pad"}
+    _absorb(e, ct, dataclasses.replace(ct, attrs=dict(attrs, pads=pads, output_padding=out_pad)), pairs, pad)
+    return True

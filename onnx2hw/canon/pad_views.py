@@ -28,14 +28,14 @@ from ..ir.graph import Graph, Node
 from .edit import DEFAULT, Edit
 from .trace import Trace, trace_for
 
-__all__ = ["pads_through_views", "drop_requantization"]
+__all__ = ["pads_through_views", "drop_requantization", "zero_pad_amounts"]
 
 _VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 #: window ops that may take a zero Pad in front of them as their own padding
 _WINDOWS = frozenset({"Conv", "AveragePool"})
 
 
-def _zero_pad(e: Edit, pad: Node, rank: int) -> np.ndarray | None:
+def zero_pad_amounts(e: Edit, pad: Node, rank: int) -> np.ndarray | None:
     """``pad``'s amounts ``(begin..., end...)`` over all ``rank`` axes when it pads with zeros
     only (none removed, the batch untouched), else ``None``."""
     if pad.attr("mode", b"constant") not in (b"constant", "constant") or len(pad.outputs) != 1:
@@ -170,7 +170,7 @@ def pads_through_views(graph: Graph) -> Graph:
     changed = False
     for pad in [n for n in graph.nodes if n.op_type == "Pad" and n.domain == DEFAULT]:
         s = t.shape(pad.outputs[0])
-        amounts = _zero_pad(e, pad, len(s)) if s is not None and t.batch_first(pad.outputs[0]) else None
+        amounts = zero_pad_amounts(e, pad, len(s)) if s is not None and t.batch_first(pad.outputs[0]) else None
         if amounts is None or pad.outputs[0] in e.outputs:
             continue
         chain = _Chain(e, t, pad, amounts)
