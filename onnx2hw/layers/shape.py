@@ -30,14 +30,21 @@ __all__ = ["PATTERNS"]
 
 def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     """``x`` viewed with the ONNX shape ``shape`` (same number of elements, ONNX C order): a
-    flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), or
-    a 1-D signal as an image with a unit axis and back (the hardware streams both alike)."""
+    flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), a
+    1-D signal as an image with a unit axis and back (the hardware streams both alike), or a
+    vector ``(C,)`` as a per-channel Mul gate ``(C, 1, 1)`` / ``(C, 1)`` (channels-last: ``(1, 1,
+    C)`` / ``(1, C)``), the same stream of ``C`` values."""
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(x.onnx_shape))
     if shape == x.onnx_shape:
         return x
     if x.perm is None and not x.hwc and _signal_as_image(x.onnx_shape, shape):
         return replace(x, onnx_shape=shape)   # both are held as the (1, L, C) image: the same stream
+    if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) and n in (shape[0], shape[-1]):
+        _check_gate_readers(b, node, x.onnx_shape, shape)
+        if shape[0] == n:        # a vector (C,) as (C, 1, 1) or (C, 1): the same stream
+            return replace(x, onnx_shape=shape)
+        return replace(x, onnx_shape=shape, hwc=True)   # ... as the channels-last (1, 1, C) or (1, C)
     if len(shape) == 3 or int(np.prod(shape)) != n:
         raise node_error(node, f"reshape of {x.onnx_shape!r} to {shape!r} (only flattening to (N, features) is "
                          f"supported)", UnsupportedError)
@@ -48,6 +55,30 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     else:
         perm = flatten_perm(x.onnx_shape)
     return replace(x, onnx_shape=shape, perm=perm, hwc=False)
+
+
+#: nodes that hand a viewed tensor on unchanged in shape (quantizers of the three flavours)
+_PASS_ON = frozenset({"QuantizeLinear", "DequantizeLinear", "Quant", "Identity"})
+
+
+def _check_gate_readers(b: Builder, node: Node, src: tuple[int, ...], shape: tuple[int, ...]) -> None:
+    """A vector viewed as a one-pixel image or signal (an SE gate from Linear/Dense layers) keeps
+    the vector's tensor, which has no pixel axes: only a Mul reads it, as one value per channel
+    (possibly through quantizers). Any other reader (a Conv, a pool, a table) is refused here."""
+    todo, seen = [node.outputs[0]], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        for n in b.graph.nodes:
+            if t not in n.inputs:
+                continue
+            if n.op_type in _PASS_ON:
+                todo.extend(n.outputs[:1])
+            elif n.op_type not in ("Mul", "QLinearMul"):
+                raise node_error(node, f"a vector {src!r} viewed as {shape!r} is only supported as the per-channel "
+                                 f"gate of a Mul, not read by node {n.name!r} ({n.op_type})", UnsupportedError)
 
 
 def _signal_as_image(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
