@@ -95,6 +95,15 @@ def _vector_into_conv():
     return _model(nodes, inits, (3, H, H), (4, 1, 1))
 
 
+def _squared_gate():
+    """The torch form with the viewed gate squared before the product."""
+    m = _torch_se()
+    gate = next(n for n in m.graph.node if n.name == "gate")
+    gate.input[1] = "g4s"
+    m.graph.node.insert(list(m.graph.node).index(gate), helper.make_node("Mul", ["g4", "g4"], ["g4s"], name="square"))
+    return m
+
+
 MODELS = {"torch": (_torch_se, (3, H, H)), "keras": (_keras_se, (H, H, 3))}
 
 
@@ -124,10 +133,14 @@ def test_linear_se_gate_simulates_bit_exact(form):
     design.simulate({"x": _data(shape, 3, 2)})   # MismatchError unless bit-exact against the golden
 
 
-def test_vector_viewed_as_an_image_into_a_conv_is_refused_by_name():
-    """The view keeps the vector's tensor (no pixel axes): a Conv reading it is refused in one line."""
-    q = ptq.quantize(_vector_into_conv(), {"x": _data((3, H, H), 64, 0)})
-    with pytest.raises(ModelError, match=r"^node 'view' \(Reshape\): a vector \(4,\) viewed as \(4, 1, 1\) is only "
-                                         r"supported as the per-channel gate of a Mul, not read by node 'proj' "
-                                         r"\(Conv\)$"):
+@pytest.mark.parametrize("make,c,reader", [(_vector_into_conv, R, "'proj' \\(Conv\\)"),
+                                           (_squared_gate, C, "'square' \\(Mul\\)")])
+def test_vector_viewed_as_an_image_read_otherwise_is_refused_by_name(make, c, reader):
+    """The view keeps the vector's tensor (no pixel axes): a Conv reading it, or a Mul whose result
+    keeps its shape (the square of the gate: not a gate over a larger tensor), is refused at the
+    view in one line."""
+    q = ptq.quantize(make(), {"x": _data((3, H, H), 64, 0)})
+    want = (rf"^node 'view' \(Reshape\): a vector \({c},\) viewed as \({c}, 1, 1\) is only supported as the "
+            rf"per-channel gate of a Mul, not read by node {reader}$")
+    with pytest.raises(ModelError, match=want):
         to_integer_graph(load(q))

@@ -63,8 +63,9 @@ _PASS_ON = frozenset({"QuantizeLinear", "DequantizeLinear", "Quant", "Identity"}
 
 def _check_gate_readers(b: Builder, node: Node, src: tuple[int, ...], shape: tuple[int, ...]) -> None:
     """A vector viewed as a one-pixel image or signal (an SE gate from Linear/Dense layers) keeps
-    the vector's tensor, which has no pixel axes: only a Mul reads it, as one value per channel
-    (possibly through quantizers). Any other reader (a Conv, a pool, a table) is refused here."""
+    the vector's tensor, which has no pixel axes: only a Mul reads it, as the value per channel it
+    broadcasts over a larger operand (possibly through quantizers). Any other reader (a Conv, a
+    pool, a table, a Mul whose result has the view's shape) is refused here."""
     todo, seen = [node.outputs[0]], set()
     while todo:
         t = todo.pop()
@@ -76,9 +77,15 @@ def _check_gate_readers(b: Builder, node: Node, src: tuple[int, ...], shape: tup
                 continue
             if n.op_type in _PASS_ON:
                 todo.extend(n.outputs[:1])
-            elif n.op_type not in ("Mul", "QLinearMul"):
+            elif n.op_type not in ("Mul", "QLinearMul") or _result_shape(b, n) == shape:
                 raise node_error(node, f"a vector {src!r} viewed as {shape!r} is only supported as the per-channel "
                                  f"gate of a Mul, not read by node {n.name!r} ({n.op_type})", UnsupportedError)
+
+
+def _result_shape(b: Builder, node: Node) -> tuple | None:
+    """The shape of ``node``'s result after the batch, where the model's types give it."""
+    vi = b.graph.value_info.get(node.outputs[0])
+    return None if vi is None or vi.shape is None else tuple(vi.shape[1:])
 
 
 def _signal_as_image(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
