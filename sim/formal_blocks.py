@@ -48,7 +48,7 @@ def _same(x):
 def _fifo(entries, lanes=1, bits=2):
     return Contract(f"StreamFIFO u{bits}x{lanes} depth {entries}",
                     lambda: StreamFIFO(unsigned(bits), lanes, entries),
-                    {"i": 1, "o": 1}, drain=entries + 2, lag=entries + 1, element=_same, depth=entries + 7)
+                    {"i": 1, "o": 1}, drain=entries + 2, lag=entries + 1, element=_same, depth=entries + 5)
 
 
 def _width(n_in, n_out, **kw):
