@@ -7,15 +7,15 @@ that many output positions at each border (ONNX: the output length is ``s*(i-1) 
 the unpadded one). Keras ``Conv1DTranspose(padding="same")`` through tf2onnx writes this form (the
 2-D layer gets ``pads`` directly); onnxruntime's QDQ puts ``QuantizeLinear -> DequantizeLinear``
 pairs between the two, which a crop commutes with (elementwise, their parameters at most per
-channel); a pair left on one grid where the Slice was goes.
+channel); a pair left on one grid where the Slice was goes. The ConvTranspose must set its
+padding explicitly (no ``auto_pad`` other than ``VALID``, no ``output_shape``) and have the Slice
+as its only reader; batch and channel axes must be kept whole.
 
 A zero ``Pad`` of the end of the spatial axes after a ConvTranspose without bias and without end
 padding is its ``output_padding`` (positions past the last the kernel reaches hold the bias
 alone, here 0), where the sum stays below the stride: Keras ``Conv1DTranspose(padding="same")``
 with a kernel shorter than the stride writes it so (the layer's bias an ``Add`` after it, which
-the affine-map rule then folds into the ConvTranspose). The ConvTranspose must set its padding explicitly (no
-``auto_pad`` other than ``VALID``, no ``output_shape``) and have the Slice as its only reader; batch
-and channel axes must be kept whole.
+the affine-map rule then folds into the ConvTranspose).
 """
 from __future__ import annotations
 
