@@ -438,7 +438,7 @@ class Builder:
                 what = "a float input" if isinstance(v, FloatIn) else "not quantized"
                 raise ModelError(f"model output {vi.name!r} is {what}: the graph must end in a quantizer "
                                  f"or a linear layer")
-            nchw = len(self.specs[v.tensor].shape) == 3
+            nchw = len(self.specs[v.tensor].shape) == 3 and not v.hwc   # hwc: the ONNX value is channels-last
             shape = v.onnx_shape if (v.perm is not None or not nchw or len(v.onnx_shape) != 3) else None
             integer = not v.real
             outs.append(ig.OutputDequant(vi.name, v.scale, v.zp, nchw, vi.elem_type, integer, shape))

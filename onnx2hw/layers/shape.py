@@ -246,7 +246,10 @@ def _transpose(b: Builder, node: Node):
         b.set(node, x)
     elif isinstance(x, FloatIn) and x.layout == "hwc" and p == _to_first(shape):
         b.set(node, replace(x, onnx_shape=new, layout="nhwc"))
-    elif isinstance(x, QT) and x.perm is None and len(shape) == 3 and p == _NCHW_TO_NHWC and not x.hwc:
+    elif isinstance(x, QT) and x.perm is None and not x.hwc and (
+            (len(shape) == 3 and p == _NCHW_TO_NHWC)
+            or (len(shape) == 2 and p == (1, 0) and b.specs[x.tensor].shape == (1, shape[1], shape[0]))):
+        # an image, or a 1-D signal (C, L) held as the (1, L, C) image, viewed channels last
         b.set(node, replace(x, onnx_shape=new, hwc=True))
     elif isinstance(x, QT) and x.perm is None and p == _to_first(shape) and x.hwc:
         b.set(node, replace(x, onnx_shape=new, hwc=False))
