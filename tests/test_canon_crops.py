@@ -198,3 +198,134 @@ def test_keras_conv1d_transpose_simulates_bit_exact():
     x = _data(16, 1)
     design = onnx2hw.compile(_keras_convt1d(), board="ulx3s", calib={"x": x})
     design.simulate({"x": x[:3]})   # MismatchError unless bit-exact against the golden
+
+
+# ---- Conv: a crop of the output is less padding ---------------------------------------------------
+
+from onnx2hw.canon.crops import crops_into_conv  # noqa: E402
+
+
+def _chomp(k=3, dil=2, ends=None, qdq=False):
+    """locuslab TCN's block: Conv1d(4 -> 5, k, dilation=dil, padding=(k-1)*dil), ``x[:, :, :-p]``
+    (``Slice`` of axis 2), ReLU, on (N, 4, 16); with ``qdq`` onnxruntime's pairs between Conv
+    and Slice and after the Slice (another grid, ReLU's zero point 0)."""
+    p = (k - 1) * dil
+    s0, z0 = np.array(0.04, np.float32), np.array(120, np.uint8)
+    s1, z1 = np.array(0.03, np.float32), np.array(0, np.uint8)
+    conv_out = "c" if qdq else "cq"
+    nodes = [h.make_node("Conv", ["x", "W", "b"], [conv_out], kernel_shape=[k], dilations=[dil], pads=[p, p])]
+    if qdq:
+        nodes += [h.make_node("QuantizeLinear", ["c", "s0", "z0"], ["q0"]),
+                  h.make_node("DequantizeLinear", ["q0", "s0", "z0"], ["cq"])]
+    nodes += [h.make_node("Slice", ["cq", "starts", "ends", "axes", "steps"], ["sl"])]
+    if qdq:
+        nodes += [h.make_node("QuantizeLinear", ["sl", "s1", "z1"], ["q1"]),
+                  h.make_node("DequantizeLinear", ["q1", "s1", "z1"], ["y"])]
+    else:
+        nodes += [h.make_node("Relu", ["sl"], ["y"])]
+    inits = {"W": w(5, 4, k), "b": w(5), "starts": _i64(0), "ends": _i64(-p if ends is None else ends),
+             "axes": _i64(2), "steps": _i64(1), "s0": s0, "z0": z0, "s1": s1, "z1": z1}
+    return model(nodes, ("x", ["N", 4, 16]), ("y", ["N", 5, 16]), inits)
+
+
+@pytest.mark.parametrize("k,dil", [(3, 1), (3, 2), (2, 4), (5, 1)])
+def test_chomp_is_causal_conv(k, dil):
+    m = _chomp(k, dil)
+    g = crops_into_conv(load(m))
+    assert ops(g) == ["Conv", "Relu"]
+    assert list(g.nodes[0].attr("pads")) == [(k - 1) * dil, 0]
+    assert_same_function(m, g)
+    assert_same_function(m, canonicalize(load(m)))
+
+
+def test_chomp_qdq_pair_of_the_slice_goes():
+    m = _chomp(qdq=True)
+    g = crops_into_conv(load(m))
+    assert "Slice" not in ops(g) and ops(g)[0] == "Conv"
+    assert_same_function(m, g)
+
+
+def _conv1d_crop(n, k, s, dil, pads, a, b):
+    """Conv 2 -> 3 (k, stride s, dilation dil, ``pads``) on (N, 2, n), then a Slice dropping
+    ``a`` outputs at the begin and ``b`` at the end of the time axis (ends as a negative index
+    or, for ``b == 0``, the int64 maximum)."""
+    nodes = [h.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[k], strides=[s], dilations=[dil], pads=list(pads)),
+             h.make_node("Slice", ["c", "starts", "ends", "axes"], ["y"])]
+    out = (n + sum(pads) - (k - 1) * dil - 1) // s + 1
+    inits = {"W": w(3, 2, k), "starts": _i64(a), "ends": _i64(-b if b else BIG), "axes": _i64(2)}
+    return model(nodes, ("x", ["N", 2, n]), ("y", ["N", 3, out - a - b]), inits)
+
+
+def _sweep():
+    """Every small 1-D case with at least one output kept: the crop goes into the pads where
+    ``a*s <= begin`` and an end pad in reach exists, else the Slice stays; same function both
+    ways."""
+    for n in (7, 8):
+        for k, dil in ((1, 1), (3, 1), (2, 2)):
+            for s in (1, 2, 3):
+                for pads in ((0, 0), (2, 1), (3, 3)):
+                    out = (n + sum(pads) - (k - 1) * dil - 1) // s + 1
+                    for a in range(0, 3):
+                        for b in range(0, 3):
+                            if (a or b) and out - a - b >= 1:
+                                yield n, k, s, dil, pads, a, b
+
+
+SWEEP = list(_sweep())
+
+
+def test_conv_crop_sweep():
+    """Against onnxruntime on every case of :func:`_sweep`; some cases fold and some stay."""
+    folded = stayed = 0
+    for case in SWEEP:
+        m = _conv1d_crop(*case)
+        g = crops_into_conv(load(m))
+        n, k, s, dil, pads, a, b = case
+        if "Slice" in ops(g):
+            stayed += 1
+            assert a * s > pads[0] or b * s > pads[1], case   # only where a pad would go below zero
+        else:
+            folded += 1
+        assert_same_function(m, g)
+    assert folded > 50 and stayed > 50
+
+
+def test_conv2d_crop_both_axes_stride_2():
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("Conv", ["r", "W", "b"], ["c"], kernel_shape=[3, 3], strides=[2, 2], pads=[2, 3, 3, 2]),
+             h.make_node("Slice", ["c", "starts", "ends", "axes"], ["sl"]), h.make_node("Relu", ["sl"], ["y"])]
+    inits = {"W": w(4, 3, 3, 3), "b": w(4), "starts": _i64(1, 0), "ends": _i64(-1, -1), "axes": _i64(2, 3)}
+    m = model(nodes, ("x", ["N", 3, 9, 10]), ("y", ["N", 4, 4, 5]), inits)
+    g = crops_into_conv(load(m))
+    assert ops(g) == ["Relu", "Conv", "Relu"]
+    assert_same_function(m, g)
+    assert_same_function(m, canonicalize(load(m)))
+
+
+@pytest.mark.parametrize("case", ["channels", "shared", "same_upper", "begin_past_pad"])
+def test_conv_crop_stays(case):
+    """A Slice of channels, a Conv read by another node too or with ``auto_pad=SAME_UPPER``, or a
+    crop at the begin larger than the begin pad: the Slice stays (the function is the same)."""
+    if case == "channels":
+        nodes = [h.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[3], pads=[2, 2]),
+                 h.make_node("Slice", ["c", "starts", "ends", "axes"], ["y"])]
+        m = model(nodes, ("x", ["N", 2, 8]), ("y", ["N", 2, 10]),
+                  {"W": w(3, 2, 3), "starts": _i64(0), "ends": _i64(2), "axes": _i64(1)})
+    elif case == "same_upper":
+        nodes = [h.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[3], auto_pad="SAME_UPPER"),
+                 h.make_node("Slice", ["c", "starts", "ends", "axes"], ["y"])]
+        m = model(nodes, ("x", ["N", 2, 8]), ("y", ["N", 3, 7]),
+                  {"W": w(3, 2, 3), "starts": _i64(0), "ends": _i64(-1), "axes": _i64(2)})
+    elif case == "begin_past_pad":
+        m = _conv1d_crop(8, 3, 1, 1, (1, 1), 2, 0)
+    else:
+        m = _chomp()
+        nodes = list(m.graph.node)
+        nodes[-1] = h.make_node("ReduceMax", ["cq"], ["mx"], axes=[2], keepdims=1)
+        nodes.append(h.make_node("Add", ["sl", "mx"], ["y"]))
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
+    g = crops_into_conv(load(m))
+    assert ops(g) == ops(load(m))
+    assert_same_function(m, canonicalize(load(m)))
+

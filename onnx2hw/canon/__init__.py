@@ -15,7 +15,7 @@ from .affine import affine_maps, batch_rows, matmul_add
 from .channels import channel_gathers, channel_shuffles, channel_splits
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
-from .crops import crops_into_conv_transpose
+from .crops import crops_into_conv, crops_into_conv_transpose
 from .pad_views import pads_through_views
 from .pads import ceil_pools, pads_into_windows
 from .signals import unit_width
@@ -33,6 +33,7 @@ RULES = (
     ("channel shuffles", channel_shuffles),
     ("channel gathers", channel_gathers),
     ("transposed-convolution crops", crops_into_conv_transpose),
+    ("convolution crops", crops_into_conv),
     ("zero Pad through views", pads_through_views),
     ("zero Pad into windows", pads_into_windows),
     ("pool padding", ceil_pools),

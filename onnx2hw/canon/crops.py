@@ -16,6 +16,14 @@ padding is its ``output_padding`` (positions past the last the kernel reaches ho
 alone, here 0), where the sum stays below the stride: Keras ``Conv1DTranspose(padding="same")``
 with a kernel shorter than the stride writes it so (the layer's bias an ``Add`` after it, which
 the affine-map rule then folds into the ConvTranspose).
+
+A crop of a convolution's output border is the convolution with smaller ``pads``: output ``o``
+of a ``Conv`` reads input ``o*s - begin + j*d``, so cropping ``a`` outputs at the begin of an
+axis is ``a*s`` less begin padding, and cropping ``b`` at the end is the end padding lowered
+until the output count (``(L + begin + end - (k-1)*d - 1) // s + 1``) drops by ``b`` (with
+stride 1 exactly ``b`` less). The rule applies where every pad stays at least 0, under the same
+conditions on the Slice and the quantizer pairs as above. PyTorch TCNs write this form
+(``Conv1d(padding=(k-1)*d)`` then ``x[:, :, :-p]``, locuslab's ``Chomp1d``): a causal Conv.
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from .edit import DEFAULT, Edit
 from .pad_views import drop_requantization, zero_pad_amounts
 from .trace import trace_for
 
-__all__ = ["crops_into_conv_transpose"]
+__all__ = ["crops_into_conv", "crops_into_conv_transpose"]
 
 
 def _slice_params(e: Edit, sl: Node, rank: int):
@@ -102,6 +110,30 @@ def _explicit(node: Node) -> bool:
     return auto in ("NOTSET", "VALID") and node.attr("output_shape") is None
 
 
+def _cropping_slice(e: Edit, t, node: Node):
+    """``(pairs, slice, crops)``: the step-1 Slice that reads ``node``'s output (through quantizer
+    ``pairs``) as its only reader and crops only spatial axes, with its per-axis crops; ``None``
+    when there is none."""
+    shape = t.shape(node.outputs[0])
+    if shape is None or not _explicit(node) or len(node.outputs) != 1:
+        return None
+    pairs = _quantizer_pairs(e, node.outputs[0])
+    cur = pairs[-1].outputs[0] if pairs else node.outputs[0]
+    sl = e.sole_reader(cur)
+    if sl is None or sl.op_type != "Slice" or sl.domain != DEFAULT or sl.inputs[0] != cur:
+        return None
+    params = _slice_params(e, sl, len(shape))
+    crops = _crops(shape, *params) if params is not None else None
+    return None if crops is None else (pairs, sl, crops)
+
+
+def _pads(node: Node, d: int) -> list[int]:
+    """``node``'s explicit pads (begins, then ends); zeros under ``auto_pad=VALID``."""
+    if node.attr("auto_pad", "NOTSET") in ("VALID", b"VALID"):
+        return [0] * (2 * d)
+    return [int(p) for p in node.attr("pads", (0,) * (2 * d))]
+
+
 def crops_into_conv_transpose(graph: Graph) -> Graph:
     t = trace_for(graph, {"ConvTranspose"})
     if t is None:
@@ -109,21 +141,12 @@ def crops_into_conv_transpose(graph: Graph) -> Graph:
     e = Edit(graph)
     changed = False
     for ct in [n for n in graph.nodes if n.op_type == "ConvTranspose" and n.domain == DEFAULT]:
-        shape = t.shape(ct.outputs[0])
-        if shape is None or not _explicit(ct) or len(ct.outputs) != 1:
+        found = _cropping_slice(e, t, ct)
+        if found is None:
             continue
-        pairs = _quantizer_pairs(e, ct.outputs[0])
-        cur = pairs[-1].outputs[0] if pairs else ct.outputs[0]
-        sl = e.sole_reader(cur)
-        if sl is None or sl.op_type != "Slice" or sl.domain != DEFAULT or sl.inputs[0] != cur:
-            continue
-        params = _slice_params(e, sl, len(shape))
-        crops = _crops(shape, *params) if params is not None else None
-        if crops is None:
-            continue
-        d = len(shape) - 2
-        auto = ct.attr("auto_pad", "NOTSET")
-        pads = [0] * (2 * d) if auto in ("VALID", b"VALID") else [int(p) for p in ct.attr("pads", (0,) * (2 * d))]
+        pairs, sl, crops = found
+        d = len(crops)
+        pads = _pads(ct, d)
         pads = [pads[i] + crops[i][0] for i in range(d)] + [pads[d + i] + crops[i][1] for i in range(d)]
         attrs = {k: v for k, v in ct.attrs.items() if k != "auto_pad"}
         _absorb(e, ct, dataclasses.replace(ct, attrs=dict(attrs, pads=pads)), pairs, sl)
@@ -131,6 +154,56 @@ def crops_into_conv_transpose(graph: Graph) -> Graph:
     for ct in [n for n in e.nodes if n.op_type == "ConvTranspose" and n.domain == DEFAULT]:
         changed |= _pad_into_output_padding(e, t, ct)
     return e.graph() if changed else graph
+
+
+def crops_into_conv(graph: Graph) -> Graph:
+    """A Slice cropping a Conv's output border as the Conv with smaller pads (see the module
+    docstring); the graph unchanged where a pad would go below zero."""
+    t = trace_for(graph, {"Conv"})
+    if t is None:
+        return graph
+    e = Edit(graph)
+    changed = False
+    for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain == DEFAULT]:
+        found = _cropping_slice(e, t, conv)
+        in_shape = t.shape(conv.inputs[0])
+        if found is None or in_shape is None or len(conv.inputs) < 2 or not e.is_const(conv.inputs[1]):
+            continue
+        pairs, sl, crops = found
+        pads = _conv_pads(conv, in_shape[2:], np.shape(e.inits[conv.inputs[1]])[2:], crops)
+        if pads is None:
+            continue
+        attrs = {k: v for k, v in conv.attrs.items() if k != "auto_pad"}
+        _absorb(e, conv, dataclasses.replace(conv, attrs=dict(attrs, pads=pads)), pairs, sl)
+        changed = True
+    return e.graph() if changed else graph
+
+
+def _conv_pads(conv: Node, lengths, kernel, crops) -> list[int] | None:
+    """The pads of ``conv`` that give its output with ``crops`` removed, or ``None`` when one
+    would be negative. Output ``o`` reads input ``o*s - begin + j*dl``: dropping ``a`` outputs at
+    the begin is ``begin - a*s``. The output count is ``(L + begin + end - span) // s + 1`` with
+    ``span = (k-1)*dl + 1``; with ``R`` that floor's remainder, an end pad lowered by any ``delta``
+    in ``[b*s + R - s + 1, b*s + R]`` drops ``b`` more outputs and leaves the others' reads as
+    they were: the largest such ``delta`` the pad allows is taken (the least padding)."""
+    d = len(crops)
+    strides = [int(s) for s in conv.attr("strides", (1,) * d)]
+    dilations = [int(s) for s in conv.attr("dilations", (1,) * d)]
+    old = _pads(conv, d)
+    begins, ends = [], []
+    for i, (a, b) in enumerate(crops):
+        s, n = strides[i], lengths[i]
+        begin = old[i] - a * s
+        span = (int(kernel[i]) - 1) * dilations[i] + 1
+        if n is None or begin < 0:
+            return None
+        rem = (n + old[i] + old[d + i] - span) % s
+        delta = min(old[d + i], b * s + rem) if b else 0
+        if delta < b * s + rem - s + 1 and b:
+            return None
+        begins.append(begin)
+        ends.append(old[d + i] - delta)
+    return begins + ends
 
 
 def _absorb(e: Edit, ct: Node, new: Node, pairs: list[Node], op: Node) -> None:
