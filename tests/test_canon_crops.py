@@ -205,13 +205,13 @@ def test_keras_conv1d_transpose_simulates_bit_exact():
 from onnx2hw.canon.crops import crops_into_conv  # noqa: E402
 
 
-def _chomp(k=3, dil=2, ends=None, qdq=False):
+def _chomp(k=3, dil=2, ends=None, qdq=False, z_out=0):
     """locuslab TCN's block: Conv1d(4 -> 5, k, dilation=dil, padding=(k-1)*dil), ``x[:, :, :-p]``
     (``Slice`` of axis 2), ReLU, on (N, 4, 16); with ``qdq`` onnxruntime's pairs between Conv
     and Slice and after the Slice (another grid, ReLU's zero point 0)."""
     p = (k - 1) * dil
     s0, z0 = np.array(0.04, np.float32), np.array(120, np.uint8)
-    s1, z1 = np.array(0.03, np.float32), np.array(0, np.uint8)
+    s1, z1 = np.array(0.03, np.float32), np.array(z_out, np.uint8)
     conv_out = "c" if qdq else "cq"
     nodes = [h.make_node("Conv", ["x", "W", "b"], [conv_out], kernel_shape=[k], dilations=[dil], pads=[p, p])]
     if qdq:
@@ -238,10 +238,14 @@ def test_chomp_is_causal_conv(k, dil):
     assert_same_function(m, canonicalize(load(m)))
 
 
-def test_chomp_qdq_pair_of_the_slice_goes():
-    m = _chomp(qdq=True)
+@pytest.mark.parametrize("z_out", [0, 5])
+def test_chomp_qdq_pair_of_the_slice_goes(z_out):
+    """The Slice goes; its output quantizer then requantizes the Conv's grid: with its zero point
+    at the type's minimum (onnxruntime's form of a Relu) a Relu is put before it, else nothing."""
+    m = _chomp(qdq=True, z_out=z_out)
     g = crops_into_conv(load(m))
-    assert "Slice" not in ops(g) and ops(g)[0] == "Conv"
+    relu = ["Relu"] if z_out == 0 else []
+    assert ops(g) == ["Conv", "QuantizeLinear", "DequantizeLinear"] + relu + ["QuantizeLinear", "DequantizeLinear"]
     assert_same_function(m, g)
 
 

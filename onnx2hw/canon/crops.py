@@ -166,11 +166,11 @@ def crops_into_conv(graph: Graph) -> Graph:
     changed = False
     for conv in [n for n in graph.nodes if n.op_type == "Conv" and n.domain == DEFAULT]:
         found = _cropping_slice(e, t, conv)
-        in_shape = t.shape(conv.inputs[0])
-        if found is None or in_shape is None or len(conv.inputs) < 2 or not e.is_const(conv.inputs[1]):
+        in_shape, w_shape = t.shape(conv.inputs[0]), t.shape(conv.inputs[1]) if len(conv.inputs) > 1 else None
+        if found is None or in_shape is None or w_shape is None:
             continue
         pairs, sl, crops = found
-        pads = _conv_pads(conv, in_shape[2:], np.shape(e.inits[conv.inputs[1]])[2:], crops)
+        pads = _conv_pads(conv, in_shape[2:], w_shape[2:], crops)
         if pads is None:
             continue
         attrs = {k: v for k, v in conv.attrs.items() if k != "auto_pad"}
@@ -217,6 +217,26 @@ def _absorb(e: Edit, ct: Node, new: Node, pairs: list[Node], op: Node) -> None:
         after = e.sole_reader(op.outputs[0])
         if after is not None and after.op_type == "QuantizeLinear" and after.domain == DEFAULT:
             drop_requantization(e, after)
+            if after in e.nodes:
+                _relu_of_floor_grid(e, after)
+
+
+def _relu_of_floor_grid(e: Edit, q: Node) -> None:
+    """A ``QuantizeLinear`` whose zero point is its type's minimum maps every real value below 0
+    to that minimum, as it maps 0: it equals itself after a Relu. onnxruntime's QDQ drops a Relu
+    so (the Relu of a Slice's output into its quantizer); with the Slice gone, ``q`` reads a
+    DequantizeLinear on another grid directly, and the Relu put back makes that requantization
+    the activation the importer tabulates."""
+    zp = q.inputs[2] if len(q.inputs) > 2 else ""
+    d = e.producer(q.inputs[0])
+    if (zp and not e.is_const(zp)) or d is None or d.op_type != "DequantizeLinear" or d.domain != DEFAULT:
+        return
+    z = np.asarray(e.inits[zp]) if zp else np.zeros((), np.uint8)
+    if z.dtype.kind not in "iu" or np.any(z != np.iinfo(z.dtype).min):
+        return
+    relu = e.node("Relu", [q.inputs[0]], [e.fresh(q.inputs[0] + "_relu")], q.name + "_relu")
+    q = e.rename_input(q, q.inputs[0], relu.outputs[0])
+    e.nodes.insert(e.nodes.index(q), relu)
 
 
 def _pad_into_output_padding(e: Edit, t, ct: Node) -> bool:
