@@ -28,7 +28,7 @@ def bench_formal(argv: list[str] | None = None) -> int:
     for c in contracts(deep=deep):
         if names and not any(n in c.name for n in names):
             continue
-        results = {r.task: r for r in prove(c, workdir=work, timeout=1800)}
+        results = {r.task: r for r in prove(c, workdir=work, timeout=900)}
         ind, bmc, cov = results.get("induction"), results.get("bmc"), results.get("cover")
         if ind is None:
             hs = "-" if c.k is None else "not run"

@@ -134,7 +134,7 @@ def contracts(deep: bool = False) -> list[Contract]:
         Contract("UARTRx divisor 4", lambda: UARTRx(4), {}, depth=24, cover_depth=60),
     ]
     if deep:
-        return [replace(c, depth=_deeper(c.depth), cover_depth=_deeper(c.cover_depth or c.depth)) for c in out]
+        return [replace(c, depth=_deeper(c), cover_depth=_deeper(c, c.cover_depth)) for c in out]
     # ``make test``: the configurations whose round and drain need a deep BMC are proved to
     # QUICK_DEPTH there (handshake by induction, counts ahead and lag to that depth); their
     # drain, element order and covers are ``make bench``'s (bench/formal.py)
@@ -145,10 +145,10 @@ def contracts(deep: bool = False) -> list[Contract]:
 QUICK_DEPTH = 14
 
 
-def _deeper(depth: int) -> int:
-    """The bench's depth: six cycles past the one that spans a round and its drain (the
-    element-order check's BMC grows about threefold a cycle on a FIFO past that)."""
-    return depth + 6
+def _deeper(c: Contract, depth: int | None = None) -> int:
+    """The bench's depth: six cycles past the one that spans a round and its drain; two with
+    the element-order check, whose BMC grows about threefold a cycle on a FIFO past that."""
+    return (depth or c.depth) + (2 if c.element is not None else 6)
 
 
 def tasks(contract: Contract) -> tuple[str, ...]:
