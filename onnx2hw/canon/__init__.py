@@ -16,6 +16,7 @@ from .channels import channel_gathers, channel_shuffles, channel_splits
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
 from .crops import crops_into_conv, crops_into_conv_transpose
+from .hard_sigmoid import hard_sigmoids
 from .pad_views import pads_through_views
 from .pads import ceil_pools, pads_into_windows
 from .signals import unit_width
@@ -30,6 +31,7 @@ RULES = (
     ("channels-last nodes", channels_last),
     ("channel splits", channel_splits),
     ("constant folding", fold_constants),
+    ("hard sigmoids", hard_sigmoids),
     ("channel shuffles", channel_shuffles),
     ("channel gathers", channel_gathers),
     ("transposed-convolution crops", crops_into_conv_transpose),
