@@ -55,7 +55,7 @@ def test_manifest_matches_files():
     assert on_disk == set(ENTRIES), (on_disk ^ set(ENTRIES))
     data = {e["data"] for e in ENTRIES.values() if e["data"]}
     assert data == {p.name for p in CORPUS.glob("*.npz")}
-    assert set(REFUSED) <= set(ENTRIES)
+    assert set(REFUSED) <= set(ENTRIES) and set(GOLDEN_DIFFERS) <= set(ENTRIES)
     assert not list(CORPUS.glob("*.data")), "no external data beside the corpus models"
 
 
@@ -184,6 +184,8 @@ _ERRORS = {c.__name__: c for c in (ModelError, UnsupportedError, ValueError, onn
 #: raised by onnx2hw.compile (or by the golden flow right after it) today
 FAILS: dict[str, tuple[str, str]] = {
     # <FAILS> (python tests/test_corpus.py --tables [--sim] rewrites what is between the markers)
+    'brevitas_blk_se_clean.onnx': ('UnsupportedError', "node 'Sigmoid_0' (Sigmoid): op Sigmoid is not supported by the qonnx importer (hardware cannot run it between quantized "),
+    'brevitas_blk_se_raw.onnx': ('UnsupportedError', "node 'node_sigmoid' (Sigmoid): op Sigmoid is not supported by the qonnx importer (hardware cannot run it between quantiz"),
     # </FAILS>
 }
 
@@ -457,7 +459,31 @@ def _accept_params(*tables):
     return out
 
 
-@pytest.mark.parametrize("name", _accept_params(FAILS))
+#: models whose golden compiles but differs from the oracle (issue 36's corpus; a strict xfail
+#: each, so a fix shows up as an XPASS): file -> what differs and why
+GOLDEN_DIFFERS: dict[str, str] = {
+    **{f"ort_blk_{m}_qdq.onnx": "an average pool onnxruntime's quantizer puts on its input's grid: exact ties k + "
+       "1/2 of the window mean, which QuantizeLinear rounds half to even and the golden's requantizer half up "
+       "(the case tests/test_pool_forms_e2e.py counts), in every sample" for m in ("avgpool_ceil", "avgpool_exclude_pad", "multiblock")},
+    **{f"brevitas_blk_convt1d_{f}.onnx": "a QONNX 1-D ConvTranspose: the golden returns the (C, 1, L) image "
+       "shape where the model's output is (C, L)" for f in ("raw", "clean")},
+    "ort_blk_atrous2d_qdq.onnx": "3 outputs of one sample one step apart (a float32 rounding tie suspected, "
+                                 "not yet shown)",
+    "keras_blk_avgpool_same_tf2onnx.onnx": "1 output of one sample one step apart (a float32 rounding tie "
+                                           "suspected, not yet shown)",
+    "keras_blk_convt2d_tf2onnx.onnx": "29 outputs of one sample, in one 3x3 patch, one or two steps apart (one "
+                                      "tie spread by the transposed convolution suspected, not yet shown)",
+}
+
+
+def _golden_params():
+    return [p if p.id not in GOLDEN_DIFFERS else
+            pytest.param(*p.values, marks=[*p.marks, pytest.mark.xfail(strict=True, raises=AssertionError,
+                                                                      reason=GOLDEN_DIFFERS[p.id])], id=p.id)
+            for p in _accept_params(FAILS)]
+
+
+@pytest.mark.parametrize("name", _golden_params())
 def test_golden_matches_oracle(name):
     """compile -> golden outputs on SAMPLES inputs == the independent oracle's."""
     feeds = _inputs(name)
