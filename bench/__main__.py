@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dsp, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds, cnn-builds; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dsp, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds, cnn-builds, formal; default all)
        python -m bench mvu-cost      (refits the MVU's cost constants; run only when named)
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ BENCHES = {
     "mlperf": ("bench.mlperf", "bench_mlperf"),
     "mlperf-builds": ("bench.mlperf", "bench_mlperf_builds"),
     "cnn-builds": ("bench.cnn_blocks", "bench_cnn_builds"),
+    "formal": ("bench.formal", "bench_formal"),
 }
 #: name -> (module, function): refits of cost-model constants, run only when named
 REFITS = {
