@@ -1,4 +1,4 @@
-"""Formal proofs of every stream block's contract, twice as deep as ``make test`` runs them
+"""Formal proofs of every stream block's contract, deeper than ``make test`` runs them
 (:mod:`onnx2hw.sim.formal_blocks`): per configuration, whether the handshake closes by
 k-induction, the BMC depth of the whole bench, and the time of each check.
 

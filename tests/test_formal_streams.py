@@ -3,7 +3,7 @@ k-induction where it closes, transfer counts, drain bound and element order by b
 checking, covers against vacuity; and blocks with a seeded handshake or data bug are caught.
 
 The configurations and depths are onnx2hw.sim.formal_blocks's; `python -m bench.formal` runs
-them twice as deep."""
+them deeper, with the drain, element order and covers of the configurations make test caps."""
 
 import pytest
 from amaranth.hdl import Module, Signal, unsigned
