@@ -19,9 +19,7 @@ compiled at ``-O2`` whatever its size, a build of its own in the cache. Verilato
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import json
 import shutil
 from dataclasses import dataclass
 from importlib import metadata
@@ -30,7 +28,7 @@ from pathlib import Path
 import cocotb_tools.config as cocotb_config
 
 from ._harness import TB_MODULE, TB_TOP
-from .cache_folder import cache_root, mark_used, prune_cache
+from .cache_folder import cached_build
 from .convert import SRC_ATTR, strip_src
 from .toolchain import cocotb_runner, log_tail, simulator_available, tool_env
 from .verilator_runtime import OPT_RUNTIME, ensure_runtime, runtime_make_vars
@@ -50,7 +48,6 @@ VERILATOR_ARGS_LARGE: tuple[str, ...] = ("-fno-merge-cond",)
 #: a long run's design (``ensure_build(long_run=True)``): the simulation, not the build, takes the time
 OPT_FAST_LONG = "-O2"
 _VERILATOR_WARNINGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT")
-_PRUNED: set = set()
 
 
 @dataclass(frozen=True)
@@ -147,23 +144,13 @@ def ensure_build(text: str, harness: str, simulator: str, waves: bool, long_run:
     stripped = strip_src(text)
     flags = flags_for(stripped, long_run) if simulator == "verilator" else None
     key = build_key(stripped + "\0" + harness, simulator, TB_TOP, waves, flags)
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    if root not in _PRUNED:
-        _PRUNED.add(root)
-        prune_cache(root)
-    bdir = root / key
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (bdir / ".built").is_file():
-            mark_used(bdir)
-            return bdir
+
+    def build(bdir: Path) -> dict:
         shared = _build_with_fallback(bdir, text, harness, simulator, flags, waves)
         if simulator == "verilator":   # only the `top` executable is needed to run tests
             for f in bdir.iterdir():
                 if f.suffix in (".gch", ".o", ".a", ".d"):
                     f.unlink()
-        (bdir / ".built").write_text(json.dumps({"simulator": simulator, "waves": waves,
-                                                 "flags": flags.describe() if flags else None,
-                                                 "shared_runtime": shared}))
-        return bdir
+        return {"simulator": simulator, "waves": waves, "flags": flags.describe() if flags else None,
+                "shared_runtime": shared}
+    return cached_build(key, build)

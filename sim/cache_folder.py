@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from platformdirs import user_cache_path
 
-__all__ = ["cache_root", "mark_used", "prune_cache", "STALE_DAYS", "KEEP_FAILED_RUNS"]
+__all__ = ["cache_root", "cached_build", "mark_used", "prune_cache", "STALE_DAYS", "KEEP_FAILED_RUNS"]
 
 #: a design build or shared runtime not used for this many days is removed (each use renews it)
 STALE_DAYS = 14
@@ -37,6 +38,30 @@ def cache_root() -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return user_cache_path("onnx2hw") / "sim"
+
+
+#: cache roots this process has pruned (once each, at its first build there)
+_PRUNED: set[Path] = set()
+
+
+def cached_build(key: str, build) -> Path:
+    """The build folder ``<root>/<key>``, made by ``build(folder) -> dict`` (recorded in its
+    ``.built`` mark) unless a finished one is there; under the key's lock, so concurrent
+    processes build it once. The first build of a process prunes the cache (:func:`prune_cache`)."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    if root not in _PRUNED:
+        _PRUNED.add(root)
+        prune_cache(root)
+    folder = root / key
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / ".built").is_file():
+            mark_used(folder)
+            return folder
+        info = build(folder)
+        (folder / ".built").write_text(json.dumps(info))
+        return folder
 
 
 def mark_used(folder: Path) -> None:

