@@ -143,7 +143,10 @@ def adder_tree(m, en, items, per_stage=2, extra_levels=1, name="t"):
     """Sum ``items`` pairwise; registers (enabled by ``en``) every ``per_stage`` levels.
 
     Returns the combinational sum after the last register boundary; the number of boundaries is
-    :func:`tree_registers` ``(len(items), per_stage, extra_levels)``.
+    :func:`tree_registers` ``(len(items), per_stage, extra_levels)``. A constant item crosses a
+    boundary unregistered: a register of it differs from it only before its first enable, when
+    no valid data is in the tree, and Yosys merges equal constant registers of distant blocks
+    into one (a long route) where a constant costs nothing.
     """
     items = [Value.cast(v) for v in items]
     regs = tree_registers(len(items), per_stage, extra_levels)
@@ -159,6 +162,9 @@ def adder_tree(m, en, items, per_stage=2, extra_levels=1, name="t"):
         if done < regs and (level % per_stage == 0 or len(items) == 1):
             regd = []
             for k, v in enumerate(items):
+                if isinstance(v, Const):
+                    regd.append(v)
+                    continue
                 r = Signal(v.shape(), name=f"{name}_l{level}_{k}")
                 with m.If(en):
                     m.d.sync += r.eq(v)
