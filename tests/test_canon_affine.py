@@ -188,3 +188,21 @@ def test_batchnorm_as_mul_add_after_a_layer_and_after_an_activation():
     g = affine_maps(load(m))
     assert ops(g) == ["Gemm", "Mul", "Add", "Relu", "Gemm"]
     assert_same_function(m, g)
+
+
+def test_map_over_the_last_axis_of_a_channels_last_signal_is_a_depthwise_layer():
+    """Keras's BatchNormalization after an activation of a Conv1D, as tf2onnx writes it: the map
+    over the channels of an (N, L, C) tensor, between the Transposes around the convolutions,
+    becomes the depthwise layer between Transposes of its own, which cancel the graph's."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1]),
+             h.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 1]), h.make_node("Relu", ["t"], ["r"]),
+             h.make_node("Mul", ["r", "k"], ["mk"]), h.make_node("Add", ["mk", "s"], ["ms"]),
+             h.make_node("Transpose", ["ms"], ["u"], perm=[0, 2, 1]),
+             h.make_node("Conv", ["u", "W2"], ["y"], pads=[1, 1])]
+    m = model(nodes, ("x", ["N", 3, 9]), ("y", ["N", 2, 9]), {"W": w(4, 3, 3), "b": w(4), "k": 1 + w(4), "s": w(4), "W2": w(2, 4, 3)})
+    g = affine_maps(load(m))
+    assert ops(g) == ["Conv", "Transpose", "Relu", "Transpose", "Conv", "Transpose", "Transpose", "Conv"]
+    assert_same_function(m, g)
+    g = canonicalize(load(m))
+    assert ops(g) == ["Conv", "Relu", "Conv", "Conv"]
+    assert_same_function(m, g)

@@ -315,14 +315,33 @@ class _Maps:
         return nodes
 
     def layer(self, x, k, t, out, name) -> list[Node] | None:
-        """The map as a layer of its own: per-channel ``k``, ``t`` only (axis 1)."""
+        """The map as a layer of its own: per-channel ``k``, ``t`` (axis 1), or on an image or
+        sequence with its channels last the same layer between Transposes to and from channels
+        first (which :mod:`.transposes` cancels against the graph's own)."""
         shape = self.shape(x)
         if len(shape) < 2:
             return None
         per = [_per_channel(a, shape) for a in (k, t)]
+        if all(v is not None for v in per):
+            return self._depthwise(x, *per, out, name, shape)
+        rank = len(shape)
+        if rank < 3:
+            return None
+        perm = to_first(rank)
+        first_shape = tuple(shape[i] for i in perm)
+        per = [_per_channel(np.transpose(np.broadcast_to(a, (1,) * (rank - np.ndim(a)) + np.shape(a)), perm), first_shape)
+               for a in (k, t)]
         if any(v is None for v in per):
             return None
-        kc, tc = (v.astype(np.float32) for v in per)
+        first, mid = self.e.fresh(f"{x}_first"), self.e.fresh(f"{out}_first")
+        return [self.e.node("Transpose", [x], [first], f"{name}_to_first", perm=list(perm)),
+                *self._depthwise(first, *per, mid, name, first_shape),
+                self.e.node("Transpose", [mid], [out], f"{name}_to_last", perm=list(to_last(rank)))]
+
+    def _depthwise(self, x, kc, tc, out, name, shape) -> list[Node]:
+        """``x * kc + tc`` (one value per channel, axis 1): a ``Gemm`` with the weight
+        ``diag(kc)`` on vectors, else a depthwise 1x1 ``Conv``."""
+        kc, tc = kc.astype(np.float32), tc.astype(np.float32)
         c = shape[1]
         if len(shape) == 2:
             w = self.e.const(f"{name}_diag", np.diag(kc))
