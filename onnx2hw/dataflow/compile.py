@@ -252,6 +252,7 @@ class _Assembly:
         pipeline's output, or its port of the join stage), and from the join stage to the
         pipeline's output."""
         forked = {t for t, r in self.routes.items() if len(r) > 1}
+        ii = max(st.cycles for st in self.stages)
         for tensor, cons in self.consumers.items():
             _, _, lanes, bits, sg = self.producer[tensor]
             n = self.elements(tensor)
@@ -260,7 +261,8 @@ class _Assembly:
                 dst_name = OUTPUT if dst_stage is None else dst_stage.name
                 dst_lanes = lanes if dst_stage is None else dst_stage.in_lanes[port]
                 whole = tensor in forked or (tensor, src) in self.whole or (tensor, dst_name) in self.whole
-                depth = _fifo_depth(n, dst_lanes, whole, dst_stage)
+                held = self.tensors_held(tensor, dst_stage, port, ii) if whole else 1
+                depth = _fifo_depth(n, dst_lanes, whole, dst_stage, held)
                 self.links.append(Link(tensor, src, dst_name, port, sport, lanes, dst_lanes, bits, sg, n, depth))
         if self.join is not None:
             j = self.join
@@ -269,22 +271,57 @@ class _Assembly:
                                    j.out_signed, n, LINK_FIFO))
 
 
+    def tensors_held(self, tensor: str, dst: Stage | None, port: int, ii: int) -> int:
+        """Inferences of ``tensor`` a fork's branch into ``dst``'s ``port`` holds: enough to
+        cover how much later ``dst`` takes its other inputs computed from ``tensor`` (a gate
+        pooled from the same image, a residual's main branch holding such a gate), so the
+        producer streams on meanwhile; at least one (:meth:`arrivals`)."""
+        if dst is None:
+            return 1
+        times = self.arrivals(tensor, ii)
+        waits = [times[t][0] + (times[t][1] if dst.blocks[0].waits_for(port) == q else 0)
+                 for q, t in enumerate(dst.inputs) if q != port and t in times]
+        return max([1] + [-(-int(w) // ii) for w in waits])
+
+    def arrivals(self, tensor: str, ii: int) -> dict[str, tuple[float, float]]:
+        """Every tensor computed from ``tensor`` -> (cycles from the first element of
+        ``tensor`` to its own first element, cycles over which its elements arrive), in steady
+        state (``tensor`` arrives over the initiation interval ``ii``) from the stages'
+        estimates: a stage's first output comes ``fill`` of its input's arrival plus its
+        latency after its input's first element; a stage that reads its whole input first
+        spreads its output over its cycles, any other over its input's arrival; a block that
+        reads one input whole before another (``waits_for``) starts that one after it."""
+        times = {tensor: (0.0, float(ii))}
+        for st in self.stages:
+            ins = [(q, times[t]) for q, t in enumerate(st.inputs) if t in times]
+            if not ins or st.output in times:
+                continue
+            block = st.blocks[0]
+            starts = [s + (times[st.inputs[w]][1] if (w := block.waits_for(q)) is not None and st.inputs[w] in times
+                           else 0.0) for q, (s, _) in ins]
+            first, span = max(starts), ins[0][1][1]
+            start = first + st.fill * span + st.latency
+            times[st.output] = (start, float(st.cycles) if st.fill >= 1 else span)
+        return times
+
+
 def common_shape(shapes) -> Shape:
     """The element shape of a stream carrying tensors of ``shapes`` one after the other
     (:func:`onnx2hw.protocol.common_type`)."""
     return Shape(*common_type((s.width, s.signed) for s in shapes))
 
 
-def _fifo_depth(elements: int, dst_lanes: int, whole: bool, dst_stage: Stage | None) -> int:
+def _fifo_depth(elements: int, dst_lanes: int, whole: bool, dst_stage: Stage | None, held: int = 1) -> int:
     """Transfers the FIFO of a link holds: a fork's branch holds its whole tensor (the FIFO sits
     after the width converter: words of ``dst_lanes``), so the branch consumed later never stalls
     the other; so do a model input's link out of the split stage, but the last input's, and a
     model output's link into the join stage, but the first output's (see
     :class:`~onnx2hw.rtl.segments.SegmentSplit`, :class:`~onnx2hw.rtl.segments.SegmentJoin`);
     so does the link into a stage whose first block reads its input in one burst; any other
-    link decouples its neighbours' stalls."""
+    link decouples its neighbours' stalls. A fork's branch holds ``held`` whole tensors
+    (:meth:`_Assembly.tensors_held`)."""
     if whole:
-        return -(-elements // dst_lanes) + LINK_FIFO
+        return held * -(-elements // dst_lanes) + LINK_FIFO
     if dst_stage is not None and dst_stage.blocks[0].input_burst:
         return elements // dst_lanes + LINK_FIFO
     return LINK_FIFO

@@ -75,6 +75,12 @@ class ProductUnit(wiring.Component):
     Ports: ``a``, ``b`` (in), ``o`` (out).
     """
 
+    @staticmethod
+    def waits_for(params, port: int) -> int | None:
+        """``b`` (1) for ``a`` (0) of a broadcast gate: an image of ``a`` is read only after its
+        whole gate (``rtl.stage.Block.waits_for``)."""
+        return 1 if port == 0 and params.get("gate_channels") is not None else None
+
     def __init__(self, a_shape, b_shape, lanes: int = 1, *, a_zero: int = 0, b_zero: int = 0,
                  gate_channels: int | None = None, pixels: int = 1, mul_style: str = "auto"):
         p = _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style)

@@ -51,6 +51,12 @@ class Block:
         tensor so that its producer never waits meanwhile."""
         return getattr(self.block, "INPUT_BURST", False)
 
+    def waits_for(self, port: int) -> int | None:
+        """The input the block reads whole before it reads any of input ``port`` (a block class
+        says so with ``waits_for(params, port)``: a broadcast gate), or ``None``."""
+        waits = getattr(self.block, "waits_for", None)
+        return None if waits is None else waits(self.params, port)
+
 
 def stream_ports(component) -> tuple[list, list]:
     """The stream ports of an elaborated block, ``(inputs, outputs)``, each in the order its
