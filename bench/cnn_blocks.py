@@ -73,6 +73,6 @@ def _print_table(rows: list[dict], clock_mhz: float) -> None:
               f"{r['fmax']:>6.1f}{met:1}{r['clock']:>7.0f}{r['ii']:>9,}{r['sim_ii'] or 0:>9,.0f}{r['compute']:>9,.0f}"
               f"{r['latency_us']:>8.0f}{r['build_s']:>6.0f}s{pnr_cell(r):>6}{acc}")
     print(f"clock: the clock the design runs at (the {clock_mhz:g} MHz target when met, else the achieved Fmax; "
-          f"'!' after Fmax: missed); inf/s: compute-bound at that clock (clock / II); sim II: cycles per inference "
+          f"'!' after Fmax: missed); inf/s: compute-bound at that clock (clock / the slower of II cyc and sim II); sim II: cycles per inference "
           f"measured in the simulation that proved the design bit-exact; top-1: on the 128 labelled test inputs, "
           f"integer model (= hardware) and float model")

@@ -269,7 +269,8 @@ def _build_row(e: dict, rc: int, last: str, seconds: float, out: Path) -> dict:
 
 def build_figures(out: Path, rc: int) -> dict:
     """What a build's report.json says of clock, throughput and resources (empty when the build
-    stopped before place and route; exit 1 with a report is a build whose timing was missed)."""
+    stopped before place and route; exit 1 with a report is a build whose timing was missed);
+    ``compute``: inferences/s at the slower of the estimated and the simulated II."""
     report = out / "report.json"
     if not report.exists() or rc not in (0, 1):
         return {}
@@ -279,7 +280,8 @@ def build_figures(out: Path, rc: int) -> dict:
     sim = cb.get("simulated") or {}
     return dict(met=c["met"], fmax=c["fmax_mhz"] or 0.0, clock=cb["clock_mhz"], ii=t["ii_cycles"],
                 sim_ii=sim.get("cycles_per_inference"),
-                latency_us=cb["estimated"]["latency_us"], compute=cb["estimated"]["inferences_per_s"],
+                latency_us=cb["estimated"]["latency_us"],
+                compute=min(cb["estimated"]["inferences_per_s"], sim.get("inferences_per_s") or float("inf")),
                 link=t["link_bound_per_s"], lut=res["lut"]["used"], dsp=res["dsp"]["used"],
                 ebr=res["bram"]["used"], multipliers=r["arithmetic"]["multipliers"],
                 bits=r["arithmetic"]["bits"], pnr_runs=len(r.get("place_and_route") or [None]),
@@ -306,7 +308,7 @@ def _print_build_table(rows: list[dict]) -> None:
     print("II cyc: the cost model's cycles per inference; sim II: measured in the Verilator simulation of 16 "
           "inferences that proved the design bit-exact (synth --verify); "
           "clock: the clock the design runs at (the target when met, else the achieved Fmax); inf/s: compute-bound "
-          "at that clock (clock / II); lat: latency at that clock; link/s: the UART's bound; roofl/s: multipliers x "
+          "at that clock (clock / the slower of II cyc and sim II); lat: latency at that clock; link/s: the UART's bound; roofl/s: multipliers x "
           "Fmax / MACs; '!' after Fmax: the 100 MHz target was not met; P&R: place-and-route runs:the kept "
           "run's placer seed (-: nextpnr's own)")
 
