@@ -184,8 +184,6 @@ _ERRORS = {c.__name__: c for c in (ModelError, UnsupportedError, ValueError, onn
 #: raised by onnx2hw.compile (or by the golden flow right after it) today
 FAILS: dict[str, tuple[str, str]] = {
     # <FAILS> (python tests/test_corpus.py --tables [--sim] rewrites what is between the markers)
-    'brevitas_blk_se_clean.onnx': ('UnsupportedError', "node 'Sigmoid_0' (Sigmoid): op Sigmoid is not supported by the qonnx importer (hardware cannot run it between quantized "),
-    'brevitas_blk_se_raw.onnx': ('UnsupportedError', "node 'node_sigmoid' (Sigmoid): op Sigmoid is not supported by the qonnx importer (hardware cannot run it between quantiz"),
     # </FAILS>
 }
 

@@ -173,6 +173,10 @@ class Acc:
     #: exact(builder, acc) -> QT | None: the result as an exact integer tensor of a wider type, no
     #: requantizer (for a layer that reads it unquantized), where the kind can give one
     exact: Callable | None = None
+    #: fn(real) -> real: an elementwise function (float64 arrays in and out; the golden op in
+    #: float32) of the clamped real value, pending for the quantizer that reads it; only a
+    #: threshold quantizer, which evaluates the composite exactly, takes it (:mod:`.lookup`)
+    fn: Callable | None = None
 
 
 @dataclass(frozen=True)
