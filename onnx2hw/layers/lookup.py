@@ -14,6 +14,13 @@ within a channel is refused. The table is the quantized model's own arithmetic, 
 ``QuantizeLinear(op(DequantizeLinear(q)))`` in float32 by the ONNX spec (the op evaluated by
 the golden executor), saturated to the output type and to any Relu/Clip that follows. Exact
 for every input. Hardware: a LookupUnit (one ROM per lane) for inputs of at most 8 bits.
+
+QONNX (Brevitas' QuantSigmoid, QuantTanh, QuantHardSwish, ...): the op between two ``Quant``
+nodes is one table of the op then the second ``Quant`` (evaluated by the QONNX semantics, so any
+rounding mode); the op of a layer's unquantized output (``Conv -> Sigmoid -> Quant``) stays
+pending on the accumulator (``Acc.fn``) for the quantizer after it, which makes the layer's exact
+thresholds of the composite where that is non-decreasing over the accumulator's range
+(:mod:`.qonnx`; a HardSwish onto an unsigned grid is, its dip clamped to zero).
 """
 from __future__ import annotations
 
@@ -188,7 +195,7 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     return b.emit(Lookup(v.node.name, (x.tensor,), spec, table, in_type.lo), v.onnx_shape, t, x.perm)
 
 
-_TABLE = "LookupUnit (the quantized function, tabulated)"
+_TABLE = "LookupUnit (the quantized function, tabulated; of a QONNX layer's unquantized output: that layer's thresholds)"
 _FLAVOURS = frozenset({"qdq", "qoperator", "qonnx"})
 #: elementwise functions that are always a table (Relu and Clip are declared by :mod:`.activation`)
 FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus")
