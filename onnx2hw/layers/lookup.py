@@ -116,8 +116,8 @@ def _pending(b: Builder, node: Node, v: Acc) -> Acc:
     on the accumulator (``Acc.fn``) for the quantizer that reads it, which thresholds the composite
     (exact where it is non-decreasing over the accumulator's range, which that quantizer checks)."""
     if v.kind not in _THRESHOLD_KINDS or v.fn is not None:
-        what = "another function" if v.fn is not None else f"a {v.kind} layer"
-        raise node_error(node, f"{node.op_type} of {what}'s unquantized output is not supported (quantize its "
+        what = "another function" if v.fn is not None else f"a layer of kind {v.kind}"
+        raise node_error(node, f"{node.op_type} of the unquantized output of {what} is not supported (quantize its "
                          f"input first)", UnsupportedError)
     out = node.outputs[0]
     readers = [n for n in b.graph.nodes if out in n.inputs]
