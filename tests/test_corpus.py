@@ -184,8 +184,6 @@ _ERRORS = {c.__name__: c for c in (ModelError, UnsupportedError, ValueError, onn
 #: raised by onnx2hw.compile (or by the golden flow right after it) today
 FAILS: dict[str, tuple[str, str]] = {
     # <FAILS> (python tests/test_corpus.py --tables [--sim] rewrites what is between the markers)
-    'brevitas_blk_se_clean.onnx': ('UnsupportedError', "node 'Sigmoid_0' (Sigmoid): op Sigmoid is not supported by the qonnx importer (hardware cannot run it between quantized "),
-    'brevitas_blk_se_raw.onnx': ('UnsupportedError', "node 'node_sigmoid' (Sigmoid): op Sigmoid is not supported by the qonnx importer (hardware cannot run it between quantiz"),
     # </FAILS>
 }
 
@@ -465,8 +463,6 @@ GOLDEN_DIFFERS: dict[str, str] = {
     **{f"ort_blk_{m}_qdq.onnx": "an average pool onnxruntime's quantizer puts on its input's grid: exact ties k + "
        "1/2 of the window mean, which QuantizeLinear rounds half to even and the golden's requantizer half up "
        "(the case tests/test_pool_forms_e2e.py counts), in every sample" for m in ("avgpool_ceil", "avgpool_exclude_pad", "multiblock")},
-    **{f"brevitas_blk_convt1d_{f}.onnx": "a QONNX 1-D ConvTranspose: the golden returns the (C, 1, L) image "
-       "shape where the model's output is (C, L)" for f in ("raw", "clean")},
     "ort_blk_atrous2d_qdq.onnx": "3 outputs of one sample one step apart (a float32 rounding tie suspected, "
                                  "not yet shown)",
     "keras_blk_avgpool_same_tf2onnx.onnx": "1 output of one sample one step apart (a float32 rounding tie "

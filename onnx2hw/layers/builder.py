@@ -173,6 +173,10 @@ class Acc:
     #: exact(builder, acc) -> QT | None: the result as an exact integer tensor of a wider type, no
     #: requantizer (for a layer that reads it unquantized), where the kind can give one
     exact: Callable | None = None
+    #: fn(real) -> real: an elementwise function (float64 arrays in and out; the golden op in
+    #: float32) of the clamped real value, pending for the quantizer that reads it; only a
+    #: threshold quantizer, which evaluates the composite exactly, takes it (:mod:`.lookup`)
+    fn: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -438,8 +442,7 @@ class Builder:
                 what = "a float input" if isinstance(v, FloatIn) else "not quantized"
                 raise ModelError(f"model output {vi.name!r} is {what}: the graph must end in a quantizer "
                                  f"or a linear layer")
-            nchw = len(self.specs[v.tensor].shape) == 3 and not v.hwc   # hwc: the ONNX value is channels-last
-            shape = v.onnx_shape if (v.perm is not None or not nchw or len(v.onnx_shape) != 3) else None
+            nchw, shape = self.output_layout(v)
             integer = not v.real
             outs.append(ig.OutputDequant(vi.name, v.scale, v.zp, nchw, vi.elem_type, integer, shape))
             if v.tensor not in rename and vi.name not in self.specs and vi.name not in rename.values():
@@ -483,10 +486,18 @@ class Builder:
             raise node_error(v.node, f"the last layer's accumulator needs {bits} bits; a float output streams "
                              f"at most 32", UnsupportedError)
         t = Target(vi.name, 1.0, 0, it.IntType(bits, True), *arith.int_range(bits, True), raw=True)
-        q = v.emit(self, v, t)
-        nchw = len(self.specs[q.tensor].shape) == 3
-        return ig.OutputDequant(vi.name, np.asarray(v.scale, np.float64), 0, nchw, vi.elem_type, False,
-                                None if nchw else v.onnx_shape, bias=np.asarray(v.bias_real, np.float64))
+        nchw, shape = self.output_layout(v.emit(self, v, t))
+        return ig.OutputDequant(vi.name, np.asarray(v.scale, np.float64), 0, nchw, vi.elem_type, False, shape,
+                                bias=np.asarray(v.bias_real, np.float64))
+
+    def output_layout(self, q: QT) -> tuple[bool, tuple[int, ...] | None]:
+        """``(nhwc_to_nchw, shape)`` of the host dequantizer of model output ``q``: an image tensor
+        moves its channels first (not one the model holds channels-last, ``hwc``), and the ONNX shape
+        is applied after unless it is that ``(C, H, W)`` image itself (a 1-D ``(C, L)`` output is the
+        ``H = 1`` image reshaped to the model's rank; a ``perm`` view or a flattened one is reshaped)."""
+        nchw = len(self.specs[q.tensor].shape) == 3 and not q.hwc
+        plain = q.perm is None and nchw and len(q.onnx_shape) == 3
+        return nchw, None if plain else q.onnx_shape
 
 
 # ---- helpers of the op handlers -------------------------------------------------------------------

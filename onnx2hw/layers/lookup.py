@@ -14,15 +14,23 @@ within a channel is refused. The table is the quantized model's own arithmetic, 
 ``QuantizeLinear(op(DequantizeLinear(q)))`` in float32 by the ONNX spec (the op evaluated by
 the golden executor), saturated to the output type and to any Relu/Clip that follows. Exact
 for every input. Hardware: a LookupUnit (one ROM per lane) for inputs of at most 8 bits.
+
+QONNX (Brevitas' QuantSigmoid, QuantTanh, QuantHardSwish, ...): the op between two ``Quant``
+nodes is one table of the op then the second ``Quant`` (evaluated by the QONNX semantics, so any
+rounding mode); the op of a layer's unquantized output (``Conv -> Sigmoid -> Quant``) stays
+pending on the accumulator (``Acc.fn``) for the quantizer after it, which makes the layer's exact
+thresholds of the composite where that is non-decreasing over the accumulator's range
+(:mod:`.qonnx`; a HardSwish onto an unsigned grid is, its dip clamped to zero).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
+from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
 from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.stage import Block
 from .builder import Acc, Builder, Const, QConst, QT, Target, need, node_error
@@ -83,12 +91,49 @@ class Lookup(LayerKind):
 
 # ---- import ---------------------------------------------------------------------------------------
 
+#: QONNX/FINN quantizers that read a layer's real value through exact thresholds
+#: (:mod:`.qonnx`), so they take an elementwise function of it too
+THRESHOLD_READERS = frozenset((d, op) for d in (QONNX_DOMAIN, FINN_DOMAIN)
+                              for op in ("Quant", "BipolarQuant", "Trunc", "MultiThreshold"))
+#: the pending layers whose accumulator such a quantizer thresholds
+_THRESHOLD_KINDS = ("dense", "conv", "avgpool")
+
+
 def _function(b: Builder, node: Node):
-    x = need(node, b.get(node.inputs[0], node), QT, "input")
+    x = b.get(node.inputs[0], node)
+    if isinstance(x, Acc):
+        b.set(node, _pending(b, node, x))
+        return
+    x = need(node, x, QT, "input")
     if b.specs[x.tensor].dtype.bipolar:
         raise node_error(node, "a bipolar input cannot be tabulated", UnsupportedError)
-    consts = tuple(_parameter(b, node, i, x) for i in range(1, len(node.inputs)))
+    consts = tuple(_parameter(b, node, i, x.onnx_shape, x.perm) for i in range(1, len(node.inputs)))
     b.set(node, Acc("lookup", emit, node, (x,), x.onnx_shape, params={"consts": consts}))
+
+
+def _pending(b: Builder, node: Node, v: Acc) -> Acc:
+    """The function of a layer's unquantized output (Brevitas: Conv -> Sigmoid -> Quant): pending
+    on the accumulator (``Acc.fn``) for the quantizer that reads it, which thresholds the composite
+    (exact where it is non-decreasing over the accumulator's range, which that quantizer checks)."""
+    if v.kind not in _THRESHOLD_KINDS or v.fn is not None:
+        what = "another function" if v.fn is not None else f"a layer of kind {v.kind}"
+        raise node_error(node, f"{node.op_type} of the unquantized output of {what} is not supported (quantize its "
+                         f"input first)", UnsupportedError)
+    out = node.outputs[0]
+    readers = [n for n in b.graph.nodes if out in n.inputs]
+    if out in b.graph.output_names or not readers or any((n.domain, n.op_type) not in THRESHOLD_READERS or
+                                                         n.inputs[0] != out for n in readers):
+        raise node_error(node, f"{node.op_type} of a layer's unquantized output must be read only by QONNX "
+                         f"quantizers (Quant, BipolarQuant, Trunc, MultiThreshold: thresholds of the composite)",
+                         UnsupportedError)
+    if b.evaluate is None:
+        raise node_error(node, "no float evaluator to tabulate the op with", UnsupportedError)
+    consts = tuple(_parameter(b, node, i, v.onnx_shape) for i in range(1, len(node.inputs)))
+    args = [c if c is None else (c[:, None] if c.ndim == 1 else c).astype(np.float32) for c in consts]
+
+    def fn(real):   # rows: output channels (per-channel parameters as columns)
+        return np.asarray(b.evaluate(node, np.asarray(real, np.float32), *args)[0], np.float64)
+    return replace(v, fn=fn)
 
 
 def tabulate(b: Builder, node: Node):
@@ -96,9 +141,10 @@ def tabulate(b: Builder, node: Node):
     _function(b, node)
 
 
-def _parameter(b: Builder, node: Node, i: int, x: QT):
+def _parameter(b: Builder, node: Node, i: int, shape, perm=None):
     """Constant input ``i`` (PRelu's slope, Clip's bounds) for the evaluator: a scalar, or ``(C,)``
-    values per channel of ``x``; refused when it varies within a channel."""
+    values per channel of the input of ONNX shape ``shape`` (``perm``: a flattened image); refused
+    when it varies within a channel."""
     if not node.inputs[i]:
         return None
     v = b.get(node.inputs[i], node)
@@ -107,8 +153,8 @@ def _parameter(b: Builder, node: Node, i: int, x: QT):
     arr = np.asarray(v.value if isinstance(v, Const) else v.real())
     if arr.size <= 1 or np.all(arr == arr.reshape(-1)[0]):
         return arr.reshape(-1)[:1].reshape(()) if arr.size else arr
-    full = (1,) + tuple(x.onnx_shape)
-    if x.perm is not None:
+    full = (1,) + tuple(shape)
+    if perm is not None:
         raise node_error(node, f"{node.op_type} of a flattened image with a parameter that is not a scalar is not "
                          f"supported", UnsupportedError)
     if node.since_version < 7 and arr.ndim == 1 and len(full) > 2:  # old PRelu: a 1-D slope is per channel
@@ -141,14 +187,16 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     for ch in range(max(channels, 1)):
         args = [c if c is None else (c[ch] if c.ndim == 1 else c).astype(np.float32) for c in consts]
         y = np.asarray(b.evaluate(v.node, real, *args)[0], np.float32)
+        for node, fixed in v.params.get("after", ()):
+            y = np.asarray(b.evaluate(node, y, *fixed)[0], np.float32)
         rows.append(np.clip(np.rint(y / np.float32(t.scale)).astype(np.int64) + t.zp, t.lo, t.hi))
     table = np.stack(rows) if channels else rows[0]
     spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
     return b.emit(Lookup(v.node.name, (x.tensor,), spec, table, in_type.lo), v.onnx_shape, t, x.perm)
 
 
-_TABLE = "LookupUnit (the quantized function, tabulated)"
-_FLAVOURS = frozenset({"qdq", "qoperator"})
+_TABLE = "LookupUnit (the quantized function, tabulated; of a QONNX layer's unquantized output: that layer's thresholds)"
+_FLAVOURS = frozenset({"qdq", "qoperator", "qonnx"})
 #: elementwise functions that are always a table (Relu and Clip are declared by :mod:`.activation`)
 FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus")
 #: functions with a constant parameter input (PRelu's slope), written unquantized

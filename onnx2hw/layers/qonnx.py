@@ -131,10 +131,47 @@ def threshold_table(acc_lo: np.ndarray, acc_hi: np.ndarray, q, qlo: int, qhi: in
 
 
 def _real(v: Acc):
-    """``a -> clip(scale * a + bias_real, lo_real, hi_real)`` per channel (rows), float64."""
+    """``a -> fn(clip(scale * a + bias_real, lo_real, hi_real))`` per channel (rows), float64
+    (``fn``: a pending elementwise function, :attr:`Acc.fn`)."""
     scale = np.asarray(v.scale, np.float64)[:, None]
     bias = np.asarray(v.bias_real, np.float64)[:, None]
-    return lambda a: np.clip(scale * a + bias, v.lo_real, v.hi_real)
+    if v.fn is None:
+        return lambda a: np.clip(scale * a + bias, v.lo_real, v.hi_real)
+    return lambda a: v.fn(np.clip(scale * a + bias, v.lo_real, v.hi_real))
+
+
+#: accumulator values (channels x range) evaluated to check that a function's thresholds are exact
+_CHECK_LIMIT = 1 << 24
+#: a level below / above every level (finite, so that differences stay numbers)
+_FAR = 1e300
+
+
+def _check_non_decreasing(node: Node, q, acc_lo: np.ndarray, acc_hi: np.ndarray) -> None:
+    """Refuse a map ``q`` (as in :func:`threshold_table`) that decreases somewhere in a channel's
+    accumulator range: thresholds give it exactly only where it is non-decreasing. Checked on every
+    accumulator value (a function such as HardSwish decreases where the quantizer may clamp it to
+    one level, or may not)."""
+    lo, hi = int(np.min(acc_lo)), int(np.max(acc_hi))
+    c = len(acc_lo)
+    if c * (hi - lo + 1) > _CHECK_LIMIT:
+        raise node_error(node, f"the accumulator range [{lo}, {hi}] of {c} channels is too wide to check that the "
+                         f"function before this quantizer gives non-decreasing levels (at most {_CHECK_LIMIT} "
+                         f"values)", UnsupportedError)
+    col_lo, col_hi = np.asarray(acc_lo, np.int64)[:, None], np.asarray(acc_hi, np.int64)[:, None]
+    step = max(1, (1 << 20) // c)
+    last = np.full((c, 1), -_FAR)
+    for start in range(lo, hi + 1, step):
+        a = np.arange(start, min(start + step, hi + 1), dtype=np.int64)[None, :]
+        y = np.asarray(q(np.broadcast_to(a, (c, a.shape[1])).astype(np.float64)), np.float64)
+        y = np.where(a < col_lo, -_FAR, np.where(a > col_hi, _FAR, y))   # outside the channel's range
+        y = np.concatenate([last, y], axis=1)
+        bad = np.argwhere(np.diff(y, axis=1) < 0)
+        if bad.size:
+            ch, i = (int(v) for v in bad[0])
+            raise node_error(node, f"the function before this quantizer gives levels that decrease (channel {ch}, "
+                             f"accumulator {start + i - 1} -> {start + i}): thresholds cannot give it",
+                             UnsupportedError)
+        last = y[:, -1:]
 
 
 def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: IntType, s: float,
@@ -154,6 +191,8 @@ def _emit_thresholds(b: Builder, node: Node, v: Acc, q, qlo: int, qhi: int, t: I
             return q0(a * sign[:, None])
     in_spec = b.specs[v.inputs[0].tensor]
     acc_lo, acc_hi = accumulator_bounds(v.weights, v.bias, in_spec.dtype.lo, in_spec.dtype.hi)
+    if v.fn is not None:
+        _check_non_decreasing(node, q, acc_lo, acc_hi)
     table = threshold_table(np.array(acc_lo, dtype=np.int64), np.array(acc_hi, dtype=np.int64), q, qlo, qhi)
     if np.all(table == table[:1]):
         table = table[:1]
@@ -213,6 +252,11 @@ def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
         raise node_error(node, f"activation bit width {bits} is above 16", UnsupportedError)
     if signed and bits == 1:
         return _bipolar_acc(b, node, v, scale, zp)
+    if v.kind == "lookup":
+        return _quantize_table(b, node, v, scale, zp, IntType(bits, signed), narrow)
+    if v.fn is not None and bits > 8:
+        raise node_error(node, f"a {bits}-bit quantizer of a function of a layer's output is not supported "
+                         f"(exact thresholds: at most 8 bits)", UnsupportedError)
     s, z = _per_output(node, scale, v), _per_output(node, zp, v)
     if s.ndim and np.all(s == s[0]):
         s = s[0]
@@ -232,7 +276,7 @@ def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
     off_grid = bool(np.any(np.abs(frac - np.rint(frac)) > 1e-6))
     # the Requant rounds ties towards +inf: QONNX's HALF_UP (ties away from zero) only where the
     # clamped value y / scale + zp is never negative
-    exact_requant = not off_grid and mode == "HALF_UP" and qlo >= 0
+    exact_requant = not off_grid and mode == "HALF_UP" and qlo >= 0 and v.fn is None
     if (v.kind in ("dense", "conv") and (bits <= 4 or (bits <= 8 and not exact_requant))) or \
             (v.kind == "avgpool" and bits <= 8):
         real = _real(v)
@@ -242,6 +286,19 @@ def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
         raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
                          f"(outputs of at most 8 bits after Gemm/MatMul/Conv/AveragePool)", UnsupportedError)
     return replace(b.quantize(node, v, s, z, t, narrow=narrow), real=True)
+
+
+def _quantize_table(b: Builder, node: Node, v: Acc, scale: np.ndarray, zp: np.ndarray, t: IntType,
+                    narrow: bool) -> QT:
+    """An elementwise function of a quantized tensor (``v``, a pending :mod:`.lookup` table) read
+    by this Quant: one table of the composite, this Quant evaluated after the function for every
+    input code by the QONNX semantics (any rounding mode)."""
+    if scale.size != 1 or zp.size != 1:
+        raise node_error(node, "a per-channel quantizer of an elementwise function is not supported",
+                         UnsupportedError)
+    consts = tuple(np.asarray(b.const(n, node, "parameter"), np.float32).reshape(()) for n in node.inputs[1:4])
+    v = replace(v, params={**v.params, "after": (*v.params.get("after", ()), (node, consts))})
+    return replace(b.quantize(node, v, float(scale.reshape(())), int(zp.reshape(())), t, narrow=narrow), real=True)
 
 
 def _quant(b: Builder, node: Node):
