@@ -69,7 +69,12 @@ def integer_graph_of(graph: Graph, calib=None, host=()) -> IntegerGraph:
         parts = split(load(quantize(graph, _feeds(calib, graph), progress=True, host=host)), host)
     elif kind == "qonnx" and calib is not None and needs_calibration(parts.core):
         parts = replace(parts, core=quantize_float_inputs(parts.core, _feeds(calib, graph), progress=True))
-    return replace(to_integer_graph(parts.core), tail=parts.tail)
+    ig = to_integer_graph(parts.core)
+    if not ig.layers:
+        raise UnsupportedError("no layer of the model is left for the hardware: its quantized core is only the "
+                               "input quantizer and what the host runs after it (a model needs at least one layer "
+                               "the hardware maps: a Conv, Gemm/MatMul, pool, Add, ...)")
+    return replace(ig, tail=parts.tail)
 
 
 def load_graph(model) -> Graph:

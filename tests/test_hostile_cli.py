@@ -68,6 +68,23 @@ def _huge_pads(g):
     next(a for a in conv.attribute if a.name == "pads").ints[:] = [1 << 40] * 4
 
 
+def _table_only(tmp_path) -> str:
+    """A QONNX model that is one table between quantizers: nothing is left for the hardware."""
+    from onnx import helper as h, numpy_helper as nh
+    qd = "qonnx.custom_op.general"
+    c = [nh.from_array(np.float32(v), n) for n, v in (("s", 0.05), ("s2", 1 / 255), ("z", 0), ("b", 8))]
+    nodes = [h.make_node("Quant", ["x", "s", "z", "b"], ["q"], domain=qd, signed=1, narrow=0, rounding_mode="ROUND"),
+             h.make_node("Sigmoid", ["q"], ["g"]),
+             h.make_node("Quant", ["g", "s2", "z", "b"], ["y"], domain=qd, signed=0, narrow=0, rounding_mode="ROUND")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
+                     [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])], c)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13), h.make_opsetid(qd, 1)])
+    m.ir_version = 8
+    path = tmp_path / "table_only.onnx"
+    onnx.save(m, path)
+    return str(path)
+
+
 def _folding(tmp_path, doc) -> str:
     return _file(tmp_path, "fold.json", json.dumps(doc) if not isinstance(doc, str) else doc)
 
@@ -178,6 +195,7 @@ CASES = {
     "quantize-op-of-constants-only": lambda t: (["quantize", _edited(t, FLOAT_CNN, _pool_reads_a_weight), "--calib",
                                                  IMG_CALIB, "-o", str(t / "q.onnx")],
                                                 "computes from constants only"),   # canonicalization folds pool1
+    "sim-no-layer-for-the-hardware": lambda t: (["sim", _table_only(t), "--count", "2"], "no layer of the model"),
     "quantize-conv-pads-too-large": lambda t: (["quantize", _edited(t, FLOAT_CNN, _huge_pads), "--calib", IMG_CALIB,
                                                 "-o", str(t / "q.onnx")], "'conv1' (Conv)"),
     "accuracy-labels-not-an-array": lambda t: (["accuracy", MLP, "--data", _member(t, "d.npz", "label.npy", b"x")],
