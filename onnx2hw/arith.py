@@ -29,7 +29,7 @@ non-decreasing.
 
 Quantized elementwise add (:func:`add_requantized`, hardware block ``rtl.add.Add``): both inputs
 are brought onto a common accumulator grid by their own integer multiplier, summed, and
-rounded once with a shared shift (round half up)::
+rounded once with a shared shift (round half up as below, or half to even: ``ties``)::
 
     acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
     y   = clamp(zero_point + ((acc + (1 << (shift - 1))) >> shift), lo, hi)   # shift >= 1
@@ -109,8 +109,9 @@ def acc_bits(lo: int, hi: int) -> int:
 
 
 def add_requantized(a, b, *, a_zero: int, a_mult: int, b_zero: int, b_mult: int, shift: int,
-                    zero_point: int, lo: int, hi: int) -> np.ndarray:
-    """Quantized ``a + b`` (int64), broadcasting ``a`` against ``b``; see the module docstring."""
+                    zero_point: int, lo: int, hi: int, ties: str = "up") -> np.ndarray:
+    """Quantized ``a + b`` (int64), broadcasting ``a`` against ``b``, ties by ``ties`` (see
+    :func:`requantize`); see the module docstring."""
     for name, v in (("a_zero", a_zero), ("a_mult", a_mult), ("b_zero", b_zero),
                     ("b_mult", b_mult), ("shift", shift), ("zero_point", zero_point)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -120,7 +121,7 @@ def add_requantized(a, b, *, a_zero: int, a_mult: int, b_zero: int, b_mult: int,
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     acc = (a - int(a_zero)) * int(a_mult) + (b - int(b_zero)) * int(b_mult)
-    return requantize(acc, 1, int(shift), int(zero_point), lo, hi)
+    return requantize(acc, 1, int(shift), int(zero_point), lo, hi, ties)
 
 
 def qonnx_round(y: np.ndarray, mode: str) -> np.ndarray:

@@ -174,3 +174,40 @@ def test_half_even_synth_matches_estimate(c, pe, ab, mbits, per_channel, summary
     summary(f"rq_even{c}p{pe}a{ab}", f"Requantize c{c} PE{pe} acc{ab} M{mbits}b half to even: LUT4eq "
             f"{got['even']} (est {est['even']}), half up {got['up']} (est {est['up']})")
     assert abs((est["even"] - est["up"]) - (got["even"] - got["up"])) <= 30 * pe
+
+
+@pytest.mark.parametrize("ma,mb,shift,lanes", [(3, 5, 3, 2), (1, 1, 1, 1), (4, -6, 4, 2)])
+def test_add_unit_half_even_under_backpressure(ma, mb, shift, lanes):
+    """AddUnit: ``(a - za) * Ma + (b - zb) * Mb`` rounded by the shift, ties to even."""
+    from amaranth.hdl import signed
+    from onnx2hw.rtl.add import AddUnit
+    rng = np.random.default_rng(shift)
+    a = rng.integers(-128, 128, size=(900 // lanes, lanes))
+    b = rng.integers(-128, 128, size=a.shape)
+    dut = AddUnit(signed(8), signed(8), signed(8), lanes, a_zero=3, a_mult=ma, b_zero=-2, b_mult=mb, shift=shift,
+                  zero_point=1, ties="even")
+    out, _ = run_stream(dut, {"a": a, "b": b}, {"o": len(a)}, src_pause="random", sink_pause="random", seed=1)
+    acc = (a - 3) * ma + (b + 2) * mb
+    np.testing.assert_array_equal(out["o"], _half_even(acc, 1, shift, 1, -128, 127))
+    assert _ties(acc, 1, shift) > 50
+
+
+def test_concat_unit_half_even_under_backpressure():
+    """ConcatUnit: input 0 copied, input 1 by 3/8 and input 2 by 5/2 (shifts equalised), ties to even."""
+    from amaranth.hdl import signed
+    from onnx2hw.rtl.concat import ConcatUnit
+    rng = np.random.default_rng(8)
+    pixels, chans, lanes = 200, (2, 4, 2), 2
+    xs = [rng.integers(-128, 128, size=(pixels * c // lanes, lanes)) for c in chans]
+    zeros, mults, shifts = (0, 4, -1), (1, 3, 5), (0, 3, 1)
+    dut = ConcatUnit([signed(8)] * 3, chans, signed(8), lanes, pixels=pixels, zeros=zeros, mults=mults, shifts=shifts,
+                     zero_point=0, ties="even")
+    out, _ = run_stream(dut, {f"i{k}": x for k, x in enumerate(xs)}, {"o": pixels * sum(chans) // lanes},
+                        src_pause="random", sink_pause="3of4", seed=4)
+    want = []
+    for p in range(pixels):     # per pixel: the beats of input 0, then 1, then 2
+        for k, c in enumerate(chans):
+            rows = xs[k][p * c // lanes:(p + 1) * c // lanes]
+            want.append(_half_even(rows - zeros[k], mults[k], shifts[k], 0, -128, 127))
+    np.testing.assert_array_equal(out["o"], np.concatenate(want))
+    assert sum(_ties(x - z, m, s) for x, z, m, s in zip(xs, zeros, mults, shifts)) > 50

@@ -241,9 +241,10 @@ def linear_problem(layer) -> str | None:
     return None
 
 
-def ties_param(act: Requant) -> dict:
-    """The ``ties`` argument of a Requantize block for ``act``: none for round half up (the
-    block's default, so such a block's parameters and Verilog do not change)."""
+def ties_param(act) -> dict:
+    """The ``ties`` argument of a requantizing block for ``act`` (a :class:`Requant`, or a layer
+    that requantizes: anything with ``ties``): none for round half up (the blocks' default, so
+    such a block's parameters and Verilog do not change)."""
     return {} if act.ties == "up" else {"ties": act.ties}
 
 

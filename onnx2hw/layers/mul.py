@@ -293,7 +293,8 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     if np.any(nz):
         mm, ss = ratio_to_multiplier_shift(np.abs(ratio[nz]), f"node {v.node.name!r} requantization")
         m[nz], s[nz] = mm * np.sign(ratio[nz]).astype(np.int64), ss
-    ties = ties_for(np.broadcast_to(np.abs(v.scale), ratio.shape)[nz], t.scale, m[nz], s[nz], t.half_even) if np.any(nz) else "up"
+    ties = ties_for(np.broadcast_to(np.abs(v.scale), ratio.shape)[nz], t.scale, m[nz], s[nz],
+                    t.half_even) if np.any(nz) else "up"
     if np.all(m == m[0]) and np.all(s == s[0]):
         m, s = m[:1], s[:1]
     shape = tuple(v.onnx_shape)

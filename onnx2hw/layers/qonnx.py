@@ -16,8 +16,9 @@ FINN's ``MultiThreshold``), under the domains ``qonnx.custom_op.general`` and
   ``round_mode(clamp(y / scale + zp))`` for every integer accumulator value, so any rounding mode
   and a float bias are exact). 5..8-bit outputs also use thresholds unless the requantization is
   exact too (a bias on the accumulator grid, HALF_UP rounding and no negative value to round);
-  wider outputs (and Add / AveragePool outputs) use a :class:`Requant` (round half up; ROUND /
-  HALF_EVEN / HALF_UP only — ties may differ by one LSB). Per-channel scales / zero points are
+  wider outputs (and Add / AveragePool outputs) use a :class:`Requant` (ROUND / HALF_EVEN /
+  HALF_UP only: half to even for ROUND / HALF_EVEN where the multiplier is the scale ratio
+  exactly, else round half up, so ties may differ by one LSB). Per-channel scales / zero points are
   taken when the quantized tensor is a model output (dequantized per channel on the host).
 * ``BipolarQuant`` (or a signed 1-bit ``Quant``) after a layer is a one-threshold bipolar
   activation (``Thresholds.bipolar``: +1 where ``y / scale >= 0``); the next layer's bipolar x
@@ -319,7 +320,8 @@ def _requantize(b: Builder, node: Node, x: QT, s: float, z: int, t: IntType, nar
     else:
         n = int(np.count_nonzero(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi, ties) != want))
         raise node_error(node, f"requantizing this {have.bits}-bit tensor: a multiply-and-shift (round "
-                         f"{'half up' if ties == 'up' else 'half to even'}) differs from rounding_mode {mode} on {n} of {codes.size} input codes, and a table "
+                         f"{'half up' if ties == 'up' else 'half to even'}) differs from rounding_mode {mode} on {n} "
+                         f"of {codes.size} input codes, and a table "
                          f"takes natural tensors of at most {MAX_IN_BITS} bits", UnsupportedError)
     return replace(b.quantize(node, acc, s, z, t, narrow=narrow, half_even=half_even), real=True)
 

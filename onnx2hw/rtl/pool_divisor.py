@@ -49,8 +49,9 @@ class DivisorRequantize(Requantize):
     """Requantization of an NHWC pixel stream with one multiplier and shift per divisor class.
 
     ``y = clamp(zp + ((acc * M + 2**(s-1)) >> s), lo, hi)`` (:func:`onnx2hw.arith.requantize`;
-    ``ties="even"``: round half to even) with ``M = multiplier[rows[i], cols[j]]`` (and ``shift`` alike; per channel when the tables
-    have a channel axis) for the pixels of output row ``i``, column ``j``.
+    ``ties="even"``: round half to even) with ``M = multiplier[rows[i], cols[j]]`` (and
+    ``shift`` alike; per channel when the tables have a channel axis) for the pixels of output
+    row ``i``, column ``j``.
 
     A column and a row counter advance as a pixel's last transfer is taken and keep the class
     pair of the pixel being taken in registers (the class of the next column is looked up from
