@@ -3,13 +3,20 @@
 These NumPy functions *define* the integer semantics; hardware blocks are tested
 against them bit for bit. All inputs are integer arrays; results are ``int64``.
 
-Requantization (rounding rule: **round half up**, i.e. towards +inf on ties)::
+Requantization (rounding rule ``ties``: ``"up"``, round half up, i.e. towards +inf on ties;
+``"even"``, round half to even)::
 
-    y = clamp(zp + ((acc * M + (1 << (s - 1))) >> s), lo, hi)     for s >= 1
-    y = clamp(zp + acc * M, lo, hi)                                 for s == 0
+    y = clamp(zp + ((acc * M + (1 << (s - 1))) >> s), lo, hi)                  ties="up", s >= 1
+    y = clamp(zp + ((acc * M + (1 << (s - 1)) - 1 + bit_s(acc * M)) >> s), lo, hi)  ties="even", s >= 1
+    y = clamp(zp + acc * M, lo, hi)                                              s == 0
 
-``>>`` is an arithmetic (flooring) shift. In hardware this is one multiply, one
-constant add and a wire shift. ``M`` is an unsigned or signed integer of at most
+``>>`` is an arithmetic (flooring) shift and ``bit_s(p) = (p >> s) & 1`` the parity of the
+floored quotient: a tie (remainder exactly ``2**(s-1)``) then rounds up only from an odd
+quotient, every other remainder as round half up. In hardware this is one multiply, one
+constant add (plus that one bit) and a wire shift. The importer takes ``"even"`` where the
+model's quantizer rounds half to even (ONNX QuantizeLinear, QONNX ``ROUND``) and ``M / 2**s`` is
+the real scale ratio exactly, so the integer ties are the real ones (``layers/_scale.py``
+``exact_ratio``). ``M`` is an unsigned or signed integer of at most
 32 bits, ``0 <= s <= 62``. ``M``/``s``/``zp`` are scalars (per tensor) or arrays
 broadcast over the channel axis (per channel; channels last, NHWC).
 
@@ -22,7 +29,7 @@ non-decreasing.
 
 Quantized elementwise add (:func:`add_requantized`, hardware block ``rtl.add.Add``): both inputs
 are brought onto a common accumulator grid by their own integer multiplier, summed, and
-rounded once with a shared shift (round half up)::
+rounded once with a shared shift (round half up as below, or half to even: ``ties``)::
 
     acc = (a - a_zero) * a_mult + (b - b_zero) * b_mult
     y   = clamp(zero_point + ((acc + (1 << (shift - 1))) >> shift), lo, hi)   # shift >= 1
@@ -34,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["int_range", "requantize", "multithreshold", "acc_bits", "clamp", "add_requantized", "qonnx_round"]
+__all__ = ["int_range", "requantize", "TIES", "multithreshold", "acc_bits", "clamp", "add_requantized", "qonnx_round"]
 
 
 def int_range(bits: int, signed: bool, narrow: bool = False) -> tuple[int, int]:
@@ -50,11 +57,17 @@ def clamp(x, lo: int, hi: int) -> np.ndarray:
     return np.clip(np.asarray(x, dtype=np.int64), lo, hi)
 
 
-def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int) -> np.ndarray:
-    """Multiply-and-shift requantization with round-half-up (see module docstring).
+#: the rounding rules of :func:`requantize` on an exact tie
+TIES = ("up", "even")
+
+
+def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int, ties: str = "up") -> np.ndarray:
+    """Multiply-and-shift requantization, ties rounded by ``ties`` (see module docstring).
 
     Products are computed in Python integers when they could overflow int64.
     """
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES!r}, not {ties!r}")
     acc = np.asarray(acc, dtype=np.int64)
     m = np.asarray(multiplier, dtype=np.int64)
     s = np.asarray(shift, dtype=np.int64)
@@ -65,12 +78,15 @@ def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int) -> np.ndarr
     mmax = int(np.max(np.abs(m))) if m.size else 0
     if amax * mmax >= (1 << 62):
         prod = acc.astype(object) * m.astype(object)
+        s, zp = s.astype(object), zp.astype(object)
         half = np.where(s > 0, np.left_shift(1, np.maximum(s - 1, 0)), 0).astype(object)
-        y = ((prod + half) >> s.astype(object)) + zp.astype(object)
-        return np.clip(y, lo, hi).astype(np.int64)
-    half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
-    y = ((acc * m + half) >> s) + zp
-    return np.clip(y, lo, hi)
+    else:
+        prod = acc * m
+        half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+    if ties == "even":   # 2**(s-1) - 1 + bit s: a tie goes up from an odd quotient only
+        half = np.where(s > 0, half - 1 + ((prod >> s) & 1), 0)
+    y = ((prod + half) >> s) + zp
+    return np.clip(y, lo, hi).astype(np.int64)
 
 
 def multithreshold(acc, thresholds, lo: int = 0) -> np.ndarray:
@@ -93,8 +109,9 @@ def acc_bits(lo: int, hi: int) -> int:
 
 
 def add_requantized(a, b, *, a_zero: int, a_mult: int, b_zero: int, b_mult: int, shift: int,
-                    zero_point: int, lo: int, hi: int) -> np.ndarray:
-    """Quantized ``a + b`` (int64), broadcasting ``a`` against ``b``; see the module docstring."""
+                    zero_point: int, lo: int, hi: int, ties: str = "up") -> np.ndarray:
+    """Quantized ``a + b`` (int64), broadcasting ``a`` against ``b``, ties by ``ties`` (see
+    :func:`requantize`); see the module docstring."""
     for name, v in (("a_zero", a_zero), ("a_mult", a_mult), ("b_zero", b_zero),
                     ("b_mult", b_mult), ("shift", shift), ("zero_point", zero_point)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -104,7 +121,7 @@ def add_requantized(a, b, *, a_zero: int, a_mult: int, b_zero: int, b_mult: int,
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     acc = (a - int(a_zero)) * int(a_mult) + (b - int(b_zero)) * int(b_mult)
-    return requantize(acc, 1, int(shift), int(zero_point), lo, hi)
+    return requantize(acc, 1, int(shift), int(zero_point), lo, hi, ties)
 
 
 def qonnx_round(y: np.ndarray, mode: str) -> np.ndarray:

@@ -78,7 +78,8 @@ def _integer(g, x):
     (0.0371, "ROUND", Mul, 0),          # 0.0371 / 0.25: no input code lands on a half
     (0.0371, "HALF_UP", Mul, 0),
     (2.0 ** -5, "HALF_UP", Lookup, 32),  # ratio 1/8: ties; half up rounds the negative ones away from zero
-    (2.0 ** -5, "ROUND", Lookup, 32),    # ... and ROUND breaks them to even
+    (2.0 ** -5, "ROUND", Mul, 32),       # ... and ROUND breaks them to even, as the exact multiplier's
+                                         # Requantize does (ties="even")
     (2.0 ** -5, "FLOOR", Lookup, 32),
 ])
 def test_requantization_equals_qonnx(s_in, mode, layer, ties):
@@ -87,6 +88,8 @@ def test_requantization_equals_qonnx(s_in, mode, layer, ties):
     g = to_integer_graph(graph)
     req = [lay for lay in g.layers if lay.name == "requant"]
     assert len(req) == 1 and isinstance(req[0], layer)
+    if layer is Mul:   # half to even where the quantizer rounds so: s_in / 0.25 is a multiplier exactly
+        assert req[0].act.ties == ("even" if mode == "ROUND" else "up")
     x = _x(64, 1)
     q4, want = _expected(x, s_in, mode)
     np.testing.assert_array_equal(golden.execute(graph, {"x": x})["y"], want)

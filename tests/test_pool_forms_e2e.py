@@ -121,10 +121,12 @@ def test_pools_simulate_bit_exact(name):
 def test_pool_on_its_input_grid_differs_from_onnxruntime_only_at_ties():
     """The 1-D model with the weights of seed 11: the quantizer gives the average pool its input's
     scale (the ceil-mode last window holds one position), so windows of two positions land on
-    exact ties for odd sums. The pool's integer output (golden) against onnxruntime's on the
-    quantizer's QDQ model: 15 of 480 outputs differ, each an exact tie (the int64 window sum over
-    its divisor is k + 1/2, a window of two positions) that onnxruntime's float32 rounds down and
-    the golden up."""
+    exact ties for odd sums: 31 of 480 outputs. The golden rounds them half to even (the
+    multiplier 1/2 is exact, QuantizeLinear rounds half to even); onnxruntime's float32 does not
+    see an exact tie (each dequantized value and their sum are rounded to float32) and rounds 15
+    of them down, 16 up, whatever the parity. The pool's integer output (golden) against
+    onnxruntime's on the quantizer's QDQ model: 4 differ, each an exact tie (the int64 window sum
+    over its divisor is k + 1/2) that onnxruntime rounds to the odd neighbour."""
     from onnx import TensorProto, numpy_helper
     from onnx2hw.golden.integer import execute_integer
     m = _torch_1d(seed=11)
@@ -146,10 +148,79 @@ def test_pool_on_its_input_grid_differs_from_onnxruntime_only_at_ties():
     tie = twice % (2 * div) == div                      # sum / divisor = k + 1/2 exactly
     k = twice // (2 * div)                              # floor(sum / divisor)
     differ = got != want
-    assert differ.sum() == 15 and np.all(tie[differ])
-    # onnxruntime's float32 (the rounding of each dequantized value decides, see layers/_pair_mean)
-    # gives k at each of them; the golden's exact multiplier of 1/2 rounds half up
-    assert np.array_equal(want[differ], k[differ]) and np.array_equal(got[differ], k[differ] + 1)
+    assert tie.sum() == 31 and np.count_nonzero(want[tie] == k[tie]) == 15
+    assert differ.sum() == 4 and np.all(tie[differ])
+    # the golden's exact multiplier of 1/2 rounds half to even; onnxruntime's float32 (the
+    # rounding of each dequantized value decides, see layers/_pair_mean) the other way there
+    assert np.array_equal(got[tie], k[tie] + k[tie] % 2)
+    assert np.array_equal(want[differ] + got[differ], 2 * k[differ] + 1) and np.all(want[differ] % 2 == 1)
+
+
+def _po2_pools():
+    """QDQ on power-of-two scales: ``Q -> DQ -> AveragePool 2x2 s2 (ceil mode, padding not
+    counted; 5x5 -> 3x3: divisors 4, 2 and 1) -> Q -> DQ -> AveragePool 2x2 s2 (3x3 -> 2x2: 4, 2,
+    1) -> Q -> DQ`` on the input's grid, the second pool onto a grid twice as fine."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("AveragePool", ["xd"], ["p"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+             helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["pd"]),
+             helper.make_node("AveragePool", ["pd"], ["p2"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+             helper.make_node("QuantizeLinear", ["p2", "s2", "z2"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "s2", "z2"], ["y"])]
+    consts = {"s": np.float32(2.0 ** -4), "z": np.int8(0), "s2": np.float32(2.0 ** -5), "z2": np.int8(-3)}
+    return model(nodes, ("x", ["N", 3, 5, 5]), ("y", ["N", 3, 2, 2]), consts)
+
+
+def _po2_expected(x):
+    """The model in int64 from the spec: codes ``q = clamp(round_half_even(x / s))``, each pool
+    ``round_half_even(window sum / count)`` (ceil-mode extensions not counted), the second onto
+    ``s / 2``: ``round_half_even(2 * sum / count) - 3``; returns (first pool codes, output codes)."""
+    def rne(num, den):                   # round half to even of num / den, den > 0, in integers
+        k, r = np.floor_divide(num, den), np.mod(num, den)
+        return k + ((2 * r > den) | ((2 * r == den) & (k % 2 == 1)))
+
+    def pool(q, num_scale):
+        n, c, h, w = q.shape
+        oh, ow = -(-h // 2), -(-w // 2)
+        out = np.empty((n, c, oh, ow), np.int64)
+        for i in range(oh):
+            for j in range(ow):
+                win = q[:, :, 2 * i:2 * i + 2, 2 * j:2 * j + 2]
+                out[:, :, i, j] = rne(num_scale * win.sum(axis=(2, 3)), win.shape[2] * win.shape[3])
+        return out
+    q = np.clip(np.rint(x * 16).astype(np.int64), -128, 127)     # x / 2**-4, rint: half to even
+    p = np.clip(pool(q, 1), -128, 127)
+    return p, np.clip(pool(p, 2) - 3, -128, 127)
+
+
+def test_pools_on_power_of_two_scales_round_ties_to_even_as_onnxruntime():
+    """On power-of-two scales onnxruntime's float32 is exact (small multiples of 2**-5), so its
+    QuantizeLinear sees the exact ties of sum / count and rounds them half to even; so does the
+    golden (the multipliers 1/4, 1/2, 1 and 2/4, 2/2, 2 are exact): equal on every output, and
+    to the int64 formula of the spec. Both pools' divisors vary (DivisorRequantize, ties even)."""
+    x = np.round(_data((3, 5, 5), 5) * 48) / 16                   # ties of x / s too
+    x = x.astype(np.float32)
+    m = _po2_pools()
+    p, want = _po2_expected(x.astype(np.float64))
+    design = onnx2hw.compile(m, board="ulx3s")
+    blocks = [b for s in design.pipeline.stages for b in s.blocks if b.kind == "DivisorRequantize"]
+    assert len(blocks) == 2 and all(b.params["ties"] == "even" for b in blocks)
+    got = design.golden({"x": x})["y"]
+    ort = spec_session(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(ort, (want + 3).astype(np.float32) * np.float32(2.0 ** -5))
+    np.testing.assert_array_equal(got, ort)
+    # the sample exercises ties in both pools, and half up would differ on them
+    q = np.clip(np.rint(x * 16).astype(np.int64), -128, 127)
+    ties1 = sum(int(np.count_nonzero(2 * q[:, :, a:a + 2, b:b + 2].sum(axis=(2, 3)) % 8 == 4))
+                for a in (0, 2) for b in (0, 2))
+    assert ties1 > 20
+
+
+@pytest.mark.sim
+def test_pools_on_power_of_two_scales_simulate_bit_exact():
+    x = (np.round(_data((3, 5, 5), 6) * 48) / 16).astype(np.float32)
+    onnx2hw.compile(_po2_pools(), board="ulx3s").simulate({"x": x[:8]})   # MismatchError unless exact
 
 
 

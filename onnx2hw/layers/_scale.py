@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from ..ir.errors import ModelError
 
-__all__ = ["check_scale", "ratio_to_multiplier_shift"]
+__all__ = ["check_scale", "ratio_to_multiplier_shift", "exact_ratio", "ties_for"]
 
 MULT_BITS = 31  # multiplier < 2**31 (fits a signed or unsigned 32-bit word)
 MAX_SHIFT = 62
@@ -49,3 +50,25 @@ def ratio_to_multiplier_shift(ratio, what: str = "requantization") -> tuple[np.n
         ms.append(m)
         ss.append(s)
     return np.array(ms, dtype=np.int64), np.array(ss, dtype=np.int64)
+
+
+def exact_ratio(num, den, multiplier, shift) -> bool:
+    """Whether ``|multiplier| / 2**shift`` is the real ratio ``num / den`` exactly, element by
+    element (``num``, ``den`` the float scales as the model states them, compared as rationals)."""
+    num, den, m, s = np.broadcast_arrays(np.asarray(num, np.float64), np.asarray(den, np.float64),
+                                         np.asarray(multiplier, np.int64), np.asarray(shift, np.int64))
+    return all(Fraction(float(a)) / Fraction(float(b)) == Fraction(abs(int(mi)), 1 << int(si))
+               for a, b, mi, si in zip(num.reshape(-1), den.reshape(-1), m.reshape(-1), s.reshape(-1)))
+
+
+def ties_for(num, den, multiplier, shift, half_even: bool) -> str:
+    """The ``ties`` of a requantization by ``multiplier / 2**shift`` of values on the grid ``num``
+    onto the grid ``den`` whose quantizer rounds half to even (``half_even``) or half up.
+
+    ``"even"`` where the quantizer rounds half to even and the multiplier is the scale ratio
+    exactly (:func:`exact_ratio`): then an integer tie is a real one and the real value's
+    rounding is the quantizer's, on every element. Otherwise ``"up"``: with an inexact multiplier
+    no integer tie is a real one (the real value lies on one side of it, by less than the
+    multiplier's error), so neither rule is closer to the spec and half up costs no logic.
+    """
+    return "even" if half_even and exact_ratio(num, den, multiplier, shift) else "up"

@@ -3,6 +3,9 @@
     acc = (a - za) * ma + (b - zb) * mb
     y   = clamp(zero_point + ((acc + 2**(shift-1)) >> shift), lo, hi)
 
+(ties to even instead, ``ties="even"``, where the output quantizer rounds so and both multipliers
+are the scale ratios exactly: :func:`~onnx2hw.layers._scale.ties_for`).
+
 ``ma / 2**shift`` and ``mb / 2**shift`` are the input-to-output scale ratios (the larger with
 31 bits of precision). ONNX forms: Add of two dequantized tensors (QDQ, QONNX, float for the
 post-training quantizer), com.microsoft QLinearAdd. An ONNX Add of a layer output and a
@@ -23,8 +26,8 @@ from ..rtl.stage import Block
 from .builder import (Acc, Builder, Const, QConst, QT, Target, need, node_error, quantize_output, real_view,
                         scale_input)
 from ._layout import nhwc
-from ._scale import ratio_to_multiplier_shift
-from .base import LayerKind, Lowered, Pattern
+from ._scale import ratio_to_multiplier_shift, ties_for
+from .base import LayerKind, Lowered, Pattern, ties_param
 from .canonical import Rewrite
 from .types import elem_shape
 
@@ -43,9 +46,12 @@ class Add(LayerKind):
     lo: int
     hi: int
     shift: int = 0
+    ties: str = "up"
 
     def __post_init__(self):
         super().__post_init__()
+        if self.ties not in arith.TIES:
+            raise ValueError(f"Add {self.name!r}: ties must be one of {arith.TIES!r}, not {self.ties!r}")
         object.__setattr__(self, "zero_points", tuple(int(v) for v in self.zero_points))
         object.__setattr__(self, "multipliers", tuple(int(v) for v in self.multipliers))
         for f in ("zero_point", "lo", "hi", "shift"):
@@ -66,7 +72,7 @@ class Add(LayerKind):
     def reference(self, a, b):
         (za, zb), (ma, mb) = self.zero_points, self.multipliers
         return arith.add_requantized(a, b, a_zero=za, a_mult=ma, b_zero=zb, b_mult=mb, shift=self.shift,
-                                     zero_point=self.zero_point, lo=self.lo, hi=self.hi)
+                                     zero_point=self.zero_point, lo=self.lo, hi=self.hi, ties=self.ties)
 
     def hardware_problem(self, ins):
         if self.output.dtype.bipolar:
@@ -77,7 +83,8 @@ class Add(LayerKind):
         (za, zb), (ma, mb) = self.zero_points, self.multipliers
         params = dict(a_shape=elem_shape(ins[0].dtype), b_shape=elem_shape(ins[1].dtype),
                       out_shape=elem_shape(self.output.dtype), lanes=simd, a_zero=za, a_mult=ma,
-                      b_zero=zb, b_mult=mb, shift=self.shift, zero_point=self.zero_point, lo=self.lo, hi=self.hi)
+                      b_zero=zb, b_mult=mb, shift=self.shift, zero_point=self.zero_point, lo=self.lo, hi=self.hi,
+                      **ties_param(self))
         block = Block(AddUnit, params, AddUnit.estimate(**params, family=family))
         cycles = int(np.prod(ins[0].shape)) // simd
         return Lowered((block,), cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
@@ -104,8 +111,9 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     if min(ma, mb) == 0:
         raise node_error(v.node, f"input scales {x.scale!r} and {y.scale!r} differ too much to add exactly",
                          UnsupportedError)
+    ties = ties_for([x.scale, y.scale], t.scale, [ma, mb], shift, t.half_even)
     spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
-    layer = Add(v.node.name, (x.tensor, y.tensor), spec, (x.zp, y.zp), (ma, mb), t.zp, t.lo, t.hi, shift)
+    layer = Add(v.node.name, (x.tensor, y.tensor), spec, (x.zp, y.zp), (ma, mb), t.zp, t.lo, t.hi, shift, ties)
     return b.emit(layer, v.onnx_shape, t, x.perm)
 
 

@@ -40,7 +40,8 @@ from ..rtl.stage import Block
 from .builder import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
 from ._pair_mean import pair_mean_terms
 from ._windows import as_image, axis_counts, ceil_end_pad, pad_nhwc, same_begin, spatial_out, windows
-from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, window_fill, window_problem
+from .base import (LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, ties_param, window_fill,
+                   window_problem)
 from .types import IntType, Requant, apply_act, elem_shape, int_type_for, readonly, window_out
 
 __all__ = ["AvgPool", "KIND", "PATTERNS"]
@@ -106,9 +107,9 @@ class AvgPool(LayerKind):
         if self.terms is not None or not isinstance(self.act, Requant) or not _same(self.count_acts[-1][1], self.act):
             raise self.error("divisors per position need Requant activations, the largest divisor's as act")
         for d, a in self.count_acts:
-            if not isinstance(a, Requant) or (a.zero_point, a.lo, a.hi) != (self.act.zero_point, self.act.lo,
-                                                                              self.act.hi):
-                raise self.error(f"the Requant of divisor {d} differs from act in zero point or clamp")
+            if not isinstance(a, Requant) or (a.zero_point, a.lo, a.hi, a.ties) != \
+                    (self.act.zero_point, self.act.lo, self.act.hi, self.act.ties):
+                raise self.error(f"the Requant of divisor {d} differs from act in zero point, clamp or ties")
 
     def divisors(self) -> np.ndarray | None:
         """The ``(OH, OW)`` divisor of each output (``None``: one divisor, folded into ``act``)."""
@@ -179,13 +180,13 @@ class AvgPool(LayerKind):
         params = dict(channels=channels, pe=pe, acc_bits=acc_bits, rows=tuple(rows.index(v) for v in self.counts[0]),
                       cols=tuple(cols.index(v) for v in self.counts[1]), multiplier=table("multiplier"),
                       shift=table("shift"), zero_point=self.act.zero_point, out_bits=out.bits,
-                      out_signed=out.signed, lo=self.act.lo, hi=self.act.hi)
+                      out_signed=out.signed, lo=self.act.lo, hi=self.act.hi, **ties_param(self.act))
         return Block(DivisorRequantize, params, DivisorRequantize.estimate(**params, family=family))
 
 
 def _same(a: Requant, b: Requant) -> bool:
     return isinstance(a, Requant) and np.array_equal(a.multiplier, b.multiplier) and \
-        np.array_equal(a.shift, b.shift) and (a.zero_point, a.lo, a.hi) == (b.zero_point, b.lo, b.hi)
+        np.array_equal(a.shift, b.shift) and (a.zero_point, a.lo, a.hi, a.ties) == (b.zero_point, b.lo, b.hi, b.ties)
 
 
 def _offset_block(bits: int, offset: int) -> Block:
@@ -202,15 +203,16 @@ def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads, counts=None
     (``counts``: the divisor per output row and column, ``None`` for the kernel area everywhere).
 
     A pool of one divisor is of kind ``avgpool``, its scale ``x.scale / divisor``; one whose
-    divisors vary is of kind ``avgpool_counts`` (scale ``x.scale / area``; :func:`emit` gives
-    each divisor its own requantization), which no other kind folds or thresholds."""
+    divisors vary is of kind ``avgpool_counts`` (scale ``x.scale``, the window sum's: :func:`emit`
+    gives each divisor ``d`` its own requantization, of scale ``x.scale / d`` rounded once), which
+    no other kind folds or thresholds."""
     x = b.natural(x, node)
     _, (c, h, w) = as_image(node, x.onnx_shape)
     area = kernel[0] * kernel[1]
     oh = window_out(h, kernel[0], strides[0], pads[0], pads[2])
     ow = window_out(w, kernel[1], strides[1], pads[1], pads[3])
     divs = {area} if counts is None else {r * k for r in counts[0] for k in counts[1]}
-    kind, div = ("avgpool", divs.pop()) if len(divs) == 1 else ("avgpool_counts", area)
+    kind, div = ("avgpool", divs.pop()) if len(divs) == 1 else ("avgpool_counts", 1)
     params = {"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)}
     if kind == "avgpool_counts":
         params["counts"] = counts
@@ -257,17 +259,20 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
 
 def _emit_counts(b: Builder, v: Acc, t: Target) -> QT:
     """A pool whose divisor varies: the Requant of each divisor ``d`` maps the window sum (one
-    LSB is ``v.scale * area / d``) onto ``t``; the integer bias must be the same for all."""
+    LSB is ``v.scale / d``) onto ``t``; the integer bias must be the same for all, and so must
+    the rounding of ties (half to even where any divisor's multiplier is exact and the quantizer
+    rounds so: the others' integer ties are no real ones, either rule serves them)."""
     if t.raw:
         raise node_error(v.node, "an average pool whose divisor varies with the position must be quantized",
                          UnsupportedError)
     counts = v.params["counts"]
-    area = int(np.prod(v.params["kernel"]))
     pairs, biases = [], set()
     for d in sorted({r * k for r in counts[0] for k in counts[1]}):
-        bias, act = b.requant(replace(v, scale=v.scale * (area / d)), t)
+        bias, act = b.requant(replace(v, scale=v.scale / d), t)
         pairs.append((d, act))
         biases.add(tuple(int(x) for x in bias))
+    if len({a.ties for _, a in pairs}) > 1:   # one rule for the block: an inexact multiplier's integer
+        pairs = [(d, replace(a, ties="even")) for d, a in pairs]   # ties are no real ones (ties_for)
     bias = biases.pop()
     if biases or len(set(bias)) != 1:
         raise node_error(v.node, "a bias added to an average pool whose divisor varies with the position is not "

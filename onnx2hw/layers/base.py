@@ -38,7 +38,7 @@ from .types import (IntType, Requant, TensorSpec, Thresholds, accumulator_bounds
 
 __all__ = ["LayerKind", "Lowered", "Pattern", "Linear", "FLAVOURS", "PTQ_ROLES", "FUSES", "MUL_CHOICES", "divisors",
            "check_act", "check_linear", "linear_problem", "act_blocks", "mvu_block", "linear_mul_options", "linear_mul",
-           "sum_costs", "window_fill", "check_window", "window_problem"]
+           "sum_costs", "window_fill", "check_window", "window_problem", "ties_param"]
 
 #: product styles a layer's ``mul_options`` may offer: MULT18X18D blocks or LUT/carry logic
 MUL_CHOICES = ("dsp", "lut")
@@ -241,6 +241,13 @@ def linear_problem(layer) -> str | None:
     return None
 
 
+def ties_param(act) -> dict:
+    """The ``ties`` argument of a requantizing block for ``act`` (a :class:`Requant`, or a layer
+    that requantizes: anything with ``ties``): none for round half up (the blocks' default, so
+    such a block's parameters and Verilog do not change)."""
+    return {} if act.ties == "up" else {"ties": act.ties}
+
+
 def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family: str,
                bounds=None) -> tuple[list[Block], int, bool]:
     """Blocks after an accumulator stream; returns (blocks, out_bits, out_signed).
@@ -259,7 +266,7 @@ def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family:
             m = np.full(channels, m, np.int64)
         params = dict(channels=channels, pe=pe, acc_bits=acc_bits, multiplier=m, shift=s,
                       zero_point=act.zero_point, out_bits=out.bits, out_signed=out.signed,
-                      lo=act.lo, hi=act.hi)
+                      lo=act.lo, hi=act.hi, **ties_param(act))
         if bounds is not None:
             params.update({k: np.array([int(v) for v in np.broadcast_to(np.asarray(b, dtype=object), (channels,))],
                                        dtype=np.int64) for k, b in zip(("acc_lo", "acc_hi"), bounds)})

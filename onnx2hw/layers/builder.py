@@ -73,7 +73,7 @@ from ..ir.graph import Graph, Node
 from . import graph as ig
 from . import types as it
 from ._layout import nhwc
-from ._scale import check_scale, ratio_to_multiplier_shift
+from ._scale import check_scale, ratio_to_multiplier_shift, ties_for
 
 __all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "Target", "Value", "Handler",
            "node_error", "as_tensor", "need", "opt", "scalar", "qconst", "real_view", "int_view", "zp_input", "zp_type",
@@ -192,6 +192,8 @@ class Target:
     hi: int
     #: no requantizer: the tensor is the raw accumulator (a float last layer; the host scales it)
     raw: bool = False
+    #: the quantizer rounds half to even (ONNX QuantizeLinear, QONNX ROUND), else half up
+    half_even: bool = True
 
 
 Value = QT | QConst | Const | Acc | FloatIn
@@ -338,8 +340,10 @@ class Builder:
         return replace(acc, lo_real=max(acc.lo_real, lo), hi_real=min(acc.hi_real, hi))
 
     # ---- quantizing an accumulator ---------------------------------------------------------------
-    def quantize(self, node: Node, v: Value, scale, zp, dtype: it.IntType, *, narrow=False, out_name=None) -> QT:
-        """The integer tensor ``clamp(round(v / scale) + zp)`` (emits a layer for an :class:`Acc`).
+    def quantize(self, node: Node, v: Value, scale, zp, dtype: it.IntType, *, narrow=False, out_name=None,
+                 half_even=True) -> QT:
+        """The integer tensor ``clamp(round(v / scale) + zp)`` (emits a layer for an :class:`Acc`;
+        ``half_even``: ``round`` takes ties to even, else half up).
 
         Per-channel scales (one per output channel of a layer; the zero point one for all) give a
         per-channel :class:`~onnx2hw.layers.Requant`; such a tensor can only be a model output
@@ -375,7 +379,7 @@ class Builder:
             lo, hi = los.pop(), his.pop()
             if lo > hi:
                 raise node_error(node, f"activation clamp leaves no values in [{qlo}, {qhi}]")
-            return v.emit(self, v, Target(name, s, zp, dtype, lo, hi))
+            return v.emit(self, v, Target(name, s, zp, dtype, lo, hi, half_even=half_even))
         scale = float(check_scale(sc.reshape(()), f"node {node.name!r} output"))
         if isinstance(v, FloatIn):
             return self.input_tensor(v, scale, zp, dtype, node)
@@ -392,11 +396,13 @@ class Builder:
         hi = qhi if v.hi_real == math.inf else min(qhi, _round_even(v.hi_real / scale) + zp)
         if lo > hi:
             raise node_error(node, f"activation clamp leaves no values in [{qlo}, {qhi}]")
-        return v.emit(self, v, Target(name, scale, zp, dtype, lo, hi))
+        return v.emit(self, v, Target(name, scale, zp, dtype, lo, hi, half_even=half_even))
 
     def requant(self, v: Acc, t: "Target") -> tuple[np.ndarray, it.Requant]:
         """``(integer bias, Requant)`` mapping ``v``'s accumulator onto ``t`` (its float bias rounded
-        onto the accumulator grid; one multiplier/shift when every channel shares them)."""
+        onto the accumulator grid; one multiplier/shift when every channel shares them). Ties go
+        to even where ``t``'s quantizer does so and the accumulator is the real value exactly:
+        the bias on its grid and the multiplier the scale ratio (:func:`~._scale.ties_for`)."""
         if t.raw:
             return v.bias, None
         extra = np.rint(v.bias_real / v.scale)
@@ -404,9 +410,11 @@ class Builder:
             raise node_error(v.node, "the layer's bias is not finite, or too large for any accumulator")
         bias = v.bias + extra.astype(np.int64)
         m, s = ratio_to_multiplier_shift(v.scale / t.scale, f"node {v.node.name!r} requantization")
+        on_grid = bool(np.all(extra * v.scale == v.bias_real))
+        ties = ties_for(v.scale, t.scale, m, s, t.half_even and on_grid)
         if np.all(m == m[0]) and np.all(s == s[0]):
             m, s = m[:1], s[:1]
-        return bias, it.Requant(m, s, t.zp, t.lo, t.hi)
+        return bias, it.Requant(m, s, t.zp, t.lo, t.hi, ties)
 
     def emit(self, layer, out_shape_onnx, t: "Target", perm=None) -> QT:
         """Append ``layer`` to the graph; the :class:`QT` of its output on ``t``'s grid."""

@@ -5,8 +5,8 @@
 (``indices`` may reorder, drop or repeat channels). The output keeps the input's grid and type
 (no arithmetic), unless the quantizers that alone read it put it on another grid: then it is
 requantized once, ``act(x[..., indices[j]] - zero)`` with ``act`` a per-tensor
-:class:`~onnx2hw.layers.types.Requant` of the scale ratio (31-bit multiplier, round half up,
-:func:`onnx2hw.arith.requantize`).
+:class:`~onnx2hw.layers.types.Requant` of the scale ratio (31-bit multiplier, round half up or
+half to even by ``layers._scale.ties_for``, :func:`onnx2hw.arith.requantize`).
 
 ONNX forms, on the channel axis only (axis 1 of an NCHW image ``(N, C, H, W)``, a 1-D signal
 ``(N, C, L)`` or a vector ``(N, C)``; the last axis of a channels-last view an NHWC exporter
@@ -43,7 +43,7 @@ from ..ir.graph import Node
 from ..rtl.channel_select import ChannelSelectUnit
 from ..rtl.stage import Block
 from .builder import QT, Acc, Builder, Target, node_error
-from ._scale import ratio_to_multiplier_shift
+from ._scale import ratio_to_multiplier_shift, ties_for
 from .base import LayerKind, Lowered, Pattern, act_blocks, check_act, divisors, sum_costs
 from .types import Requant, apply_act, elem_shape
 
@@ -188,7 +188,8 @@ def _emit(b: Builder, v: Acc, t: Target) -> QT:
         q = _layer(b, v.node, x, indices, index, t.name)
     else:
         m, s = ratio_to_multiplier_shift(x.scale / t.scale, f"node {v.node.name!r} requantization")
-        q = _layer(b, v.node, x, indices, index, t.name, Requant(m[:1], s[:1], t.zp, t.lo, t.hi), t.dtype)
+        act = Requant(m[:1], s[:1], t.zp, t.lo, t.hi, ties_for(x.scale, t.scale, m[:1], s[:1], t.half_even))
+        q = _layer(b, v.node, x, indices, index, t.name, act, t.dtype)
     return replace(q, scale=t.scale, zp=t.zp, dtype=t.dtype, real=False, onnx_shape=v.onnx_shape)
 
 

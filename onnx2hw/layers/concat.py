@@ -4,6 +4,8 @@ requantized onto the output grid with one rounding (:func:`onnx2hw.arith.requant
 
     y_k = clamp(zero_point + (((x_k - zeros[k]) * multipliers[k] + 2**(shifts[k]-1)) >> shifts[k]), lo, hi)
 
+(ties to even instead, ``ties="even"``, where the output quantizer rounds so and every rounding
+input's multiplier is its scale ratio exactly: :func:`~onnx2hw.layers._scale.ties_for`).
 ``multipliers[k] / 2**shifts[k]`` is the input-to-output scale ratio (31 bits of precision);
 an input already on the output grid is copied (``1 / 2**0`` with the output zero point), so
 inputs that all share the output grid are a pure interleave. ONNX forms: Concat (axis 1, the
@@ -27,8 +29,8 @@ from ..rtl.concat import ConcatUnit
 from ..rtl.stage import Block
 from .builder import Acc, Builder, QT, Target, need, node_error, quantize_output, real_view
 from ._layout import nhwc
-from ._scale import ratio_to_multiplier_shift
-from .base import LayerKind, Lowered, Pattern, divisors
+from ._scale import ratio_to_multiplier_shift, ties_for
+from .base import LayerKind, Lowered, Pattern, divisors, ties_param
 from .types import elem_shape
 
 __all__ = ["Concat", "KIND", "PATTERNS"]
@@ -48,9 +50,12 @@ class Concat(LayerKind):
     zero_point: int
     lo: int
     hi: int
+    ties: str = "up"
 
     def __post_init__(self):
         super().__post_init__()
+        if self.ties not in arith.TIES:
+            raise ValueError(f"Concat {self.name!r}: ties must be one of {arith.TIES!r}, not {self.ties!r}")
         for f in ("zeros", "multipliers", "shifts"):
             object.__setattr__(self, f, tuple(int(v) for v in getattr(self, f)))
         for f in ("zero_point", "lo", "hi"):
@@ -75,7 +80,7 @@ class Concat(LayerKind):
             raise self.error(f"clamp [{self.lo}, {self.hi}] outside output type {out.dtype}")
 
     def reference(self, *xs):
-        parts = [arith.requantize(np.asarray(x, np.int64) - z, m, s, self.zero_point, self.lo, self.hi)
+        parts = [arith.requantize(np.asarray(x, np.int64) - z, m, s, self.zero_point, self.lo, self.hi, self.ties)
                  for x, z, m, s in zip(xs, self.zeros, self.multipliers, self.shifts)]
         return np.concatenate(parts, axis=-1)
 
@@ -94,7 +99,8 @@ class Concat(LayerKind):
         params = dict(in_shapes=tuple(elem_shape(s.dtype) for s in ins), channels=tuple(s.shape[-1] for s in ins),
                       out_shape=elem_shape(self.output.dtype), lanes=simd,
                       pixels=int(np.prod(self.output.shape[:-1], dtype=np.int64)), zeros=self.zeros,
-                      mults=self.multipliers, shifts=self.shifts, zero_point=self.zero_point, lo=self.lo, hi=self.hi)
+                      mults=self.multipliers, shifts=self.shifts, zero_point=self.zero_point, lo=self.lo, hi=self.hi,
+                      **ties_param(self))
         block = Block(ConcatUnit, params, ConcatUnit.estimate(**params, family=family))
         return Lowered((block,), block.cost.cycles, self.output.dtype.bits, self.output.dtype.signed, fill=0.0)
 
@@ -153,8 +159,12 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
         zeros.append(x.zp)
         mults.append(m)
         shifts.append(s)
+    rounding = [k for k, s in enumerate(shifts) if s]     # the inputs a tie can occur in
+    ties = ties_for([v.inputs[k].scale for k in rounding], t.scale, [mults[k] for k in rounding],
+                    [shifts[k] for k in rounding], t.half_even) if rounding else "up"
     spec = b.new_tensor(t.name, nhwc(v.onnx_shape), t.dtype)
-    layer = Concat(v.node.name, tuple(x.tensor for x in v.inputs), spec, zeros, mults, shifts, t.zp, t.lo, t.hi)
+    layer = Concat(v.node.name, tuple(x.tensor for x in v.inputs), spec, zeros, mults, shifts, t.zp, t.lo, t.hi,
+                   ties)
     return b.emit(layer, v.onnx_shape, t)
 
 

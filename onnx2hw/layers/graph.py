@@ -29,8 +29,8 @@ Integer semantics
   holds ``acc`` for every input in the input type's range (:func:`accumulator_bounds`);
   partial sums may wrap in that width, the final sum is exact.
 * **Activation** ``act`` maps the accumulator to the output type:
-  :class:`Requant` -> :func:`onnx2hw.arith.requantize` (round half up; ReLU / Clip
-  are folded into its ``lo``/``hi``), :class:`Thresholds` ->
+  :class:`Requant` -> :func:`onnx2hw.arith.requantize` (round half up, or half to even:
+  ``Requant.ties``; ReLU / Clip are folded into its ``lo``/``hi``), :class:`Thresholds` ->
   :func:`onnx2hw.arith.multithreshold`, ``None`` -> the accumulator itself.
 * **MaxPool**: integer maximum over the window (padding never wins).
 * **AvgPool**: ``acc = sum(window) + bias`` (``bias = -kernel_area * input_zero_point``),

@@ -1,5 +1,5 @@
-"""Elementwise Mul, requantized onto the output grid with one rounding (round half up,
-:func:`onnx2hw.arith.requantize`), in two forms:
+"""Elementwise Mul, requantized onto the output grid with one rounding (:func:`onnx2hw.arith.requantize`:
+round half up, or half to even where the multiplier is exact, ``layers._scale.ties_for``), in two forms:
 
 * a quantized tensor times a constant (a scalar or one value per channel: a scale layer)::
 
@@ -53,8 +53,8 @@ from ..rtl.stage import Block
 from .builder import (Acc, Builder, Const, QConst, QT, Target, need, node_error, qconst, quantize_output,
                       real_view, scalar, scale_input, zp_input)
 from ._layout import nhwc
-from ._scale import ratio_to_multiplier_shift
-from .base import MUL_CHOICES, LayerKind, Lowered, Pattern, act_blocks, check_act, divisors
+from ._scale import ratio_to_multiplier_shift, ties_for
+from .base import MUL_CHOICES, LayerKind, Lowered, Pattern, act_blocks, check_act, divisors, ties_param
 from .canonical import Rewrite
 from .types import Requant, elem_shape
 
@@ -146,7 +146,8 @@ class Mul(LayerKind):
         m = a.multiplier if a.multiplier.shape[0] > 1 else int(a.multiplier[0])
         s = a.shift if a.shift.shape[0] > 1 else int(a.shift[0])
         params = dict(channels=c, pe=simd, acc_bits=bits, multiplier=m, shift=s, zero_point=a.zero_point,
-                      out_bits=self.output.dtype.bits, out_signed=self.output.dtype.signed, lo=a.lo, hi=a.hi)
+                      out_bits=self.output.dtype.bits, out_signed=self.output.dtype.signed, lo=a.lo, hi=a.hi,
+                      **ties_param(a))
         blocks = [Block(Requantize, params, Requantize.estimate(**params, family=family))]
         if self.in_zero:
             blocks.insert(0, Block(Cast, dict(bits=bits, signed=True, offset=-self.in_zero,
@@ -292,11 +293,13 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
     if np.any(nz):
         mm, ss = ratio_to_multiplier_shift(np.abs(ratio[nz]), f"node {v.node.name!r} requantization")
         m[nz], s[nz] = mm * np.sign(ratio[nz]).astype(np.int64), ss
+    ties = ties_for(np.broadcast_to(np.abs(v.scale), ratio.shape)[nz], t.scale, m[nz], s[nz],
+                    t.half_even) if np.any(nz) else "up"
     if np.all(m == m[0]) and np.all(s == s[0]):
         m, s = m[:1], s[:1]
     shape = tuple(v.onnx_shape)
     spec = b.new_tensor(t.name, (1,) * (3 - len(shape)) + shape if x.hwc else nhwc(shape), t.dtype)
-    act = Requant(m, s, t.zp, t.lo, t.hi)
+    act = Requant(m, s, t.zp, t.lo, t.hi, ties)
     if len(v.inputs) == 2:
         g = v.inputs[1]
         layer = Mul(v.node.name, (x.tensor, g.tensor), spec, x.zp, act, g.zp)

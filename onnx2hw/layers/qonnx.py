@@ -16,8 +16,9 @@ FINN's ``MultiThreshold``), under the domains ``qonnx.custom_op.general`` and
   ``round_mode(clamp(y / scale + zp))`` for every integer accumulator value, so any rounding mode
   and a float bias are exact). 5..8-bit outputs also use thresholds unless the requantization is
   exact too (a bias on the accumulator grid, HALF_UP rounding and no negative value to round);
-  wider outputs (and Add / AveragePool outputs) use a :class:`Requant` (round half up; ROUND /
-  HALF_EVEN / HALF_UP only — ties may differ by one LSB). Per-channel scales / zero points are
+  wider outputs (and Add / AveragePool outputs) use a :class:`Requant` (ROUND / HALF_EVEN /
+  HALF_UP only: half to even for ROUND / HALF_EVEN where the multiplier is the scale ratio
+  exactly, else round half up, so ties may differ by one LSB). Per-channel scales / zero points are
   taken when the quantized tensor is a model output (dequantized per channel on the host).
 * ``BipolarQuant`` (or a signed 1-bit ``Quant``) after a layer is a one-threshold bipolar
   activation (``Thresholds.bipolar``: +1 where ``y / scale >= 0``); the next layer's bipolar x
@@ -49,7 +50,7 @@ from ..ir.graph import Node
 from ..ir.load import FINN_DOMAIN, QONNX_DOMAIN
 from ..rtl.lookup import MAX_IN_BITS
 from . import conv, lookup, mul
-from ._scale import ratio_to_multiplier_shift
+from ._scale import ratio_to_multiplier_shift, ties_for
 from .builder import Acc, Builder, Const, FloatIn, QConst, QT, Target, check_only_outputs, node_error
 from .base import Pattern
 from .types import IntType, Thresholds, accumulator_bounds, int_type_for
@@ -58,6 +59,8 @@ __all__ = ["PATTERNS", "DOMAINS", "threshold_table"]
 
 DOMAINS = (QONNX_DOMAIN, FINN_DOMAIN)
 _NEAREST = ("ROUND", "HALF_EVEN", "HALF_UP")
+#: the rounding modes that take ties to even
+_HALF_EVEN = ("ROUND", "HALF_EVEN")
 
 
 def _params(b: Builder, node: Node):
@@ -285,7 +288,7 @@ def _quantize_acc(b: Builder, node: Node, v: Acc) -> QT:
     if mode not in _NEAREST:
         raise node_error(node, f"rounding_mode {mode!r} on a {bits}-bit output is only supported with thresholds "
                          f"(outputs of at most 8 bits after Gemm/MatMul/Conv/AveragePool)", UnsupportedError)
-    return replace(b.quantize(node, v, s, z, t, narrow=narrow), real=True)
+    return replace(b.quantize(node, v, s, z, t, narrow=narrow, half_even=mode in _HALF_EVEN), real=True)
 
 
 def _quantize_table(b: Builder, node: Node, v: Acc, scale: np.ndarray, zp: np.ndarray, t: IntType,
@@ -345,7 +348,8 @@ def _requantize(b: Builder, node: Node, x: QT, s: float, z: int, t: IntType, nar
     QuantReLU): ``clamp(round_mode((q - zi) * si / s + z))`` for every input code ``q``, with
     QONNX's float32 arithmetic (the golden Quant, evaluated once per code).
 
-    A Requantize (a Mul by one: ``x.scale / s`` as a 31-bit multiplier and shift, round half up)
+    A Requantize (a Mul by one: ``x.scale / s`` as a 31-bit multiplier and shift, ties as
+    :func:`~._scale.ties_for` gives them)
     where it gives that result for every input code (no tie that its rounding breaks otherwise,
     no multiplier error that crosses a rounding boundary); else the exact table (a LookupUnit,
     inputs of at most 8 bits)."""
@@ -364,16 +368,19 @@ def _requantize(b: Builder, node: Node, x: QT, s: float, z: int, t: IntType, nar
     y = np.asarray(b.evaluate(node, real, *consts)[0], np.float64)
     want = np.clip(np.rint(y / s).astype(np.int64) + z, lo, hi)
     m, sh = ratio_to_multiplier_shift(np.array([x.scale / s]), f"node {node.name!r} requantization")
-    if np.array_equal(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi), want):
+    half_even = mode in _HALF_EVEN
+    ties = ties_for(x.scale, s, m, sh, half_even)    # the ties mul.emit gives the Requantize
+    if np.array_equal(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi, ties), want):
         acc = Acc("mul", mul.emit, node, (x,), x.onnx_shape, scale=np.array([x.scale]))
     elif have.bits <= MAX_IN_BITS and not x.hwc:
         acc = Acc("lookup", lookup.emit, node, (x,), x.onnx_shape, params={"consts": consts})
     else:
-        n = int(np.count_nonzero(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi) != want))
-        raise node_error(node, f"requantizing this {have.bits}-bit tensor: a multiply-and-shift (round half up) "
-                         f"differs from rounding_mode {mode} on {n} of {codes.size} input codes, and a table takes "
-                         f"natural tensors of at most {MAX_IN_BITS} bits", UnsupportedError)
-    return replace(b.quantize(node, acc, s, z, t, narrow=narrow), real=True)
+        n = int(np.count_nonzero(arith.requantize(codes - x.zp, m[0], sh[0], z, lo, hi, ties) != want))
+        raise node_error(node, f"requantizing this {have.bits}-bit tensor: a multiply-and-shift (round "
+                         f"{'half up' if ties == 'up' else 'half to even'}) differs from rounding_mode {mode} on {n} "
+                         f"of {codes.size} input codes, and a table "
+                         f"takes natural tensors of at most {MAX_IN_BITS} bits", UnsupportedError)
+    return replace(b.quantize(node, acc, s, z, t, narrow=narrow, half_even=half_even), real=True)
 
 
 def _trunc(b: Builder, node: Node):

@@ -73,13 +73,15 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Requant:
-    """``arith.requantize`` parameters; ``multiplier``/``shift`` are ``(C,)`` or ``(1,)``."""
+    """``arith.requantize`` parameters; ``multiplier``/``shift`` are ``(C,)`` or ``(1,)``;
+    ``ties`` the rounding of an exact tie (``arith.TIES``)."""
 
     multiplier: np.ndarray
     shift: np.ndarray
     zero_point: int
     lo: int
     hi: int
+    ties: str = "up"
 
     def __post_init__(self):
         m = readonly(np.atleast_1d(self.multiplier))
@@ -92,6 +94,8 @@ class Requant:
             raise ValueError(f"Requant shift must be in 0..62, not {s.tolist()!r}")
         if self.lo > self.hi:
             raise ValueError(f"Requant lo {self.lo!r} > hi {self.hi!r}")
+        if self.ties not in arith.TIES:
+            raise ValueError(f"Requant ties must be one of {arith.TIES!r}, not {self.ties!r}")
         object.__setattr__(self, "multiplier", m)
         object.__setattr__(self, "shift", s)
         object.__setattr__(self, "zero_point", int(self.zero_point))
@@ -103,7 +107,7 @@ class Requant:
         return max(self.multiplier.shape[0], self.shift.shape[0])
 
     def __call__(self, acc) -> np.ndarray:
-        return arith.requantize(acc, self.multiplier, self.shift, self.zero_point, self.lo, self.hi)
+        return arith.requantize(acc, self.multiplier, self.shift, self.zero_point, self.lo, self.hi, self.ties)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import acc_bits
+from ..arith import TIES, acc_bits
 from . import _blockparams as _p
 from ._arith_pipe import OutputQueue, delay, queue_depth, queued
 from ._dsp import PRODUCT_LATENCY, product_dsps
@@ -20,7 +20,8 @@ __all__ = ["AddUnit"]
 class AddUnit(wiring.Component):
     """``y = clamp(zp + round((a - za)*Ma + (b - zb)*Mb, shift))`` lane by lane.
 
-    Semantics are exactly :func:`onnx2hw.arith.add_requantized` (round half up,
+    Semantics are exactly :func:`onnx2hw.arith.add_requantized` (round half up, or half to even
+    with ``ties="even"``: the rounding term ``2**(shift-1) - 1`` plus bit ``shift`` of the sum;
     one shared shift). ``a`` and ``b`` stream the same tensor layout; transfer ``t`` of ``a``
     is added to transfer ``t`` of ``b``.
 
@@ -38,6 +39,8 @@ class AddUnit(wiring.Component):
         Shared right shift, 0..62.
     lo, hi : int, optional
         Output clamp (default: the range of ``out_shape``; must lie inside it).
+    ties : str
+        ``"up"`` (round half up, default) or ``"even"`` (round half to even).
 
     Each term ``(x - zx) * Mx`` is a 2**w-entry constant table (LUTs) for inputs of at most
     4 bits, a shift for power-of-two multipliers, and otherwise one ``*`` (an 18x18 DSP per
@@ -54,11 +57,11 @@ class AddUnit(wiring.Component):
 
     def __init__(self, a_shape, b_shape, out_shape, lanes: int = 1, *, a_zero: int = 0,
                  a_mult: int = 1, b_zero: int = 0, b_mult: int = 1, shift: int = 0,
-                 zero_point: int = 0, lo: int | None = None, hi: int | None = None):
+                 zero_point: int = 0, lo: int | None = None, hi: int | None = None, ties: str = "up"):
         p = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
-                    zero_point, lo, hi)
+                    zero_point, lo, hi, ties)
         (self.a_shape, self.b_shape, self.out_shape, self.lanes, self.a_zero, self.a_mult,
-         self.b_zero, self.b_mult, self.shift, self.zero_point, self.lo, self.hi) = p
+         self.b_zero, self.b_mult, self.shift, self.zero_point, self.lo, self.hi, self.ties) = p
         super().__init__({
             "a": In(stream.Signature(_p.lanes_layout(self.a_shape, self.lanes))),
             "b": In(stream.Signature(_p.lanes_layout(self.b_shape, self.lanes))),
@@ -85,7 +88,8 @@ class AddUnit(wiring.Component):
         half = (1 << (self.shift - 1)) if self.shift else 0
         ta_lo, ta_hi = term_range(self.a_shape, self.a_zero, self.a_mult)
         tb_lo, tb_hi = term_range(self.b_shape, self.b_zero, self.b_mult)
-        y_shape = signed(acc_bits(((ta_lo + tb_lo + half) >> self.shift) + self.zero_point,
+        low_half = half - (self.ties == "even" and self.shift > 0)   # the least rounding term
+        y_shape = signed(acc_bits(((ta_lo + tb_lo + low_half) >> self.shift) + self.zero_point,
                                   ((ta_hi + tb_hi + half) >> self.shift) + self.zero_point))
         tst = n_st - 3      # term registers: 1, or PRODUCT_LATENCY beside a DSP product
         for j in range(self.lanes):
@@ -96,8 +100,13 @@ class AddUnit(wiring.Component):
             ta = registered_term(m, ra, self.a_shape, self.a_zero, self.a_mult, tst, platform, f"ta{j}")
             tb = registered_term(m, rb, self.b_shape, self.b_zero, self.b_mult, tst, platform, f"tb{j}")
             y = Signal(y_shape, name=f"y{j}")
+            total = ta + tb
+            if self.ties == "even" and self.shift:   # a tie rounds up from an odd quotient only
+                rounded = (total + (half - 1) + (total >> self.shift)[0]) >> self.shift
+            else:
+                rounded = (total + half) >> self.shift
             m.d.sync += [
-                y.eq(((ta + tb + half) >> self.shift) + self.zero_point),
+                y.eq(rounded + self.zero_point),
                 oq.data[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y))),
             ]
         # valid: the input register, the term registers, the sum
@@ -108,11 +117,11 @@ class AddUnit(wiring.Component):
     def estimate(a_shape, b_shape, out_shape, lanes: int = 1, *, a_zero: int = 0,
                  a_mult: int = 1, b_zero: int = 0, b_mult: int = 1, shift: int = 0,
                  zero_point: int = 0, lo: int | None = None, hi: int | None = None,
-                 family: str = "ecp5") -> Cost:
+                 ties: str = "up", family: str = "ecp5") -> Cost:
         """Cost without elaboration (calibrated against Yosys ``synth_ecp5``)."""
         (a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift, zero_point,
-         lo, hi) = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult,
-                           shift, zero_point, lo, hi)
+         lo, hi, ties) = _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult,
+                                 shift, zero_point, lo, hi, ties)
         family = _p.family(family)
         half = (1 << (shift - 1)) if shift else 0
         lut = ff = dsp = 0
@@ -136,6 +145,8 @@ class AddUnit(wiring.Component):
         y_w = acc_bits(((alo + blo + half) >> shift) + zero_point,
                        ((ahi + bhi + half) >> shift) + zero_point)
         lut += 3 * y_w + 2                       # rounding/zero-point adds (plus CCU2C), clamp
+        if ties == "even" and shift:
+            lut += y_w + shift                   # bit `shift` of the sum into the rounding add
         ff += y_w + out_shape.width
         st = AddUnit.stages(a_shape, a_mult, b_shape, b_mult)
         return queued(Cost(1, st, lut * lanes + 3, ff * lanes + 4, dsp * lanes, 0),
@@ -143,7 +154,7 @@ class AddUnit(wiring.Component):
 
 
 def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
-            zero_point, lo, hi):
+            zero_point, lo, hi, ties):
     a_shape = _p.elem_shape(a_shape, "a_shape")
     b_shape = _p.elem_shape(b_shape, "b_shape")
     out_shape = _p.elem_shape(out_shape, "out_shape")
@@ -163,8 +174,10 @@ def _params(a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, 
     if not olo <= lo <= hi <= ohi:
         raise ValueError(f"clamp range [{lo!r}, {hi!r}] must be non-empty and inside "
                          f"[{olo}, {ohi}] of out_shape {out_shape!r}")
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES!r}, not {ties!r}")
     return (a_shape, b_shape, out_shape, lanes, a_zero, a_mult, b_zero, b_mult, shift,
-            zero_point, lo, hi)
+            zero_point, lo, hi, ties)
 
 
 def bench_config():

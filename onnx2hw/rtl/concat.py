@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import acc_bits
+from ..arith import TIES, acc_bits
 from . import _blockparams as _p
 from ._scaled_term import input_register, shape_range, term_kind, term_of_register, term_range
 from .cost import Cost
@@ -18,8 +18,9 @@ __all__ = ["ConcatUnit", "bench_config"]
 class ConcatUnit(wiring.Component):
     """Per pixel, the channels of input 0, then of input 1, ...; input ``k`` requantized as
     ``y = clamp(zero_point + (((x - zeros[k]) * mults[k] + 2**(shifts[k]-1)) >> shifts[k]), lo, hi)``
-    (:func:`onnx2hw.arith.requantize` of ``x - zeros[k]``; round half up; no rounding term when
-    the shift is 0). An input already on the output grid (``mults[k] = 1``, ``shifts[k] = 0``,
+    (:func:`onnx2hw.arith.requantize` of ``x - zeros[k]``; round half up, or half to even with
+    ``ties="even"``: the rounding term ``2**(s-1) - 1`` plus bit ``s`` of the product; no rounding
+    term when the shift is 0). An input already on the output grid (``mults[k] = 1``, ``shifts[k] = 0``,
     ``zeros[k] = zero_point``) is copied.
 
     Parameters
@@ -38,8 +39,11 @@ class ConcatUnit(wiring.Component):
         Per input: zero point, multiplier (``|m| < 2**32``), shift (0..62).
     zero_point, lo, hi : int
         Output zero point and clamp (default: the range of ``out_shape``; must lie inside it).
+    ties : str
+        ``"up"`` (round half up, default) or ``"even"`` (round half to even).
 
-    Shifts are equalised to the largest (``m << (S - s)``, exact for round half up), so the
+    Shifts are equalised to the largest (``m << (S - s)``, exact for both rules:
+    :class:`~onnx2hw.rtl.requant.Requantize`), so the
     shift is a wire shift. A term ``(x - z) * m`` is a shift for power-of-two ``m``, a constant
     table for inputs of at most 4 bits, otherwise one ``*`` (an 18x18 DSP per lane and input).
     Latency 3 cycles (input ``x - zero`` registers, term register, clamped-output register: a
@@ -52,10 +56,10 @@ class ConcatUnit(wiring.Component):
     """
 
     def __init__(self, in_shapes, channels, out_shape, lanes: int = 1, *, pixels: int = 1, zeros, mults,
-                 shifts, zero_point: int = 0, lo: int | None = None, hi: int | None = None):
-        p = _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi)
+                 shifts, zero_point: int = 0, lo: int | None = None, hi: int | None = None, ties: str = "up"):
+        p = _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi, ties)
         (self.in_shapes, self.channels, self.out_shape, self.lanes, self.pixels, self.zeros, self.mults,
-         self.shifts, self.zero_point, self.lo, self.hi) = p
+         self.shifts, self.zero_point, self.lo, self.hi, self.ties) = p
         self.max_shift = max(self.shifts)
         self.m_norm = tuple(m << (self.max_shift - s) for m, s in zip(self.mults, self.shifts))
         ports = {f"i{k}": In(stream.Signature(_p.lanes_layout(s, self.lanes))) for k, s in enumerate(self.in_shapes)}
@@ -91,7 +95,8 @@ class ConcatUnit(wiring.Component):
         ranges = [term_range(s, z, mm) for s, z, mm in zip(self.in_shapes, self.zeros, self.m_norm)]
         t_shape = signed(acc_bits(min(r[0] for r in ranges), max(r[1] for r in ranges)))
         half = (1 << (self.max_shift - 1)) if self.max_shift else 0
-        y_lo = ((min(r[0] for r in ranges) + half) >> self.max_shift) + self.zero_point
+        low_half = half - (self.ties == "even" and self.max_shift > 0)   # the least rounding term
+        y_lo = ((min(r[0] for r in ranges) + low_half) >> self.max_shift) + self.zero_point
         y_hi = ((max(r[1] for r in ranges) + half) >> self.max_shift) + self.zero_point
         y_shape = signed(acc_bits(min(y_lo, 0), max(y_hi, 0)))
         v0, v1 = Signal(), Signal()
@@ -106,7 +111,11 @@ class ConcatUnit(wiring.Component):
             for k in range(n - 2, -1, -1):
                 chosen = Mux(sel0 == k, terms[k], chosen)
             y = Signal(y_shape, name=f"y{j}")
-            m.d.comb += y.eq(((t1 + half) >> self.max_shift) + self.zero_point)
+            if self.ties == "even" and self.max_shift:   # a tie rounds up from an odd quotient only
+                rounded = (t1 + (half - 1) + (t1 >> self.max_shift)[0]) >> self.max_shift
+            else:
+                rounded = (t1 + half) >> self.max_shift
+            m.d.comb += y.eq(rounded + self.zero_point)
             with m.If(en):
                 m.d.sync += [t1.eq(chosen),
                              self.o.payload[j].eq(Mux(y < self.lo, self.lo, Mux(y > self.hi, self.hi, y)))]
@@ -116,13 +125,15 @@ class ConcatUnit(wiring.Component):
 
     @staticmethod
     def estimate(in_shapes, channels, out_shape, lanes: int = 1, *, pixels: int = 1, zeros, mults, shifts,
-                 zero_point: int = 0, lo: int | None = None, hi: int | None = None, family: str = "ecp5") -> Cost:
+                 zero_point: int = 0, lo: int | None = None, hi: int | None = None, ties: str = "up",
+                 family: str = "ecp5") -> Cost:
         """Cost without elaboration (fitted to Yosys ``synth_ecp5``): per lane, the rounding add and
         clamp (about ``out_width + 2`` LUTs) and 4 LUTs of glue per product; a product of an
         ``m``-bit multiplier (its trailing zeros are free) takes ``ceil(m / 18)`` 18x18 DSPs per 18
         input bits; cycles = output transfers per inference."""
         (in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo,
-         hi) = _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi)
+         hi, ties) = _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi,
+                             ties)
         _p.family(family)
         s_max = max(shifts)
         norm = [mm << (s_max - s) for mm, s in zip(mults, shifts)]
@@ -137,13 +148,14 @@ class ConcatUnit(wiring.Component):
                 products += 1
             elif kind == "table":
                 table += t_w
-        lut = lanes * (out_shape.width + 2 + 4 * products + table) + 4 * len(in_shapes)
+        even = ties == "even" and s_max > 0       # bit S of the term into the rounding add
+        lut = lanes * (out_shape.width + 2 + 4 * products + table + even * t_w) + 4 * len(in_shapes)
         ff = lanes * (out_shape.width + (4 if products else t_w) + sum(s.width + 1 for s in in_shapes)) + 6
         cycles = pixels * sum(channels) // lanes
         return Cost(cycles, 3, lut, ff, dsp * lanes, 0)
 
 
-def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi):
+def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi, ties):
     in_shapes = tuple(_p.elem_shape(s, "in_shapes entry") for s in in_shapes)
     if len(in_shapes) < 2:
         raise ValueError(f"in_shapes must name two or more inputs, not {len(in_shapes)!r}")
@@ -172,7 +184,9 @@ def _params(in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts,
     if not olo <= lo <= hi <= ohi:
         raise ValueError(f"clamp range [{lo!r}, {hi!r}] must be non-empty and inside [{olo}, {ohi}] of "
                          f"out_shape {out_shape!r}")
-    return in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {TIES!r}, not {ties!r}")
+    return in_shapes, channels, out_shape, lanes, pixels, zeros, mults, shifts, zero_point, lo, hi, ties
 
 
 def bench_config():

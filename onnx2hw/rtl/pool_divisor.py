@@ -48,21 +48,23 @@ def _table(name, value, r: int, k: int, channels: int) -> np.ndarray:
 class DivisorRequantize(Requantize):
     """Requantization of an NHWC pixel stream with one multiplier and shift per divisor class.
 
-    ``y = clamp(zp + ((acc * M + 2**(s-1)) >> s), lo, hi)`` (:func:`onnx2hw.arith.requantize`)
-    with ``M = multiplier[rows[i], cols[j]]`` (and ``shift`` alike; per channel when the tables
-    have a channel axis) for the pixels of output row ``i``, column ``j``.
+    ``y = clamp(zp + ((acc * M + 2**(s-1)) >> s), lo, hi)`` (:func:`onnx2hw.arith.requantize`;
+    ``ties="even"``: round half to even) with ``M = multiplier[rows[i], cols[j]]`` (and
+    ``shift`` alike; per channel when the tables have a channel axis) for the pixels of output
+    row ``i``, column ``j``.
 
     A column and a row counter advance as a pixel's last transfer is taken and keep the class
     pair of the pixel being taken in registers (the class of the next column is looked up from
     the current column, so a register feeds each lookup). The pair (and, with per-channel
     tables, the fold counter) addresses a table of normalised multipliers ``M << (S - s)``
-    (``S`` the largest shift, a fixed wire shift after the product: exact for round half up),
+    (``S`` the largest shift, a fixed wire shift after the product: exact for both rules, see
+    :class:`Requantize`),
     read as the transfer is taken: the multiplier reaches the product's operand register beside
     the registered input word, as the per-channel parameters of :class:`Requantize` do.
 
     Parameters
     ----------
-    channels, pe, acc_bits, out_bits, out_signed, lo, hi
+    channels, pe, acc_bits, out_bits, out_signed, lo, hi, ties
         As :class:`Requantize`.
     rows, cols : sequence of int
         Class index of each output row (``0..R-1``) and column (``0..K-1``), ``R = max(rows) + 1``.
@@ -86,7 +88,7 @@ class DivisorRequantize(Requantize):
     """
 
     def __init__(self, *, channels, pe=1, acc_bits, rows, cols, multiplier, shift, zero_point=0,
-                 out_bits, out_signed, lo=None, hi=None):
+                 out_bits, out_signed, lo=None, hi=None, ties="up"):
         rows, cols = _classes("rows", rows), _classes("cols", cols)
         nr, nk = max(rows) + 1, max(cols) + 1
         if not isinstance(channels, int) or isinstance(channels, bool) or channels < 1:
@@ -101,7 +103,7 @@ class DivisorRequantize(Requantize):
             raise ValueError(f"zero_point must be one int, not {zero_point!r}")
         super().__init__(channels=channels, pe=pe, acc_bits=acc_bits, multiplier=int(m.flat[0]),
                          shift=int(s.flat[0]), zero_point=zero_point, out_bits=out_bits,
-                         out_signed=out_signed, lo=lo, hi=hi)
+                         out_signed=out_signed, lo=lo, hi=hi, ties=ties)
         self.rows, self.cols = rows, cols
         self.table_multiplier, self.table_shift = m, s
         #: the multipliers vary by channel too (the table is addressed by the fold as well)

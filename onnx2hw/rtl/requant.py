@@ -1,4 +1,5 @@
-"""Requantization: exact multiply-and-shift with round half up (``onnx2hw.arith.requantize``)."""
+"""Requantization: exact multiply-and-shift, ties rounded half up or half to even
+(``onnx2hw.arith.requantize``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,11 +42,15 @@ class Requantize(wiring.Component):
     """Per-tensor or per-channel requantization of a channel-folded stream.
 
     ``y = clamp(zp + ((acc * M + 2**(s-1)) >> s), lo, hi)`` (``s = 0``: no rounding term), exactly
-    as :func:`onnx2hw.arith.requantize`. Channel ``c`` of a pixel is lane ``c % pe`` of
-    transfer ``c // pe``; per-channel parameters live in a ROM addressed by the fold counter.
+    as :func:`onnx2hw.arith.requantize`; with ``ties="even"`` the rounding term is
+    ``2**(s-1) - 1 + bit s of acc * M`` (round half to even). Channel ``c`` of a pixel is lane
+    ``c % pe`` of transfer ``c // pe``; per-channel parameters live in a ROM addressed by the fold
+    counter.
 
     **Wide form** (default). Per-channel shifts are equalised to the largest shift ``S`` by using
-    ``M << (S - s)``, which is exact for round half up, so the shift is a fixed wire shift.
+    ``M << (S - s)``, so the shift is a fixed wire shift. That is exact for both rules: the
+    product gains ``d = S - s`` zero bits, bit ``S`` of it is bit ``s`` of ``acc * M``, and
+    ``((N << d) - 1) >> S == (N - 1) >> s`` for every integer ``N``.
     Products are split into signed 18×18 pieces (one ECP5 ``MULT18X18D`` each), registered in
     and out, and summed in a pipeline: 1 to 4 DSPs per lane for 32-bit multipliers.
 
@@ -57,7 +62,8 @@ class Requantize(wiring.Component):
     most two signed digits), a bias carrying the rounding and zero point is added, and the sum is
     shifted and clamped. :func:`narrow_plan` checks at construction that this equals the spec
     at every reachable accumulator (see its docstring for the argument); if no such form exists
-    the wide form is used. ``self.plan`` is the
+    the wide form is used (as for half to even with ties in reach of ``acc / 4``: its runs of
+    equal outputs are 3 and 5 long, a floor of a line's differ by at most one). ``self.plan`` is the
     :class:`~onnx2hw.rtl.requant_plan.NarrowPlan` or ``None``.
 
     Parameters
@@ -72,6 +78,8 @@ class Requantize(wiring.Component):
         Output lane shape.
     lo, hi : int, optional
         Clamp bounds (default: the output range); must lie within the output range.
+    ties : str
+        ``"up"`` (round half up, default) or ``"even"`` (round half to even).
     acc_lo, acc_hi : int or int array of shape (channels,), optional
         Exact reachable accumulator range per channel (both or neither). The narrow form is
         exact only for accumulators in this range.
@@ -90,7 +98,7 @@ class Requantize(wiring.Component):
     """
 
     def __init__(self, *, channels, pe=1, acc_bits, multiplier, shift, zero_point=0,
-                 out_bits, out_signed, lo=None, hi=None, acc_lo=None, acc_hi=None):
+                 out_bits, out_signed, lo=None, hi=None, ties="up", acc_lo=None, acc_hi=None):
         if not isinstance(channels, int) or isinstance(channels, bool) or channels < 1:
             raise ValueError(f"channels must be a positive int, not {channels!r}")
         if not isinstance(pe, int) or isinstance(pe, bool) or pe < 1 or channels % pe:
@@ -116,6 +124,9 @@ class Requantize(wiring.Component):
             raise ValueError(f"lo must not exceed hi, not lo={lo!r}, hi={hi!r}")
         if np.any(np.abs(z_arr) >= (1 << 40)):
             raise ValueError(f"zero_point out of range: {zero_point!r}")
+        if ties not in arith.TIES:
+            raise ValueError(f"ties must be one of {arith.TIES!r}, not {ties!r}")
+        self.ties = ties
         self.channels, self.pe, self.acc_bits = channels, pe, acc_bits
         self.multiplier, self.shift, self.zero_point = m_arr, s_arr, z_arr
         self.per_tensor = m_scalar and s_scalar and z_scalar
@@ -134,7 +145,7 @@ class Requantize(wiring.Component):
             if np.any(alo > ahi) or np.any(alo < amin) or np.any(ahi > amax):
                 raise ValueError(f"acc_lo..acc_hi must be non-empty ranges within {acc_bits}-bit "
                                  f"signed, not {acc_lo!r}..{acc_hi!r}")
-            self.plan = narrow_plan(m_arr, s_arr, z_arr, self.lo, self.hi, alo, ahi)
+            self.plan = narrow_plan(m_arr, s_arr, z_arr, self.lo, self.hi, alo, ahi, ties)
         out_shape = Shape(out_bits, out_signed)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(signed(acc_bits), pe))),
@@ -362,7 +373,12 @@ class Requantize(wiring.Component):
         s = self.max_shift
         outs = []
         for p in range(self.pe):
-            rounded = (prods[p] + (1 << (s - 1))) >> s if s else prods[p]
+            if not s:
+                rounded = prods[p]
+            elif self.ties == "even":   # 2**(s-1) - 1 + bit s: a tie rounds up from an odd quotient
+                rounded = (prods[p] + ((1 << (s - 1)) - 1) + (prods[p] >> s)[0]) >> s
+            else:
+                rounded = (prods[p] + (1 << (s - 1))) >> s
             r = Signal(rounded.shape(), name=f"rnd{p}")
             z = Signal(zd[p].shape(), name=f"zp_r{p}")
             t = Signal(signed(max(rounded.shape().width, self.z_width) + 2), name=f"sum{p}")
@@ -432,8 +448,11 @@ class Requantize(wiring.Component):
         rw = max(pw - self.max_shift, 1) + 2
         # LUT4 equivalents (a CCU2C carry cell counts 2), fitted to Yosys synth_ecp5 stat:
         # partial-product adders, rounding add (half of it constant), zero-point add and the
-        # clamp compares, output mux
-        lane = (pieces - 1) * pw + pw / 2 + 2 * rw + 2 * self.out_bits
+        # clamp compares, output mux; round half to even adds bit s of the product to the
+        # rounding add, 12 to 20 LUT4 and about 32 FF per lane in the configurations of
+        # tests/test_rtl_requant_ties.py
+        even = self.ties == "even" and self.max_shift > 0
+        lane = (pieces - 1) * pw + pw / 2 + 2 * rw + 2 * self.out_bits + 16 * even
         lut = pe * lane + pe * ab + 20
         ebr = 0
         if not (self.per_tensor or nf == 1):
@@ -443,7 +462,7 @@ class Requantize(wiring.Component):
             else:
                 ebr = -(-width // 36) * -(-nf // 512)
         ff = pe * (2 * ab + mw + pieces * 36 + (pieces > 1) * pw + rw * 2 + zw * 4
-                   + self.out_bits) + 20
+                   + self.out_bits + 32 * even) + 20
         if family == "ice40":
             lut *= 1.1
         return queued(Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),

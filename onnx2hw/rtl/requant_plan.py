@@ -93,11 +93,14 @@ def _naf_digits(v: int) -> tuple:
     return tuple(out)
 
 
-def _edges(m: int, s: int, z: int, lo: int, hi: int) -> tuple[int, int]:
+def _edges(m: int, s: int, z: int, lo: int, hi: int, ties: str = "up") -> tuple[int, int]:
     """``(CL, CH)``: the spec's output is constant for ``acc <= CL`` and for ``acc >= CH``."""
     h = (1 << (s - 1)) if s else 0
     x_lo = ((lo - z + 1) << s) - h - 1    # zp + q(acc) <= lo  <=>  acc * m <= x_lo
     x_hi = ((hi - z) << s) - h            # zp + q(acc) >= hi  <=>  acc * m >= x_hi
+    if ties == "even" and s:    # a tie goes to its even neighbour: the one above lo - z down to it
+        x_lo += (lo - z + 1) & 1    # if lo - z is even, the one below hi - z up to it only if hi - z is
+        x_hi += (hi - z) & 1
     if m > 0:
         return x_lo // m, -(-x_hi // m)
     return x_hi // m, -(-x_lo // m)
@@ -196,20 +199,21 @@ def _encode(m1: int, m2: int, single: bool):
 
 @functools.lru_cache(maxsize=256)
 def _narrow_plan_cached(key):
-    m, s, z, lo, hi, acc_lo, acc_hi = key
+    m, s, z, lo, hi, acc_lo, acc_hi, ties = key
     return _search(np.array(m, dtype=np.int64), np.array(s, dtype=np.int64), np.array(z, dtype=np.int64),
-                   lo, hi, [int(v) for v in acc_lo], [int(v) for v in acc_hi])
+                   lo, hi, [int(v) for v in acc_lo], [int(v) for v in acc_hi], ties)
 
 
-def narrow_plan(multiplier, shift, zero_point, lo, hi, acc_lo, acc_hi):
-    """A :class:`NarrowPlan` equal to ``arith.requantize(acc, M, s, zp, lo, hi)`` for every
+def narrow_plan(multiplier, shift, zero_point, lo, hi, acc_lo, acc_hi, ties="up"):
+    """A :class:`NarrowPlan` equal to ``arith.requantize(acc, M, s, zp, lo, hi, ties)`` for every
     integer ``acc`` of channel ``c`` in ``[acc_lo[c], acc_hi[c]]``, or ``None``.
 
     Per-channel arrays of equal length (``multiplier``, ``shift``, ``zero_point``, ``acc_lo``,
     ``acc_hi``). The argument:
 
-    1. The spec ``f(acc) = clamp(zp + ((acc*M + h) >> s), lo, hi)`` is monotone in ``acc``
-       (floor and clamp are), so it is constant (saturated) on ``acc <= CL`` and on ``acc >= CH``,
+    1. The spec ``f(acc) = clamp(zp + ((acc*M + h) >> s), lo, hi)`` (half to even: ``h`` is
+       ``2**(s-1) - 1`` plus bit ``s`` of ``acc*M``) is monotone in ``acc`` (rounding to the
+       nearest, floor and clamp are), so it is constant (saturated) on ``acc <= CL`` and on ``acc >= CH``,
        with ``CL``, ``CH`` the last / first saturated accumulators (:func:`_edges`, exact integer
        division). Hence ``f(acc) == f(clamp(acc, CL, CH))``, and the unsaturated window
        ``[CL, CH]`` is about ``(hi - lo) * 2**s / |M|`` wide whatever the accumulator width.
@@ -238,7 +242,7 @@ def narrow_plan(multiplier, shift, zero_point, lo, hi, acc_lo, acc_hi):
     """
     key = tuple(tuple(int(v) for v in np.asarray(x).reshape(-1))
                 for x in (multiplier, shift, zero_point)) + (int(lo), int(hi)) + \
-        tuple(tuple(int(v) for v in np.asarray(x).reshape(-1)) for x in (acc_lo, acc_hi))
+        tuple(tuple(int(v) for v in np.asarray(x).reshape(-1)) for x in (acc_lo, acc_hi)) + (ties,)
     return _narrow_plan_cached(key)
 
 
@@ -265,13 +269,13 @@ def _group_search(a_pts, o_pts, mk, sk, lo, hi, out_max, a_max, single):
     return best
 
 
-def _search(m, s, z, lo, hi, acc_lo, acc_hi):
+def _search(m, s, z, lo, hi, acc_lo, acc_hi, ties):
     """The plan of :func:`narrow_plan`, uncached: ``m``, ``s``, ``z`` int64 arrays, ``acc_lo``,
     ``acc_hi`` lists of ints, one per channel."""
     c = len(m)
     if lo >= hi or np.any(m == 0) or any(a > b for a, b in zip(acc_lo, acc_hi)):
         return None
-    edges = [_edges(int(m[k]), int(s[k]), int(z[k]), lo, hi) for k in range(c)]
+    edges = [_edges(int(m[k]), int(s[k]), int(z[k]), lo, hi, ties) for k in range(c)]
     img = [(min(max(acc_lo[k], cl), ch), min(max(acc_hi[k], cl), ch)) for k, (cl, ch) in enumerate(edges)]
     pl, ph = min(v[0] for v in img), max(v[1] for v in img)
     offset = 0
@@ -295,7 +299,7 @@ def _search(m, s, z, lo, hi, acc_lo, acc_hi):
     checks = []
     for (mk, sk, zk), (j0, j1, chans) in groups.items():
         a = np.arange(j0, j1 + 1, dtype=np.int64)
-        out = arith.requantize(a, mk, sk, zk, lo, hi)
+        out = arith.requantize(a, mk, sk, zk, lo, hi, ties)
         change = np.flatnonzero(np.diff(out))
         idx = np.unique(np.concatenate([[0, len(a) - 1], change, change + 1]))
         ca, co = a[idx] - offset, out[idx]
