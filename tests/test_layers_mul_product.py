@@ -1,5 +1,5 @@
 """Mul of two quantized tensors: squeeze-and-excitation gating (a per-channel gate broadcast over
-the pixels), SiLU ``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
+the pixels), spatial gating (a per-pixel gate broadcast over the channels), SiLU ``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
 branches, int8 and uint8 operands. Truth: onnxruntime's spec-exact session on the QDQ graphs (within one
 output step where the float32 product and the 31-bit multiplier round differently; counted),
 the int64 formula written here for the node's reference, the spec's QLinearMul formula for the
@@ -56,6 +56,11 @@ def _model(kind, a="u8", gate="u8", out="s8"):
         nodes.append(helper.make_node("Conv", [hd, _weights(nodes, inits, "w2", W2)], ["e"], name="fc2"))
         _, ed = qdq(nodes, inits, "e", "eq", 0.03, 0, np.int8)
         nodes.append(helper.make_node("HardSigmoid", [ed], ["g"], name="hsig", alpha=1 / 6, beta=0.5))
+    elif kind in ("spatial", "spatial_rev"):   # sigmoid of a one-channel conv of x: a per-pixel gate
+        nodes.append(helper.make_node("Conv", [xd, _weights(nodes, inits, "w3", W3[:1])], ["c1"], name="conv",
+                                      pads=[1, 1, 1, 1]))
+        _, cd = qdq(nodes, inits, "c1", "c1q", 0.05, 0, np.int8)
+        nodes.append(helper.make_node("Sigmoid", [cd], ["g"], name="sigmoid"))
     elif kind in ("branches", "conv"):   # tanh(x) times maxpool(x), or conv(x) times x
         if kind == "branches":
             nodes.append(helper.make_node("MaxPool", [xd], ["mp"], name="pool", kernel_shape=[3, 3],
@@ -68,7 +73,8 @@ def _model(kind, a="u8", gate="u8", out="s8"):
                                           pads=[1, 1, 1, 1]))
             gscale, gzp = 0.05, (128 if gt == np.uint8 else 0)
     _, gd = qdq(nodes, inits, "g", "gq", gscale, gzp, gt)
-    nodes.append(helper.make_node("Mul", [xd, gd] if kind != "conv" else [gd, xd], ["m"], name="mul"))
+    nodes.append(helper.make_node("Mul", [xd, gd] if kind not in ("conv", "spatial_rev") else [gd, xd], ["m"],
+                                  name="mul"))
     ot, oz = TYPES[out]
     _, yd = qdq(nodes, inits, "m", "y", 0.06 if kind == "conv" else 0.012, oz, ot)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
@@ -91,11 +97,12 @@ def _compare(m, n=48):
     return ig
 
 
-@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid", "branches"])
+@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid", "branches", "spatial", "spatial_rev"])
 @pytest.mark.parametrize("a,gate,out", [("u8", "u8", "s8"), ("s8", "s8", "u8"), ("u8", "s8", "u8"),
                                         ("s8", "u8", "s8")])
 def test_product_matches_onnxruntime(kind, a, gate, out):
-    """A product layer (SE: a per-channel gate); ``x * f(x)`` with ``f`` a table of ``x``: one
+    """A product layer (SE: a per-channel gate; spatial: a per-pixel gate, either operand order);
+    ``x * f(x)`` with ``f`` a table of ``x``: one
     table of ``x`` (the Lookup of ``f`` composed with the product)."""
     ig = _compare(_model(kind, a, gate, out))
     mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
@@ -105,8 +112,11 @@ def test_product_matches_onnxruntime(kind, a, gate, out):
         return
     assert len(mul) == 1 and mul[0].product
     specs = ig.specs()
-    g = mul[0].gate([specs[t] for t in mul[0].inputs])
-    assert g == (SHAPE[0] if kind == "se" else None)
+    ins = [specs[t] for t in mul[0].inputs]
+    assert mul[0].gate(ins) == (SHAPE[0] if kind == "se" else None)
+    assert mul[0].pixel_gate(ins) == kind.startswith("spatial")
+    if kind.startswith("spatial"):
+        assert ins[0].name == "x" and ins[1].shape == SHAPE[1:] + (1,)
 
 
 def test_function_read_elsewhere_stays_beside_the_table():
@@ -127,7 +137,7 @@ def test_function_read_elsewhere_stays_beside_the_table():
     assert_hardware_is_golden(compile_pipeline(ig), 2)
 
 
-@pytest.mark.parametrize("kind", ["se", "branches", "conv"])
+@pytest.mark.parametrize("kind", ["se", "branches", "conv", "spatial", "spatial_rev"])
 def test_product_hardware_is_bit_exact(kind):
     ig = to_integer_graph(load(_model(kind)))
     p = compile_pipeline(ig)
@@ -143,6 +153,34 @@ def test_product_hardware_with_lanes_is_bit_exact(mul):
     stage = next(s for s in p.stages if s.layer == "mul")
     assert stage.in_lanes == (2, 2) and stage.mul == mul and stage.blocks[0].cost.dsp == (2 if mul == "dsp" else 0)
     assert_hardware_is_golden(p, 3, input_seed=5, seed=7)
+
+
+@pytest.mark.parametrize("mul,lanes", [("dsp", 2), ("lut", 4)])
+def test_pixel_gate_hardware_with_lanes_is_bit_exact(mul, lanes):
+    """``a`` in ``lanes`` lanes, the per-pixel gate in one lane (a width converter in front)."""
+    ig = to_integer_graph(load(_model("spatial_rev", "s8", "u8", "s8")))
+    p = compile_pipeline(ig, folding={"mul": (lanes, lanes, mul)})
+    stage = next(s for s in p.stages if s.layer == "mul")
+    assert stage.in_lanes == (lanes, 1) and stage.blocks[0].params["pixel_channels"] == SHAPE[0]
+    assert stage.cycles == int(np.prod(SHAPE)) // lanes
+    assert_hardware_is_golden(p, 3, input_seed=5, seed=7)
+
+
+def test_pixel_gate_reference_is_the_integer_formula():
+    """(a - za) * (g - zg), the gate of each pixel broadcast over its channels, requantized half up."""
+    m, s = 1395864371, 40
+    layer = Mul("m", ("a", "g"), TensorSpec("y", (2, 3, 4), IntType(8, True)), 128, Requant([m], [s], -3, -128, 127),
+                other_zero=5)
+    ins = [TensorSpec("a", (2, 3, 4), IntType(8, False)), TensorSpec("g", (2, 3, 1), IntType(8, False))]
+    layer.validate(ins)
+    assert layer.pixel_gate(ins) and layer.gate(ins) is None
+    rng = np.random.default_rng(2)
+    a, g = rng.integers(0, 256, (5, 2, 3, 4)), rng.integers(0, 256, (5, 2, 3, 1))
+    want = np.empty(a.shape, np.int64)
+    for idx in np.ndindex(a.shape):
+        p = (int(a[idx]) - 128) * (int(g[idx[:3] + (0,)]) - 5)
+        want[idx] = min(max(-3 + ((p * m + (1 << (s - 1))) >> s), -128), 127)
+    np.testing.assert_array_equal(layer.reference(a, g), want)
 
 
 def test_reference_is_the_integer_formula():
@@ -181,7 +219,7 @@ def test_broadcast_within_a_channel_is_refused():
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
     m = qdq_model(nodes, inits, SHAPE, "out", SHAPE)
     with pytest.raises(UnsupportedError, match=r"node 'mul' \(Mul\): Mul broadcasting \(4, 5, 1\) over "
-                       r"\(4, 5, 6\) \(only one value per channel or per image"):
+                       r"\(4, 5, 6\) \(only one value per channel, per pixel or per image"):
         to_integer_graph(load(m))
 
 
