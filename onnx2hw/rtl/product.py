@@ -33,7 +33,7 @@ class ProductUnit(wiring.Component):
 
     Three ways to pair the operands:
 
-    * lockstep (``gate_channels=None``): ``a`` and ``b`` stream the same tensor layout;
+    * lockstep (neither gate): ``a`` and ``b`` stream the same tensor layout;
       transfer ``t`` of ``a`` is multiplied by transfer ``t`` of ``b``. They transfer together
       (``a.ready = ok & b.valid``, ``b.ready = ok & a.valid``).
     * broadcast gate (``gate_channels=C``): per image, ``b`` first carries the ``C`` gate values
@@ -55,11 +55,11 @@ class ProductUnit(wiring.Component):
     a_shape, b_shape : ShapeLike
         Lane shapes of ``a`` and ``b``.
     lanes : int
-        Lanes per transfer on all three ports (divides ``gate_channels``).
+        Lanes per transfer on ``a`` and ``o``, and on ``b`` but of a pixel gate (one lane).
     a_zero, b_zero : int
         Zero points subtracted before the product.
     gate_channels : int or None
-        ``None``: lockstep (or a pixel gate); else the broadcast gate's channel count.
+        A broadcast gate's channel count (divisible by ``lanes``).
     pixel_channels : int or None
         A pixel gate's channel count of ``a`` (divisible by ``lanes``); excludes ``gate_channels``.
     pixels : int
@@ -70,11 +70,12 @@ class ProductUnit(wiring.Component):
 
     Output lanes are ``signed`` of the narrowest width holding :func:`product_range`.
 
-    Timing: initiation interval 1 (one ``a`` transfer per cycle once the gate is loaded; the
-    gate costs ``C / lanes`` cycles per image; a pixel gate costs nothing beside ``a``). Latency :meth:`stages` cycles (input register
-    with the gate memory's read, for a gate a second register that is the only load of the
-    memory's read data (a block RAM's output register, ``rtl.ram_outreg``), the product, the
-    output register) plus the output queue's 2.
+    Timing: initiation interval 1 (one ``a`` transfer per cycle; a broadcast gate costs
+    ``C / lanes`` load cycles per image, a pixel gate none: its ``b`` streams beside ``a``).
+    Latency :meth:`stages` cycles (input register with the gate memory's read, for a broadcast
+    gate a second register that is the only load of the memory's read data (a block RAM's
+    output register, ``rtl.ram_outreg``), the product, the output register) plus the output
+    queue's 2; a pixel gate has the lockstep latency.
     The datapath runs free: an ``a`` transfer is taken only while the output queue has a credit
     (``_arith_pipe.OutputQueue``), ``o`` comes from the queue's registers, so ``valid`` never
     depends on ``ready`` and a payload holds until it is taken.
