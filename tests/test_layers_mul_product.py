@@ -1,5 +1,6 @@
 """Mul of two quantized tensors: squeeze-and-excitation gating (a per-channel gate broadcast over
-the pixels), spatial gating (a per-pixel gate broadcast over the channels), SiLU ``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
+the pixels), spatial gating (a per-pixel gate broadcast over the channels), SiLU
+``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
 branches, int8 and uint8 operands. Truth: onnxruntime's spec-exact session on the QDQ graphs (within one
 output step where the float32 product and the 31-bit multiplier round differently; counted),
 the int64 formula written here for the node's reference, the spec's QLinearMul formula for the
