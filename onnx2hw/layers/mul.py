@@ -111,7 +111,7 @@ class Mul(LayerKind):
             g = self.gate(ins)
             if g is not None and (g not in (1, out[-1]) or ins[1].shape[-1] != g):
                 raise self.error(f"input {ins[1].shape!r} is neither of the output's shape {out!r} nor one value per "
-                                 f"channel or per image")
+                                 f"channel, per pixel or per image")
         check_act(self, self.act, out[-1], self.output)
 
     def reference(self, x, y=None):
