@@ -1,5 +1,6 @@
 """Mul of two quantized tensors: squeeze-and-excitation gating (a per-channel gate broadcast over
-the pixels), SiLU ``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
+the pixels), spatial gating (a per-pixel gate broadcast over the channels), SiLU
+``x * sigmoid(x)`` and ``x * hardsigmoid(x)`` (one table), the product of two
 branches, int8 and uint8 operands. Truth: onnxruntime's spec-exact session on the QDQ graphs (within one
 output step where the float32 product and the 31-bit multiplier round differently; counted),
 the int64 formula written here for the node's reference, the spec's QLinearMul formula for the
@@ -56,6 +57,11 @@ def _model(kind, a="u8", gate="u8", out="s8"):
         nodes.append(helper.make_node("Conv", [hd, _weights(nodes, inits, "w2", W2)], ["e"], name="fc2"))
         _, ed = qdq(nodes, inits, "e", "eq", 0.03, 0, np.int8)
         nodes.append(helper.make_node("HardSigmoid", [ed], ["g"], name="hsig", alpha=1 / 6, beta=0.5))
+    elif kind in ("spatial", "spatial_rev"):   # sigmoid of a one-channel conv of x: a per-pixel gate
+        nodes.append(helper.make_node("Conv", [xd, _weights(nodes, inits, "w3", W3[:1])], ["c1"], name="conv",
+                                      pads=[1, 1, 1, 1]))
+        _, cd = qdq(nodes, inits, "c1", "c1q", 0.047, 0, np.int8)
+        nodes.append(helper.make_node("Sigmoid", [cd], ["g"], name="sigmoid"))
     elif kind in ("branches", "conv"):   # tanh(x) times maxpool(x), or conv(x) times x
         if kind == "branches":
             nodes.append(helper.make_node("MaxPool", [xd], ["mp"], name="pool", kernel_shape=[3, 3],
@@ -68,34 +74,36 @@ def _model(kind, a="u8", gate="u8", out="s8"):
                                           pads=[1, 1, 1, 1]))
             gscale, gzp = 0.05, (128 if gt == np.uint8 else 0)
     _, gd = qdq(nodes, inits, "g", "gq", gscale, gzp, gt)
-    nodes.append(helper.make_node("Mul", [xd, gd] if kind != "conv" else [gd, xd], ["m"], name="mul"))
+    nodes.append(helper.make_node("Mul", [xd, gd] if kind not in ("conv", "spatial_rev") else [gd, xd], ["m"],
+                                  name="mul"))
     ot, oz = TYPES[out]
     _, yd = qdq(nodes, inits, "m", "y", 0.06 if kind == "conv" else 0.012, oz, ot)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
     return qdq_model(nodes, inits, SHAPE, "out", SHAPE)
 
 
-def _x(n=48, seed=8):
-    return np.random.default_rng(seed).uniform(-2.6, 2.6, (n,) + SHAPE).astype(np.float32)
+def _x(n=48, seed=8, shape=SHAPE):
+    return np.random.default_rng(seed).uniform(-2.6, 2.6, (n,) + shape).astype(np.float32)
 
 
-def _compare(m, n=48):
+def _compare(m, n=48, shape=SHAPE):
     """Golden of the integer graph against onnxruntime's spec session: at most one output step
     apart, at least 99 % equal. Returns the integer graph."""
     ig = to_integer_graph(load(m))
-    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": _x(n)})))["out"]
-    want = run_spec(m, {"x": _x(n)})[0]
+    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": _x(n, shape=shape)})))["out"]
+    want = run_spec(m, {"x": _x(n, shape=shape)})[0]
     scale = float(np.asarray(ig.outputs[0].scale).reshape(-1)[0])
     lsb = lsb_apart(got, want, scale)
     assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
     return ig
 
 
-@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid", "branches"])
+@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid", "branches", "spatial", "spatial_rev"])
 @pytest.mark.parametrize("a,gate,out", [("u8", "u8", "s8"), ("s8", "s8", "u8"), ("u8", "s8", "u8"),
                                         ("s8", "u8", "s8")])
 def test_product_matches_onnxruntime(kind, a, gate, out):
-    """A product layer (SE: a per-channel gate); ``x * f(x)`` with ``f`` a table of ``x``: one
+    """A product layer (SE: a per-channel gate; spatial: a per-pixel gate, either operand order);
+    ``x * f(x)`` with ``f`` a table of ``x``: one
     table of ``x`` (the Lookup of ``f`` composed with the product)."""
     ig = _compare(_model(kind, a, gate, out))
     mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
@@ -105,8 +113,11 @@ def test_product_matches_onnxruntime(kind, a, gate, out):
         return
     assert len(mul) == 1 and mul[0].product
     specs = ig.specs()
-    g = mul[0].gate([specs[t] for t in mul[0].inputs])
-    assert g == (SHAPE[0] if kind == "se" else None)
+    ins = [specs[t] for t in mul[0].inputs]
+    assert mul[0].gate(ins) == (SHAPE[0] if kind == "se" else None)
+    assert mul[0].pixel_gate(ins) == kind.startswith("spatial")
+    if kind.startswith("spatial"):
+        assert ins[0].name == "x" and ins[1].shape == SHAPE[1:] + (1,)
 
 
 def test_function_read_elsewhere_stays_beside_the_table():
@@ -127,7 +138,7 @@ def test_function_read_elsewhere_stays_beside_the_table():
     assert_hardware_is_golden(compile_pipeline(ig), 2)
 
 
-@pytest.mark.parametrize("kind", ["se", "branches", "conv"])
+@pytest.mark.parametrize("kind", ["se", "branches", "conv", "spatial", "spatial_rev"])
 def test_product_hardware_is_bit_exact(kind):
     ig = to_integer_graph(load(_model(kind)))
     p = compile_pipeline(ig)
@@ -143,6 +154,57 @@ def test_product_hardware_with_lanes_is_bit_exact(mul):
     stage = next(s for s in p.stages if s.layer == "mul")
     assert stage.in_lanes == (2, 2) and stage.mul == mul and stage.blocks[0].cost.dsp == (2 if mul == "dsp" else 0)
     assert_hardware_is_golden(p, 3, input_seed=5, seed=7)
+
+
+@pytest.mark.parametrize("mul,lanes", [("dsp", 2), ("lut", 4)])
+def test_pixel_gate_hardware_with_lanes_is_bit_exact(mul, lanes):
+    """``a`` in ``lanes`` lanes, the per-pixel gate in one lane (a width converter in front)."""
+    ig = to_integer_graph(load(_model("spatial_rev", "s8", "u8", "s8")))
+    p = compile_pipeline(ig, folding={"mul": (lanes, lanes, mul)})
+    stage = next(s for s in p.stages if s.layer == "mul")
+    assert stage.in_lanes == (lanes, 1) and stage.blocks[0].params["pixel_channels"] == SHAPE[0]
+    assert stage.cycles == int(np.prod(SHAPE)) // lanes
+    assert_hardware_is_golden(p, 3, input_seed=5, seed=7)
+
+
+def test_pixel_gate_of_a_signal_is_bit_exact():
+    """A signal ``(N, 4, 12)`` times the sigmoid of a one-channel Conv1d of it, ``(N, 1, 12)``:
+    against onnxruntime's spec session and bit-exact in hardware."""
+    shape = (4, 12)
+    nodes, inits = [], []
+    _, xd = qdq(nodes, inits, "x", "x", 0.02, 128)
+    nodes.append(helper.make_node("Conv", [xd, _weights(nodes, inits, "w", W3[:1, :, 0])], ["c"], name="conv",
+                                  pads=[1, 1]))
+    # (0.047: the conv's requantization ratio 0.0002 / 0.047 has no exact ties, which float32 and the
+    # exact half-up rounding would break differently, the sigmoid amplifying the step)
+    _, cd = qdq(nodes, inits, "c", "cq", 0.047, 0, np.int8)
+    nodes.append(helper.make_node("Sigmoid", [cd], ["g"], name="sigmoid"))
+    _, gd = qdq(nodes, inits, "g", "gq", 1 / 255, 0)
+    nodes.append(helper.make_node("Mul", [gd, xd], ["m"], name="mul"))
+    _, yd = qdq(nodes, inits, "m", "y", 0.012, 0, np.int8)
+    nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
+    ig = _compare(qdq_model(nodes, inits, shape, "out", shape), shape=shape)
+    mul = next(layer for layer in ig.layers if isinstance(layer, Mul))
+    specs = ig.specs()
+    assert mul.pixel_gate([specs[t] for t in mul.inputs])
+    assert_hardware_is_golden(compile_pipeline(ig, folding={"mul": (2, 2)}), 2)
+
+
+def test_pixel_gate_reference_is_the_integer_formula():
+    """(a - za) * (g - zg), the gate of each pixel broadcast over its channels, requantized half up."""
+    m, s = 1395864371, 40
+    layer = Mul("m", ("a", "g"), TensorSpec("y", (2, 3, 4), IntType(8, True)), 128, Requant([m], [s], -3, -128, 127),
+                other_zero=5)
+    ins = [TensorSpec("a", (2, 3, 4), IntType(8, False)), TensorSpec("g", (2, 3, 1), IntType(8, False))]
+    layer.validate(ins)
+    assert layer.pixel_gate(ins) and layer.gate(ins) is None
+    rng = np.random.default_rng(2)
+    a, g = rng.integers(0, 256, (5, 2, 3, 4)), rng.integers(0, 256, (5, 2, 3, 1))
+    want = np.empty(a.shape, np.int64)
+    for idx in np.ndindex(a.shape):
+        p = (int(a[idx]) - 128) * (int(g[idx[:3] + (0,)]) - 5)
+        want[idx] = min(max(-3 + ((p * m + (1 << (s - 1))) >> s), -128), 127)
+    np.testing.assert_array_equal(layer.reference(a, g), want)
 
 
 def test_reference_is_the_integer_formula():
@@ -181,7 +243,7 @@ def test_broadcast_within_a_channel_is_refused():
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
     m = qdq_model(nodes, inits, SHAPE, "out", SHAPE)
     with pytest.raises(UnsupportedError, match=r"node 'mul' \(Mul\): Mul broadcasting \(4, 5, 1\) over "
-                       r"\(4, 5, 6\) \(only one value per channel or per image"):
+                       r"\(4, 5, 6\) \(only one value per channel, per pixel or per image"):
         to_integer_graph(load(m))
 
 
@@ -252,10 +314,37 @@ def test_qlinear_mul_imports(b_const):
     assert lsb.max() <= 1 and np.mean(lsb == 0) >= 0.99, (lsb.max(), np.mean(lsb == 0))
 
 
+def test_qlinear_mul_of_a_pixel_gate():
+    """QLinearMul(x, sigmoid(QLinearConv(x) to one channel)): a per-pixel gate; against
+    onnxruntime (spec session; its QLinearMul rounds a float32 product: within one step, 99 %
+    equal) and bit-exact in hardware."""
+    nodes, inits = [], []
+    inits += [const("xs", np.float32(0.02)), const("xz", 128, np.uint8), const("w", W3[:1], np.int8),
+              const("ws", np.float32(0.01)), const("wz", 0, np.int8), const("cs", np.float32(0.047)),
+              const("cz", 128, np.uint8), const("gs", np.float32(1 / 255)), const("gz", 0, np.uint8),
+              const("ys", np.float32(0.011)), const("yz", 128, np.uint8)]
+    nodes += [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="x_Q"),
+              helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "cs", "cz"], ["cq"], name="qconv",
+                               pads=[1, 1, 1, 1]),
+              helper.make_node("DequantizeLinear", ["cq", "cs", "cz"], ["cd"], name="c_DQ"),
+              helper.make_node("Sigmoid", ["cd"], ["sg"], name="sigmoid"),
+              helper.make_node("QuantizeLinear", ["sg", "gs", "gz"], ["gq"], name="g_Q"),
+              helper.make_node("QLinearMul", ["gq", "gs", "gz", "xq", "xs", "xz", "ys", "yz"], ["yq"], name="qmul",
+                               domain="com.microsoft"),
+              helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["out"], name="y_DQ")]
+    m = qdq_model(nodes, inits, SHAPE, "out", SHAPE, extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+    ig = _compare(m)
+    mul = next(layer for layer in ig.layers if isinstance(layer, Mul))
+    specs = ig.specs()
+    assert mul.pixel_gate([specs[t] for t in mul.inputs])
+    assert_hardware_is_golden(compile_pipeline(ig), 2)
+
+
 # ---- the float path: post-training quantization --------------------------------------------------
 
 def _float_model(kind):
-    """Float (N, 4, 5, 6) models: an SE block of 1x1 convolutions, SiLU, x * hardsigmoid(x)."""
+    """Float (N, 4, 5, 6) models: an SE block of 1x1 convolutions, a spatial gate (the sigmoid
+    of a one-channel 1x1 convolution), SiLU, x * hardsigmoid(x)."""
     rng = np.random.default_rng(4)
     w = lambda *s: rng.normal(0, 0.4, s).astype(np.float32)  # noqa: E731
     inits = {"W": w(4, 4, 3, 3), "b": w(4)}
@@ -267,6 +356,10 @@ def _float_model(kind):
                   helper.make_node("Relu", ["h"], ["hr"], name="relu"),
                   helper.make_node("Conv", ["hr", "W2", "b2"], ["e"], name="fc2"),
                   helper.make_node("HardSigmoid", ["e"], ["g"], name="hsig", alpha=1 / 6, beta=0.5)]
+    elif kind == "spatial":   # c * sigmoid(conv1x1(c)), one output channel: a per-pixel gate
+        inits.update(Wg=w(1, 4, 1, 1), bg=w(1))
+        nodes += [helper.make_node("Conv", ["c", "Wg", "bg"], ["e"], name="gconv"),
+                  helper.make_node("Sigmoid", ["e"], ["g"], name="sig")]
     else:
         nodes.append(helper.make_node("Sigmoid" if kind == "silu" else "HardSigmoid", ["c"], ["g"], name="act"))
     nodes += [helper.make_node("Mul", ["c", "g"], ["m"], name="mul"),
@@ -282,7 +375,7 @@ def _calib(n=64, seed=0):
     return np.random.default_rng(seed).standard_normal((n,) + SHAPE).astype(np.float32)
 
 
-@pytest.mark.parametrize("kind", ["se", "silu", "hardsigmoid"])
+@pytest.mark.parametrize("kind", ["se", "spatial", "silu", "hardsigmoid"])
 def test_ptq_gives_the_product_its_own_quantizer(kind):
     """The product is a unit of its own (QuantizeLinear right after it; in hardware a product
     layer, or for ``x * f(x)`` one table); compile's golden equals onnxruntime's spec session on
@@ -294,7 +387,7 @@ def test_ptq_gives_the_product_its_own_quantizer(kind):
     readers = [n for n in q.graph.node if muls[0].output[0] in n.input]
     assert [n.op_type for n in readers] == ["QuantizeLinear"]
     ig = to_integer_graph(load(q))
-    assert sum(isinstance(layer, Mul) and layer.product for layer in ig.layers) == (kind == "se")
+    assert sum(isinstance(layer, Mul) and layer.product for layer in ig.layers) == (kind in ("se", "spatial"))
     design = onnx2hw.compile(m, board="ulx3s", calib={"x": _calib()})
     x = _calib(16, 1)
     want = spec_session(ptq.quantize(m, {"x": _calib()})).run(None, {"x": x})[0]
@@ -303,7 +396,7 @@ def test_ptq_gives_the_product_its_own_quantizer(kind):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("kind", ["se", "silu"])
+@pytest.mark.parametrize("kind", ["se", "spatial", "silu"])
 def test_float_model_simulates_bit_exact(kind):
     x = _calib(8, 2)
     onnx2hw.compile(_float_model(kind), board="ulx3s", calib={"x": _calib()}).simulate({"x": x})
@@ -313,7 +406,8 @@ def test_float_model_simulates_bit_exact(kind):
 
 def _qonnx_model(kind):
     """Quant(x) -> Conv/Relu/Quant (y); ``gate``: y times its SE gate (GlobalAveragePool/Quant,
-    1x1 Conv/Relu/Quant); ``branches``: y times a second Conv/Quant of x; then Quant."""
+    1x1 Conv/Relu/Quant); ``spatial``: y times the Sigmoid/Quant of a one-channel 1x1 Conv/Quant
+    of y (a per-pixel gate); ``branches``: y times a second Conv/Quant of x; then Quant."""
     from test_quant_import_qonnx import _Q
     q = _Q(9)
     x = q.quant("x", 1 / 255, 8)
@@ -323,6 +417,10 @@ def _qonnx_model(kind):
         p = q.quant(q.op("GlobalAveragePool", [y]), 0.007, 8)
         g = q.quant(q.op("Relu", [q.op("Conv", [p, q.wquant((4, 4, 1, 1), 8), q.const(q.rng.normal(0, .1, 4))])]),
                     1 / 15, 4)
+    elif kind == "spatial":
+        e = q.quant(q.op("Conv", [y, q.wquant((1, 4, 1, 1), 8), q.const(q.rng.normal(0, .1, 1))]), 0.02, 8,
+                    signed=True)
+        g = q.quant(q.op("Sigmoid", [e]), 1 / 255, 8)
     else:
         g = q.quant(q.op("Conv", [x, q.wquant((4, 1, 1, 1), 4), q.const(q.rng.normal(0, .1, 4))]), 0.013, 6,
                     signed=True)
@@ -330,7 +428,7 @@ def _qonnx_model(kind):
     return q.model(out, [1, 6, 7], [4, 6, 7])
 
 
-@pytest.mark.parametrize("kind", ["gate", "branches"])
+@pytest.mark.parametrize("kind", ["gate", "spatial", "branches"])
 def test_qonnx_product_equals_float_semantics(kind):
     """Golden of the integer graph against the QONNX graph's float semantics (the golden float
     executor), within one output step (the 31-bit multiplier and ROUND's ties to even), at
@@ -342,7 +440,8 @@ def test_qonnx_product_equals_float_semantics(kind):
     mul = [layer for layer in ig.layers if isinstance(layer, Mul)]
     assert len(mul) == 1 and mul[0].product
     specs = ig.specs()
-    assert mul[0].gate([specs[t] for t in mul[0].inputs]) == (4 if kind == "gate" else None)
+    ins = [specs[t] for t in mul[0].inputs]
+    assert mul[0].gate(ins) == (4 if kind == "gate" else None) and mul[0].pixel_gate(ins) == (kind == "spatial")
     x = np.random.default_rng(2).uniform(0, 1, (32, 1, 6, 7)).astype(np.float32)
     want = golden.execute(graph, {"x": x})["y"]
     got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))["y"]

@@ -1,5 +1,5 @@
-"""ProductUnit: bit-exact against an int64 NumPy product written here, lockstep and broadcast
-gate, DSP and LUT products, lanes, random valid/ready stalls on every port."""
+"""ProductUnit: bit-exact against an int64 NumPy product written here, lockstep, broadcast
+gate and pixel gate, DSP and LUT products, lanes, random valid/ready stalls on every port."""
 import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
@@ -37,6 +37,43 @@ def _gated(a_shape, b_shape, lanes, channels, pixels, images, *, a_zero=0, b_zer
                          {"o": images * pixels * nf}, src_pause=src, sink_pause=sink, seed=seed)
     np.testing.assert_array_equal(out["o"].reshape(want.shape), want)
     return cycles
+
+
+def _pixel_gated(a_shape, b_shape, lanes, channels, pixels, *, a_zero=0, b_zero=0, mul_style="auto",
+                 src="random", sink="random", seed=0, runner=run_stream):
+    """``pixels`` pixels of ``channels`` on ``a``, one gate value per pixel on ``b`` (one lane)."""
+    a = random_transfers(a_shape, 1, pixels * channels, seed).reshape(pixels, channels)
+    g = random_transfers(b_shape, 1, pixels, seed + 1).reshape(pixels, 1)
+    want = (a - a_zero) * (g - b_zero)          # int64, the pixel's gate broadcast over its channels
+    dut = ProductUnit(a_shape, b_shape, lanes, a_zero=a_zero, b_zero=b_zero, pixel_channels=channels,
+                      mul_style=mul_style)
+    out, cycles = runner(dut, {"a": a.reshape(-1, lanes), "b": g}, {"o": pixels * channels // lanes},
+                         src_pause=src, sink_pause=sink, seed=seed)
+    np.testing.assert_array_equal(out["o"].reshape(want.shape), want)
+    return cycles
+
+
+@pytest.mark.parametrize("src,sink", PAUSE_PAIRS)
+@pytest.mark.parametrize("lanes,channels", [(1, 1), (1, 5), (2, 6), (3, 3), (4, 8)])
+def test_pixel_gate_matches_numpy(src, sink, lanes, channels):
+    _pixel_gated(unsigned(8), signed(8), lanes, channels, 40, a_zero=3, b_zero=-5, src=src, sink=sink,
+                 seed=lanes + channels)
+
+
+@pytest.mark.parametrize("style", ["dsp", "lut"])
+def test_pixel_gate_styles(style):
+    _pixel_gated(signed(8), unsigned(8), 2, 4, 30, a_zero=-2, b_zero=128, mul_style=style, seed=13)
+
+
+def test_pixel_gate_throughput_and_latency():
+    """Free-running: one a transfer a cycle, the gate streaming beside it; the lockstep latency."""
+    lanes, channels, pixels = 2, 8, 50
+    cycles = _pixel_gated(unsigned(8), unsigned(8), lanes, channels, pixels, src="none", sink="none")
+    stages = ProductUnit.stages(unsigned(8), 0, unsigned(8), 0)
+    assert cycles == pixels * channels // lanes + stages + 2
+    est = ProductUnit.estimate(unsigned(8), unsigned(8), lanes, pixel_channels=channels)
+    assert est.cycles == 1 and est.latency == stages + 2
+    assert len(ProductUnit(unsigned(8), unsigned(8), lanes, pixel_channels=channels).b.payload) == 1
 
 
 @pytest.mark.parametrize("src,sink", PAUSE_PAIRS)
@@ -101,6 +138,9 @@ def test_output_shape_is_the_exact_product_range():
     (dict(lanes=4, gate_channels=6), ValueError, "lanes 4 must divide gate_channels 6"),
     (dict(gate_channels=4, pixels=0), ValueError, "pixels must be >= 1, not 0"),
     (dict(mul_style="fast"), ValueError, "mul_style must be one of"),
+    (dict(lanes=4, pixel_channels=6), ValueError, "lanes 4 must divide pixel_channels 6"),
+    (dict(pixel_channels=0), ValueError, "pixel_channels must be >= 1, not 0"),
+    (dict(pixel_channels=4, gate_channels=4), ValueError, "gate_channels and pixel_channels exclude each other"),
 ])
 def test_rejects_bad_parameters(kw, err, match):
     with pytest.raises(err, match=match):
@@ -114,12 +154,13 @@ def test_product_cocotb():
     require_simulator()
     _gated(unsigned(8), signed(8), 2, 6, 20, 4, a_zero=7, b_zero=-1, seed=5, runner=run_cocotb)
     _lockstep(signed(8), unsigned(8), 3, 1500, a_zero=-1, b_zero=128, seed=8, runner=run_cocotb)
+    _pixel_gated(unsigned(8), signed(8), 2, 6, 200, a_zero=7, b_zero=-1, seed=9, runner=run_cocotb)
 
 
 @pytest.mark.synth
 @pytest.mark.parametrize("kw", [dict(mul_style="dsp"), dict(mul_style="lut"),
                                 dict(gate_channels=64, pixels=49), dict(gate_channels=8, pixels=4),
-                                dict(gate_channels=576, pixels=4)], ids=str)
+                                dict(gate_channels=576, pixels=4), dict(pixel_channels=8)], ids=str)
 def test_estimate_matches_yosys(kw):
     from onnx2hw.rtl.synth_check import yosys_stat
     st = yosys_stat(ProductUnit(unsigned(8), signed(8), 2, a_zero=3, **kw), "ecp5")

@@ -25,7 +25,8 @@ def build_stage(name: str, layer: LayerKind, ins: list[TensorSpec], pe: int, sim
     delay = sum(b.cost.latency for b in low.blocks if not b.latency_in_fill)
     cost = Cost(low.cycles, delay, cost.lut, cost.ff, cost.dsp, cost.ebr)
     return Stage(name=name, layer=layer.name, op=layer.kind(), inputs=tuple(layer.inputs),
-                 output=layer.output.name, pe=pe, simd=simd, in_lanes=(simd,) * len(layer.inputs),
+                 output=layer.output.name, pe=pe, simd=simd,
+                 in_lanes=low.in_lanes or (simd,) * len(layer.inputs),
                  out_lanes=pe, out_bits=low.out_bits, out_signed=low.out_signed, blocks=low.blocks,
                  cycles=low.cycles, latency=cost.latency, cost=cost, macs=low.macs,
                  multipliers=low.multipliers, fill=low.fill, mul=low.mul)

@@ -141,6 +141,8 @@ class Lowered:
     multipliers: int = 0
     #: how its products are built ("dsp" or "lut"); None for a kind without a choice
     mul: str | None = None
+    #: lanes per transfer on each input; None: ``simd`` on every input
+    in_lanes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

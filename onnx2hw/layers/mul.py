@@ -15,7 +15,8 @@ round half up, or half to even where the multiplier is exact, ``layers._scale.ti
   ``M / 2**s`` is ``scale_a * scale_b / output scale`` (times a constant factor folded after
   it). ``a`` has the output's shape; ``b`` has it too (the operands pair element by element), or
   is one value per channel of each image (the gate ``(N, C, 1, 1)``, broadcast over the pixels),
-  or one value per image.
+  one value per pixel (the spatial gate ``(N, 1, H, W)`` or ``(N, 1, L)``, broadcast over the
+  channels), or one value per image.
 
 ``M`` has 31 bits of precision (:func:`~onnx2hw.layers._scale.ratio_to_multiplier_shift`).
 ONNX forms: Mul of a dequantized tensor and a constant (float or quantized) or of two dequantized
@@ -27,7 +28,8 @@ quantizer) is folded into that layer's requantization scale instead (no layer of
 by a constant right after a product into the product's multiplier, and a Mul of a model input by
 a scalar into the host-side input quantizer. Hardware: by a constant, a registered ``- in_zero``
 (Cast) and a Requantize block; a product, a ProductUnit (the exact product, in a DSP or in LUTs;
-a gate is loaded per image before the other operand streams through) and a Requantize block.
+a channel gate is loaded per image before the other operand streams through, a pixel gate streams
+beside it, one value per pixel) and a Requantize block.
 ``x * f(x)`` where ``f(x)`` is a table (Lookup layer) of an ``x`` of at most 8 bits (SiLU, the
 HardSwish an exporter writes as ``x * HardSigmoid(x)``) is that table composed with the product,
 entry by entry this layer's own integer result: one Lookup layer (named after the Mul), the
@@ -67,8 +69,8 @@ __all__ = ["Mul", "KIND", "PATTERNS"]
 class Mul(LayerKind):
     """One input: ``act(x - in_zero)``, ``act`` a :class:`Requant` with one (signed) multiplier
     per channel or per tensor. Two inputs (``other_zero`` given): ``act((a - in_zero) * (b -
-    other_zero))``, ``b`` of ``a``'s shape, or one value per channel or per image of ``a``
-    (module docstring)."""
+    other_zero))``, ``b`` of ``a``'s shape, or one value per channel, per pixel or per image of
+    ``a`` (module docstring)."""
 
     in_zero: int
     act: Requant
@@ -88,11 +90,18 @@ class Mul(LayerKind):
         return self.other_zero is not None
 
     def gate(self, ins) -> int | None:
-        """A product's broadcast operand: ``None`` (``b`` has ``a``'s shape), or its values per
-        image (the output's channel count, or 1)."""
-        if ins[1].shape == ins[0].shape:
+        """A product's per-image broadcast operand: ``None`` (``b`` has ``a``'s shape, or is a
+        pixel gate), or its values per image (the output's channel count, or 1)."""
+        if ins[1].shape == ins[0].shape or self.pixel_gate(ins):
             return None
         return int(np.prod(ins[1].shape))
+
+    @staticmethod
+    def pixel_gate(ins) -> bool:
+        """``b`` is one value per pixel of ``a`` (``(H, W, 1)`` of an ``(H, W, C)``, more than
+        one pixel and one channel)."""
+        a, b = ins[0].shape, ins[1].shape
+        return len(a) == len(b) and b[-1] == 1 < a[-1] and b[:-1] == a[:-1] and int(np.prod(b)) > 1
 
     def validate(self, ins):
         out = self.output.shape
@@ -102,7 +111,7 @@ class Mul(LayerKind):
             g = self.gate(ins)
             if g is not None and (g not in (1, out[-1]) or ins[1].shape[-1] != g):
                 raise self.error(f"input {ins[1].shape!r} is neither of the output's shape {out!r} nor one value per "
-                                 f"channel or per image")
+                                 f"channel, per pixel or per image")
         check_act(self, self.act, out[-1], self.output)
 
     def reference(self, x, y=None):
@@ -110,7 +119,7 @@ class Mul(LayerKind):
         if not self.product:
             return self.act(a)
         b = np.asarray(y, np.int64) - self.other_zero
-        if b.shape != a.shape:   # one value per channel (or per image) of each image
+        if b.shape[1:-1] != a.shape[1:-1]:   # one value per channel (or per image) of each image
             b = b.reshape((b.shape[0],) + (1,) * (a.ndim - 2) + (-1,))
         return self.act(a * b)
 
@@ -128,7 +137,7 @@ class Mul(LayerKind):
     def cycles(self, ins, pe, simd):
         n = int(np.prod(self.output.shape))
         g = self.gate(ins) if self.product else None
-        return (n + (g or 0)) // simd
+        return (n + (g or 0)) // simd   # a pixel gate streams beside ``a``
 
     def mul_options(self, ins):
         return MUL_CHOICES if self.product else ()
@@ -165,14 +174,18 @@ class Mul(LayerKind):
         a_shape, b_shape = elem_shape(ins[0].dtype), elem_shape(ins[1].dtype)
         params = dict(a_shape=a_shape, b_shape=b_shape, lanes=simd, a_zero=self.in_zero, b_zero=self.other_zero,
                       mul_style=mul or "auto")
-        if g is not None:
+        pixel = self.pixel_gate(ins)
+        if pixel:
+            params.update(pixel_channels=c)
+        elif g is not None:
             params.update(gate_channels=g, pixels=n // g)
         block = Block(ProductUnit, params, ProductUnit.estimate(**params, family=family))
         lo, hi = product_range(a_shape, self.in_zero, b_shape, self.other_zero)
         act, out_bits, out_signed = act_blocks(self.act, c, simd, arith.acc_bits(lo, hi), self.output.dtype,
                                                family, bounds=(lo, hi))
         return Lowered((block, *act), self.cycles(ins, simd, simd), out_bits, out_signed, fill=0.0, macs=n,
-                       multipliers=simd, mul=ProductUnit.style(a_shape, b_shape, params["mul_style"]))
+                       multipliers=simd, mul=ProductUnit.style(a_shape, b_shape, params["mul_style"]),
+                       in_lanes=(simd, 1) if pixel else None)
 
 
 # ---- import ---------------------------------------------------------------------------------------
@@ -246,7 +259,8 @@ def _by_constant(b: Builder, node: Node, x, v: np.ndarray) -> Acc:
 
 def _product(b: Builder, node: Node, x: QT, y: QT) -> Acc:
     """The product of two dequantized tensors: ``(full, other)`` with ``full`` of the result's
-    shape and ``other`` of it too, or one value per channel or per image (module docstring)."""
+    shape and ``other`` of it too, or one value per channel, per pixel or per image (module
+    docstring)."""
     for t in (x, y):
         if b.specs[t.tensor].dtype.bipolar:
             raise node_error(node, f"Mul of the bipolar tensor {t.tensor!r} is not supported", UnsupportedError)
@@ -271,15 +285,18 @@ def _product(b: Builder, node: Node, x: QT, y: QT) -> Acc:
 
 def _check_gate(node: Node, full: QT, gate: QT) -> None:
     """``gate`` holds one value per channel of ``full`` (an image or signal; channels first, or
-    last when ``full`` is a channels-last view) or one value per image."""
+    last when ``full`` is a channels-last view), one value per pixel (its channel axis 1, the
+    others ``full``'s) or one value per image."""
     rank = len(full.onnx_shape)
     g = (1,) * (rank - len(gate.onnx_shape)) + tuple(gate.onnx_shape)
     axis = rank - 1 if full.hwc else 0
     scalar_gate = all(d == 1 for d in g)
     per_channel = rank in (2, 3) and all(d == 1 for i, d in enumerate(g) if i != axis)
-    if full.perm is not None or not (scalar_gate or (per_channel and gate.perm is None and gate.hwc == full.hwc)):
+    per_pixel = rank in (2, 3) and g[axis] == 1 and all(d == full.onnx_shape[i] for i, d in enumerate(g) if i != axis)
+    same_layout = gate.perm is None and gate.hwc == full.hwc
+    if full.perm is not None or not (scalar_gate or ((per_channel or per_pixel) and same_layout)):
         raise node_error(node, f"Mul broadcasting {gate.onnx_shape!r} over {full.onnx_shape!r} (only one value per "
-                         f"channel or per image of an image or signal is supported)", UnsupportedError)
+                         f"channel, per pixel or per image of an image or signal is supported)", UnsupportedError)
 
 
 def emit(b: Builder, v: Acc, t: Target) -> QT:
@@ -367,7 +384,8 @@ def _canonical_mul(node: Node, rw: Rewrite) -> Node | None:
 
 
 PATTERNS = (
-    Pattern("", "Mul", "ProductUnit + Requantize (two tensors: same shape, or a gate per channel or per image; "
+    Pattern("", "Mul", "ProductUnit + Requantize (two tensors: same shape, or a gate per channel, per pixel or "
+            "per image; "
             "x * f(x) with f a table of x: one LookupUnit), Requantize (a tensor times a constant scalar or "
             "per-channel scale), or folded into the requantizer of the layer before it (positive rescale) or into "
             "the host input quantizer", _mul, ptq="layer", canonical=_canonical_mul, fuse="rescale", const_inputs=0),

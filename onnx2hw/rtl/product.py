@@ -31,9 +31,9 @@ def product_range(a_shape, a_zero: int, b_shape, b_zero: int) -> tuple[int, int]
 class ProductUnit(wiring.Component):
     """``o = (a - a_zero) * (b - b_zero)`` lane by lane, exact (a Requantize follows it).
 
-    Two ways to pair the operands:
+    Three ways to pair the operands:
 
-    * lockstep (``gate_channels=None``): ``a`` and ``b`` stream the same tensor layout;
+    * lockstep (neither gate): ``a`` and ``b`` stream the same tensor layout;
       transfer ``t`` of ``a`` is multiplied by transfer ``t`` of ``b``. They transfer together
       (``a.ready = ok & b.valid``, ``b.ready = ok & a.valid``).
     * broadcast gate (``gate_channels=C``): per image, ``b`` first carries the ``C`` gate values
@@ -44,17 +44,24 @@ class ProductUnit(wiring.Component):
       only after, so the block reads the whole gate of an image before any of its ``a``; the
       producer of ``a`` must be able to run ahead meanwhile (a fork's branch holds its whole
       tensor). A scalar per image is ``gate_channels=1`` with ``lanes=1``.
+    * pixel gate (``pixel_channels=C``): ``b`` has one lane and carries one value per pixel
+      (a ``(H, W, 1)`` map); ``a`` carries the pixels' ``C`` channels in ``C / lanes``
+      transfers, each lane multiplied by its pixel's ``b``. ``a.ready = ok & b.valid``; ``b``
+      is held across the pixel's transfers and ``b.ready = ok & a.valid`` only with the last
+      transfer of the pixel, so the two streams advance together with no storage.
 
     Parameters
     ----------
     a_shape, b_shape : ShapeLike
         Lane shapes of ``a`` and ``b``.
     lanes : int
-        Lanes per transfer on all three ports (divides ``gate_channels``).
+        Lanes per transfer on ``a`` and ``o``, and on ``b`` but of a pixel gate (one lane).
     a_zero, b_zero : int
         Zero points subtracted before the product.
     gate_channels : int or None
-        ``None``: lockstep; else the broadcast gate's channel count.
+        A broadcast gate's channel count (divisible by ``lanes``).
+    pixel_channels : int or None
+        A pixel gate's channel count of ``a`` (divisible by ``lanes``); excludes ``gate_channels``.
     pixels : int
         Broadcast: pixels of ``a`` per gate (``H * W``); ignored in lockstep.
     mul_style : {"auto", "dsp", "lut"}
@@ -63,11 +70,12 @@ class ProductUnit(wiring.Component):
 
     Output lanes are ``signed`` of the narrowest width holding :func:`product_range`.
 
-    Timing: initiation interval 1 (one ``a`` transfer per cycle once the gate is loaded; the
-    gate costs ``C / lanes`` cycles per image). Latency :meth:`stages` cycles (input register
-    with the gate memory's read, for a gate a second register that is the only load of the
-    memory's read data (a block RAM's output register, ``rtl.ram_outreg``), the product, the
-    output register) plus the output queue's 2.
+    Timing: initiation interval 1 (one ``a`` transfer per cycle; a broadcast gate costs
+    ``C / lanes`` load cycles per image, a pixel gate none: its ``b`` streams beside ``a``).
+    Latency :meth:`stages` cycles (input register with the gate memory's read, for a broadcast
+    gate a second register that is the only load of the memory's read data (a block RAM's
+    output register, ``rtl.ram_outreg``), the product, the output register) plus the output
+    queue's 2; a pixel gate has the lockstep latency.
     The datapath runs free: an ``a`` transfer is taken only while the output queue has a credit
     (``_arith_pipe.OutputQueue``), ``o`` comes from the queue's registers, so ``valid`` never
     depends on ``ready`` and a payload holds until it is taken.
@@ -82,14 +90,15 @@ class ProductUnit(wiring.Component):
         return 1 if port == 0 and params.get("gate_channels") is not None else None
 
     def __init__(self, a_shape, b_shape, lanes: int = 1, *, a_zero: int = 0, b_zero: int = 0,
-                 gate_channels: int | None = None, pixels: int = 1, mul_style: str = "auto"):
-        p = _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style)
+                 gate_channels: int | None = None, pixels: int = 1, mul_style: str = "auto",
+                 pixel_channels: int | None = None):
+        p = _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style, pixel_channels)
         (self.a_shape, self.b_shape, self.lanes, self.a_zero, self.b_zero, self.gate_channels,
-         self.pixels, self.mul_style) = p
+         self.pixels, self.mul_style, self.pixel_channels) = p
         self.out_shape = signed(acc_bits(*product_range(self.a_shape, self.a_zero, self.b_shape, self.b_zero)))
         super().__init__({
             "a": In(stream.Signature(_p.lanes_layout(self.a_shape, self.lanes))),
-            "b": In(stream.Signature(_p.lanes_layout(self.b_shape, self.lanes))),
+            "b": In(stream.Signature(_p.lanes_layout(self.b_shape, 1 if self.pixel_channels else self.lanes))),
             "o": Out(stream.Signature(_p.lanes_layout(self.out_shape, self.lanes))),
         })
 
@@ -117,7 +126,9 @@ class ProductUnit(wiring.Component):
         take = Signal()
         m.d.comb += oq.reserve.eq(take)
         ra_shape, rb_shape = offset_shape(self.a_shape, self.a_zero), offset_shape(self.b_shape, self.b_zero)
-        if self.gate_channels is None:
+        if self.pixel_channels is not None:
+            gates = self._pixel_gate(m, oq, take, rb_shape)
+        elif self.gate_channels is None:
             m.d.comb += [
                 self.a.ready.eq(oq.ok & self.b.valid),
                 self.b.ready.eq(oq.ok & self.a.valid),
@@ -144,6 +155,24 @@ class ProductUnit(wiring.Component):
             m.d.sync += oq.data[j].eq(p)
         m.d.sync += oq.valid.eq(delay(m, Const(1), take, n_st - 1, name="v")[-1])
         return m
+
+    def _pixel_gate(self, m, oq, take, rb_shape):
+        """The pixel gate: ``b`` pairs with every ``a`` transfer of its pixel and is taken with
+        the pixel's last one (a fold counter over ``C / lanes``); one register feeds all lanes."""
+        nf = self.pixel_channels // self.lanes
+        fold = Signal(range(nf), name="fold")
+        last = Signal()
+        m.d.comb += [
+            last.eq(fold == nf - 1),
+            self.a.ready.eq(oq.ok & self.b.valid),
+            self.b.ready.eq(oq.ok & self.a.valid & last),
+            take.eq(oq.ok & self.a.valid & self.b.valid),
+        ]
+        with m.If(take):
+            m.d.sync += fold.eq(Mux(last, 0, fold + 1))
+        r = Signal(rb_shape, name="rb")
+        m.d.sync += r.eq(self.b.payload[0] - self.b_zero)
+        return [r] * self.lanes
 
     def _gate_memory(self, m, oq, take, rb_shape):
         """The broadcast gate: its load phase, the ``a`` phase, and one memory per lane read at
@@ -187,13 +216,15 @@ class ProductUnit(wiring.Component):
     @staticmethod
     def estimate(a_shape, b_shape, lanes: int = 1, *, a_zero: int = 0, b_zero: int = 0,
                  gate_channels: int | None = None, pixels: int = 1, mul_style: str = "auto",
-                 family: str = "ecp5") -> Cost:
+                 pixel_channels: int | None = None, family: str = "ecp5") -> Cost:
         """Cost without elaboration: per lane the operand registers, the product (one DSP, or
         :data:`LUT_PRODUCT_SHARE` of :func:`~onnx2hw.rtl._mul.lut_product_cost`), the output
         register, and for a broadcast gate its memory (LUT RAM or block RAM, as a ROM of that
-        size maps); ``cycles`` counts the gate load of an image and its ``a`` transfers."""
-        (a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels,
-         mul_style) = _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style)
+        size maps), for a pixel gate its fold counter and one gate register; ``cycles`` counts
+        the gate load of an image and its ``a`` transfers."""
+        (a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style,
+         pixel_channels) = _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style,
+                                   pixel_channels)
         family = _p.family(family)
         ra, rb = offset_shape(a_shape, a_zero), offset_shape(b_shape, b_zero)
         out_w = acc_bits(*product_range(a_shape, a_zero, b_shape, b_zero))
@@ -207,9 +238,12 @@ class ProductUnit(wiring.Component):
             lut += int(LUT_PRODUCT_SHARE * pl)
             lut += (a_shape.width + 1 if a_zero else 0) + (b_shape.width + 1 if b_zero else 0)
             ff += int(LUT_PRODUCT_SHARE * pf)
-        ff += ra.width + rb.width + out_w
+        ff += ra.width + out_w + (0 if pixel_channels else rb.width)
         cycles = 1
         ctrl_lut, ctrl_ff = 3, 4
+        if pixel_channels is not None:   # one shared gate register, the fold counter
+            ctrl_bits = max(pixel_channels // lanes - 1, 1).bit_length()
+            ctrl_lut, ctrl_ff = ctrl_lut + 2 * ctrl_bits, ctrl_ff + ctrl_bits + rb.width
         if gate_channels is not None:
             nf = gate_channels // lanes
             ebr, words_lut = rom_cost(nf, rb.width) if nf > 1 else (0, 0)   # per lane
@@ -223,7 +257,7 @@ class ProductUnit(wiring.Component):
         return queued(base, signed(out_w), lanes, st, family=family)
 
 
-def _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style):
+def _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style, pixel_channels=None):
     a_shape = _p.elem_shape(a_shape, "a_shape")
     b_shape = _p.elem_shape(b_shape, "b_shape")
     lanes = _p.positive_int(lanes, "lanes")
@@ -236,7 +270,13 @@ def _params(a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_
         gate_channels = _p.positive_int(gate_channels, "gate_channels")
         if gate_channels % lanes:
             raise ValueError(f"lanes {lanes!r} must divide gate_channels {gate_channels!r}")
+    if pixel_channels is not None:
+        pixel_channels = _p.positive_int(pixel_channels, "pixel_channels")
+        if gate_channels is not None:
+            raise ValueError("gate_channels and pixel_channels exclude each other")
+        if pixel_channels % lanes:
+            raise ValueError(f"lanes {lanes!r} must divide pixel_channels {pixel_channels!r}")
     pixels = _p.positive_int(pixels, "pixels")
     if mul_style not in MUL_STYLES:
         raise ValueError(f"mul_style must be one of {MUL_STYLES!r}, not {mul_style!r}")
-    return a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style
+    return a_shape, b_shape, lanes, a_zero, b_zero, gate_channels, pixels, mul_style, pixel_channels
