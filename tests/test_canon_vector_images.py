@@ -128,12 +128,32 @@ def test_qdq_rule_and_import_match_onnxruntime(per_channel, tmp_path):
     assert compare_with_ort(path, igraph, random_inputs(m, 16, 3)) == (1.0, 0.0)
 
 
-def test_keras_form_import_matches_onnxruntime(tmp_path):
-    m = _decoder("keras")
+@pytest.mark.parametrize("view,held", [((C, H, W), (H, W, C)), ((C, 9), (1, 9, C))])
+def test_keras_form_import_matches_onnxruntime(view, held, tmp_path):
+    """Keras' channels-last view needs no rule: the dense layer's tensor holds the image (a
+    signal as the ``H = 1`` image)."""
+    m = _decoder("keras", view=view)
     path = quantize(m, tmp_path)
-    igraph = to_integer_graph(load(path))
-    assert next(layer for layer in igraph.layers if layer.name == "fc").output.shape == (H, W, C)
+    g = load(path)
+    assert vector_images(g) is g
+    igraph = to_integer_graph(g)
+    assert next(layer for layer in igraph.layers if layer.name == "fc").output.shape == held
     assert compare_with_ort(path, igraph, random_inputs(m, 16, 3)) == (1.0, 0.0)
+
+
+def _image_output():
+    """The viewed vector is the model's output image (NCHW, as the model returns it)."""
+    return model([h.make_node("Gemm", ["x", "Wd", "bd"], ["d"], transB=1, name="fc"), h.make_node("Relu", ["d"], ["a"]),
+                  h.make_node("Reshape", ["a", "shape"], ["y"], name="view")], ("x", ["N", 8]), ("y", ["N", C, H, W]),
+                 {"Wd": w(F, 8), "bd": w(F), "shape": _i64(-1, C, H, W)}, opset=17, ir=8)
+
+
+def test_image_output_matches_onnxruntime():
+    m = _image_output()
+    assert_same_function(m, vector_images(load(m)))
+    x = random_inputs(m, 16, 2)
+    q = ptq.quantize(m, {"x": x})
+    assert compare_with_ort(q, to_integer_graph(load(q)), x) == (1.0, 0.0)
 
 
 def _input_view(keras=False):

@@ -13,8 +13,9 @@ commute with the permutation and stay where they are.
 
 The rule applies only where it is exact and nothing else sees the order: every value from the
 layer to the view has that one reader. A view whose pixels are one (``(C, 1, 1)``: a squeeze-excite
-gate, streamed as the vector itself) is left alone; so is a view already read by a Transpose to
-channels first (Keras ``Reshape((H, W, C))`` through tf2onnx: that vector is channels-last).
+gate, streamed as the vector itself) is left alone; so is a view read (through such elementwise
+ops) only by Transposes to channels first (Keras ``Reshape((H, W, C))`` through tf2onnx: that
+vector is channels-last already; and this rule's own form).
 """
 from __future__ import annotations
 
@@ -56,11 +57,27 @@ def _image_shape(e: Edit, t: Trace, r: Node) -> tuple[int, ...] | None:
         return None
     if int(np.prod(dst[2:])) == 1:
         return None
-    readers = e.readers(r.outputs[0])
     first = list(to_first(len(dst)))
-    if readers and all(n.op_type == "Transpose" and list(n.attr("perm") or ()) == first for n in readers):
+    readers = _readers(e, r.outputs[0])
+    if readers and all(n is not None and n.op_type == "Transpose" and list(n.attr("perm") or ()) == first
+                       for n in readers):
         return None
     return tuple(int(d) for d in dst[1:])
+
+
+def _readers(e: Edit, value: str) -> list[Node | None]:
+    """The nodes reading ``value`` through ops acting on each element alone (``None``: a graph
+    output on the way)."""
+    found, todo = [], [value]
+    while todo:
+        v = todo.pop()
+        found += [None] if v in e.outputs else []
+        for n in e.readers(v):
+            if _commutes(e, n) and n.inputs[0] == v:
+                todo.append(n.outputs[0])
+            else:
+                found.append(n)
+    return found
 
 
 def _dense_above(e: Edit, value: str) -> Node | None:

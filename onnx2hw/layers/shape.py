@@ -3,7 +3,9 @@ input flattened before its quantizer is quantized on the host as the flat vector
 
 Flatten / Reshape / Squeeze / Unsqueeze to a vector become a permutation of the NHWC feature
 order read by the next dense layer (or none: a vector viewed as ``(1, F)`` and back is the same
-stream); Identity and Dropout disappear; Constant feeds constants; Cast of a layer's integer
+stream); a dense layer's vector viewed channels-last ``(H, W, C)`` before a Transpose to channels
+first is that image (canonicalization writes PyTorch's ``view(N, C, H, W)`` of a dense layer so);
+Identity and Dropout disappear; Constant feeds constants; Cast of a layer's integer
 result is the result itself.
 
 Transpose, as exporters of channels-last frameworks (Keras, TFLite) write it, moves no data:
@@ -31,7 +33,9 @@ __all__ = ["PATTERNS"]
 def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     """``x`` viewed with the ONNX shape ``shape`` (same number of elements, ONNX C order): a
     flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), a
-    1-D signal as an image with a unit axis and back (the hardware streams both alike), or a
+    1-D signal as an image with a unit axis and back (the hardware streams both alike), a dense
+    layer's vector as the channels-last image ``(H, W, C)`` or signal ``(L, C)`` that a Transpose
+    to channels first reads (its tensor then holds that image: :meth:`Builder.view_output`), or a
     vector ``(C,)`` as a per-channel Mul gate ``(C, 1, 1)`` / ``(C, 1)`` (channels-last: ``(1, 1,
     C)`` / ``(1, C)``), the same stream of ``C`` values."""
     shape = tuple(int(d) for d in shape)
@@ -40,8 +44,8 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
         return x
     if x.perm is None and not x.hwc and _signal_as_image(x.onnx_shape, shape):
         return replace(x, onnx_shape=shape)   # both are held as the (1, L, C) image: the same stream
-    if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) \
-            and _read_channels_first(b, node, len(shape)):
+    if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) and shape[-1] != n \
+            and _read_channels_first(b, node, len(shape)):   # more than one pixel (one: a Mul's gate, below)
         b.view_output(node, x, shape if len(shape) == 3 else (1,) + shape)
         return replace(x, onnx_shape=shape, hwc=True)   # the vector in its own order is the (H, W, C) image
     if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) and n in (shape[0], shape[-1]):
