@@ -22,6 +22,7 @@ from .pads import ceil_pools, pads_into_windows
 from .signals import unit_width
 from .transposes import sink_transposes
 from .types import traced_types
+from .vector_images import vector_images
 
 __all__ = ["canonicalize", "RULES"]
 
@@ -44,6 +45,7 @@ RULES = (
     ("MatMul + Add", matmul_add),
     ("affine maps", affine_maps),
     ("literal views", literal_views),
+    ("vectors as images", vector_images),
     ("onnxslim", simplify),
     ("transposes", sink_transposes),
     ("traced types", traced_types),

@@ -161,6 +161,10 @@ class LayerKind:
         """The stage op name: the class name in lower case."""
         return cls.__name__.lower()
 
+    #: the output is one run of values whatever shape its tensor has (a dense layer's vector may be
+    #: held as the channels-last image an exporter views it as: :meth:`Builder.view_output`)
+    viewable_output = False
+
     def error(self, message: str) -> ModelError:
         return ModelError(f"{type(self).__name__} layer {self.name!r}: {message}")
 

@@ -421,6 +421,22 @@ class Builder:
         self.layers.append(layer)
         return QT(layer.output.name, t.scale, t.zp, t.dtype, False, tuple(out_shape_onnx), perm)
 
+    def view_output(self, node: Node, x: QT, shape: tuple[int, ...]) -> None:
+        """The IntegerGraph tensor of ``x`` (a layer's output that no layer has read yet) held as
+        ``shape`` (same elements, same stream order), where the layer producing it allows that
+        (``LayerKind.viewable_output``: its output is one run of values whatever its shape)."""
+        layer = next((l for l in self.layers if l.output.name == x.tensor), None)
+        if layer is None or not layer.viewable_output:
+            what = "a model input" if layer is None else f"the output of {type(layer).__name__} layer {layer.name!r}"
+            raise node_error(node, f"views {what} as the image {shape!r}: only a dense layer's output can be",
+                             UnsupportedError)
+        if any(x.tensor in l.inputs for l in self.layers):
+            raise node_error(node, f"the output of {layer.name!r} is read as a vector elsewhere and viewed as an "
+                             f"image here", UnsupportedError)
+        spec = replace(layer.output, shape=tuple(shape))
+        self.layers[self.layers.index(layer)] = replace(layer, output=spec)
+        self.specs[x.tensor] = spec
+
     # ---- driver -----------------------------------------------------------------------------------
     def run(self) -> ig.IntegerGraph:
         for node in self.graph.nodes:

@@ -29,7 +29,11 @@ MS = "com.microsoft"
 
 @dataclass(frozen=True)
 class Dense(LayerKind):
-    """``weights`` ``(N, K)``; ``bias`` ``(N,)`` in accumulator LSBs; ``acc_bits`` exact (see graph)."""
+    """``weights`` ``(N, K)``; ``bias`` ``(N,)`` in accumulator LSBs; ``acc_bits`` exact (see graph).
+    The output tensor is ``(N,)``, or any shape of ``N`` elements holding the ``N`` results in
+    row order (a vector viewed as a channels-last image ``(H, W, C)``: the same stream)."""
+
+    viewable_output = True
 
     weights: np.ndarray
     bias: np.ndarray
@@ -50,14 +54,14 @@ class Dense(LayerKind):
         if self.weights.ndim != 2 or self.weights.shape[1] != k:
             raise self.error(f"weights {self.weights.shape!r} do not match input {ins[0].shape!r} ({k} features)")
         n = self.weights.shape[0]
-        check_linear(self, ins[0], n, (n,))
+        check_linear(self, ins[0], n, self.output.shape if int(np.prod(self.output.shape)) == n else (n,))
 
     def reference(self, x):
         """``x`` flattened (NHWC order) times the weights, exact (float BLAS when every partial sum
-        is exact in it: :func:`._exact.exact_dense`), ``act``."""
+        is exact in it: :func:`._exact.exact_dense`), ``act``, in the output tensor's shape."""
         x = np.asarray(x)
         acc = exact_dense(x.reshape(x.shape[0], self.weights.shape[1]), self.weights, self.bias)
-        return apply_act(acc, self.act)
+        return apply_act(acc, self.act).reshape((x.shape[0],) + tuple(self.output.shape))
 
     def hardware_problem(self, ins):
         return linear_problem(self)

@@ -3,7 +3,9 @@ input flattened before its quantizer is quantized on the host as the flat vector
 
 Flatten / Reshape / Squeeze / Unsqueeze to a vector become a permutation of the NHWC feature
 order read by the next dense layer (or none: a vector viewed as ``(1, F)`` and back is the same
-stream); Identity and Dropout disappear; Constant feeds constants; Cast of a layer's integer
+stream); a dense layer's vector viewed channels-last ``(H, W, C)`` before a Transpose to channels
+first is that image (canonicalization writes PyTorch's ``view(N, C, H, W)`` of a dense layer so);
+Identity and Dropout disappear; Constant feeds constants; Cast of a layer's integer
 result is the result itself.
 
 Transpose, as exporters of channels-last frameworks (Keras, TFLite) write it, moves no data:
@@ -31,7 +33,9 @@ __all__ = ["PATTERNS"]
 def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     """``x`` viewed with the ONNX shape ``shape`` (same number of elements, ONNX C order): a
     flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), a
-    1-D signal as an image with a unit axis and back (the hardware streams both alike), or a
+    1-D signal as an image with a unit axis and back (the hardware streams both alike), a dense
+    layer's vector as the channels-last image ``(H, W, C)`` or signal ``(L, C)`` that a Transpose
+    to channels first reads (its tensor then holds that image: :meth:`Builder.view_output`), or a
     vector ``(C,)`` as a per-channel Mul gate ``(C, 1, 1)`` / ``(C, 1)`` (channels-last: ``(1, 1,
     C)`` / ``(1, C)``), the same stream of ``C`` values."""
     shape = tuple(int(d) for d in shape)
@@ -40,11 +44,19 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
         return x
     if x.perm is None and not x.hwc and _signal_as_image(x.onnx_shape, shape):
         return replace(x, onnx_shape=shape)   # both are held as the (1, L, C) image: the same stream
+    if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) and shape[-1] != n \
+            and _read_channels_first(b, node, len(shape)):   # more than one pixel (one: a Mul's gate, below)
+        b.view_output(node, x, shape if len(shape) == 3 else (1,) + shape)
+        return replace(x, onnx_shape=shape, hwc=True)   # the vector in its own order is the (H, W, C) image
     if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) and n in (shape[0], shape[-1]):
         _check_gate_readers(b, node, x.onnx_shape, shape)
         if shape[0] == n:        # a vector (C,) as (C, 1, 1) or (C, 1): the same stream
             return replace(x, onnx_shape=shape)
         return replace(x, onnx_shape=shape, hwc=True)   # ... as the channels-last (1, 1, C) or (1, C)
+    if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3):
+        raise node_error(node, f"a vector {x.onnx_shape!r} viewed as {shape!r} is supported only as the output of a "
+                         f"dense layer that nothing else reads (through elementwise ops), or viewed channels-last "
+                         f"(H, W, C) / (L, C) before a Transpose to channels first", UnsupportedError)
     if len(shape) == 3 or int(np.prod(shape)) != n:
         raise node_error(node, f"reshape of {x.onnx_shape!r} to {shape!r} (only flattening to (N, features) is "
                          f"supported)", UnsupportedError)
@@ -59,6 +71,37 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
 
 #: nodes that hand a viewed tensor on unchanged in shape (quantizers of the three flavours)
 _PASS_ON = frozenset({"QuantizeLinear", "DequantizeLinear", "Quant", "Identity"})
+
+
+def _readers(b: Builder, node: Node):
+    """The nodes reading ``node``'s output through :data:`_PASS_ON` nodes (``None`` stands for a
+    model output)."""
+    todo, seen = [node.outputs[0]], set()
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t in b.graph.output_names:
+            yield None
+        for n in b.graph.nodes:
+            if t in n.inputs:
+                if n.op_type in _PASS_ON:
+                    todo.extend(n.outputs[:1])
+                else:
+                    yield n
+
+
+def _read_channels_first(b: Builder, node: Node, rank: int) -> bool:
+    """Everything reading the view ``node`` makes of a vector is a Transpose of the channels-last
+    image ``(H, W, C)`` (``rank`` 3) or signal ``(L, C)`` (``rank`` 2) to channels first: the view
+    is then that image, the vector's order being its row-major order (Keras ``Reshape((H, W, C))``
+    before tf2onnx's Transpose; a PyTorch ``view(N, C, H, W)`` once canonicalization has put the
+    dense layer's rows in that order)."""
+    first = [0, rank] + list(range(1, rank))
+    rs = list(_readers(b, node))
+    return bool(rs) and all(r is not None and r.op_type == "Transpose" and list(r.attr("perm") or ()) == first
+                            for r in rs)
 
 
 def _check_gate_readers(b: Builder, node: Node, src: tuple[int, ...], shape: tuple[int, ...]) -> None:
