@@ -37,7 +37,7 @@ from .edit import DEFAULT, Edit
 from .trace import Trace, trace_for
 from .transposes import ELEMENTWISE
 
-__all__ = ["channel_splits", "channel_shuffles", "channel_gathers"]
+__all__ = ["channel_splits", "channel_shuffles", "channel_gathers", "elementwise_alone"]
 
 _VIEWS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -89,7 +89,7 @@ def _scalar_const(e: Edit, name: str) -> bool:
     return not name or (e.is_const(name) and np.size(e.inits[name]) == 1)
 
 
-def _commutes(e: Edit, n: Node) -> bool:
+def elementwise_alone(e: Edit, n: Node) -> bool:
     """``n`` acts on each element of its first input alone (so it commutes with any permutation
     of the elements): a per-tensor quantizer, or an elementwise op of scalar constants."""
     if n.domain == DEFAULT and n.op_type in _QDQ:
@@ -106,7 +106,7 @@ def _channelwise(e: Edit, n: Node) -> bool:
     or acts on each element alone: it commutes with any permutation of the channels."""
     if n.domain == DEFAULT and n.op_type in _POOLS:
         return len([o for o in n.outputs if o]) == 1
-    return _commutes(e, n)
+    return elementwise_alone(e, n)
 
 
 def _view(n: Node) -> bool:
@@ -144,7 +144,7 @@ def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
     (views and commuting ops) that ends in a view whose output is a channel permutation of
     ``value``, other than the identity, the same one in every traced run (each batch); ``None``
     if none."""
-    if not (_view(first) or _commutes(e, first)):
+    if not (_view(first) or elementwise_alone(e, first)):
         return None
     shapes = [tuple(np.shape(r[value])) for r in t.runs]
     xs = [np.arange(int(np.prod(s, dtype=np.int64)), dtype=np.int64).reshape(s) for s in shapes]
@@ -156,7 +156,7 @@ def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
             xs = [_run_view(node, x, np.shape(r[out])) for x, r in zip(xs, t.runs)]
             if any(x is None for x in xs):
                 break
-        elif not _commutes(e, node):
+        elif not elementwise_alone(e, node):
             break
         nodes.append(node)
         perms = [_channel_perm(x, s) for x, s in zip(xs, shapes)] if _view(node) else [None]

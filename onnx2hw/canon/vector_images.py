@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ir.graph import Graph, Node
 from ..ir.load import QONNX_DOMAIN as QONNX
-from .channels import _commutes
+from .channels import elementwise_alone
 from .channels_last import to_first
 from .edit import DEFAULT, Edit
 from .trace import Trace, trace_for
@@ -73,7 +73,7 @@ def _readers(e: Edit, value: str) -> list[Node | None]:
         v = todo.pop()
         found += [None] if v in e.outputs else []
         for n in e.readers(v):
-            if _commutes(e, n) and n.inputs[0] == v:
+            if elementwise_alone(e, n) and n.inputs[0] == v:
                 todo.append(n.outputs[0])
             else:
                 found.append(n)
@@ -89,7 +89,7 @@ def _dense_above(e: Edit, value: str) -> Node | None:
             return None
         if n.domain == DEFAULT and n.op_type in ("Gemm", "MatMul"):
             return n
-        if not _commutes(e, n):
+        if not elementwise_alone(e, n):
             return None
         value = n.inputs[0]
 
