@@ -15,9 +15,11 @@ Fmax 147.8 -> 138.8 MHz, within nextpnr's seed-to-seed spread (:data:`onnx2hw.sy
 Cutting the accelerator's stream nets out of the flattened top instead does not work: Yosys
 renames and merges those nets while it optimises, so the ports cannot be found again.
 
-Cost (Verilator build + run, 16 inferences): the digits MLP (3.3k LUT4) 12 s; the MLPerf KWS
-design (54k LUT4, 103 MULT18X18D, 65 DP16KD) about 8 minutes, of which Verilator's conversion of
-the gate-level netlist is 350 s and the C++ compile 77 s.
+Cost (Verilator build + run, 16 inferences, on a loaded 2-core machine): the digits MLP (3.3k
+LUT4) 12 s; the MLPerf KWS design (54k LUT4, 103 MULT18X18D, 65 DP16KD, 267k cycles) 15 minutes:
+Verilator's conversion of the gate-level netlist 350 s, the C++ compile 77 s, the run 8 minutes
+(about 560 cycles/s). Gate-level simulation is the price of simulating what is placed; for the
+large designs it is far from the RTL simulation's speed.
 
 The netlist module is written as Verilog by Yosys (``read_json`` + ``write_verilog``) and
 simulated with Yosys's ECP5 cell library (``share/ecp5``: LUT4, TRELLIS_FF, CCU2C, PFUMX, L6MUX21,
