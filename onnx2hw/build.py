@@ -26,7 +26,8 @@ from .rtl.replicate import YOSYS_COLLISION_X, YOSYS_KEEP_REPLICAS
 from .rtl.board_top import LINK_COST
 from .rtl.ram_outreg import absorb_output_registers
 from .rtl.selftest import selftest_cost
-from .synth import SynthError, parse_fmax, parse_utilisation, run_build
+from .sim.netlist import keep_accelerator, simulate_netlist
+from .synth import SynthError, parse_fmax, parse_utilisation, run_build, tool_env
 
 __all__ = ["BuildResult", "Resource", "build_design", "open_build", "BITSTREAM_EXTENSIONS", "check_selftest_fits",
            "nextpnr_options"]
@@ -187,7 +188,8 @@ def nextpnr_options(estimated_lut: int, seed: int | None = None) -> str:
 
 def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] | None = None,
                  selftest: SelfTestData | None = None, simulated: Mapping | None = None,
-                 seed: int | None = None, pnr_tries: int = PNR_TRIES) -> BuildResult:
+                 seed: int | None = None, pnr_tries: int = PNR_TRIES, verify_netlist: int = 0,
+                 verified_rtl: Mapping | None = None) -> BuildResult:
     """Build ``design`` (an :class:`onnx2hw.Design`) into ``out_dir``; see :meth:`onnx2hw.Design.build`.
 
     The directory is marked incomplete first (:func:`~onnx2hw.build_info.begin_build`), every file
@@ -203,7 +205,15 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
     ``pnr_tries`` runs at most, with the seeds after it (:func:`retry_seeds`,
     :func:`~onnx2hw.synth.run_build`). The report names the kept run's seed (``nextpnr_seed``)
     and lists every run (``place_and_route``).
+
+    ``verify_netlist`` (ECP5): after synthesis and the netlist passes, before place and route,
+    simulate that many random inferences through the accelerator's netlist
+    (:func:`onnx2hw.sim.netlist.simulate_netlist`); a difference from the golden model raises
+    :class:`~onnx2hw.sim.netlist.NetlistSimError` and the build stays incomplete. The report's
+    ``verify`` holds ``rtl`` (``verified_rtl``, the RTL simulation's record) and ``netlist``.
     """
+    if verify_netlist and design.board.family != "ecp5":
+        raise ModelError(f"netlist simulation models ECP5 cells only, not {design.board.family}'s")
     t_start = time.perf_counter()
     pnr_options = nextpnr_options(design.pipeline.total.lut, seed)   # a bad seed fails before any work
     more_seeds = retry_seeds(seed, pnr_tries)
@@ -230,13 +240,23 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             # private wire names otherwise (seen with synth_ecp5); replica registers get `keep`
             # (rtl.replicate) before opt_merge could merge them
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
-            plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\n{YOSYS_COLLISION_X}\nopt_clean -purge",
+            # ECP5: the accelerator stays a module of its own, the one the netlist simulation runs
+            keep = f"\n{keep_accelerator(name)}" if board.family == "ecp5" else ""
+            plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\n{YOSYS_COLLISION_X}\nopt_clean -purge{keep}",
                                           nextpnr_opts=pnr_options)
         steps["elaborate"] = time.perf_counter() - t0
         work = out / "work"
-        post = (lambda wd: absorb_output_registers(wd / f"{name}.json")) if board.family == "ecp5" else None
+        netlist_record = {}
+
+        def post(wd):
+            absorb_output_registers(wd / f"{name}.json")
+            if verify_netlist:
+                if progress:
+                    progress(f"simulating the netlist ({verify_netlist} inferences)")
+                netlist_record.update(simulate_netlist(design, wd / f"{name}.json", verify_netlist, tool_env()["YOSYS"]))
         runs = []
-        steps.update(run_build(plan, work, name, progress=progress, after_synthesis=post, retry_seeds=more_seeds,
+        steps.update(run_build(plan, work, name, progress=progress, after_synthesis=post if board.family == "ecp5" else None,
+                               retry_seeds=more_seeds,
                                attempts=runs))
         bitstreams = []
         for ext in BITSTREAM_EXTENSIONS:
@@ -261,6 +281,9 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             report["nextpnr_seed"] = kept
         if len(runs) > 1:
             report["place_and_route"] = runs
+        verify = {k: dict(v) for k, v in (("rtl", verified_rtl), ("netlist", netlist_record)) if v}
+        if verify:
+            report["verify"] = verify
         write_report(report, out)
         # last: the description with the hashes of what it describes, then the build is published
         write_build_info(out, design.pipeline, board, design.clock_hz, design.baud, model=design.source_model,

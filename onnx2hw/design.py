@@ -226,7 +226,8 @@ class Design:
 
     # ------------------------------------------------------------------ bitstream
     def build(self, out_dir, *, progress=None, times: Mapping[str, float] | None = None, selftest=None,
-              simulated=None, seed: int | None = None, pnr_tries: int = PNR_TRIES) -> BuildResult:
+              simulated=None, seed: int | None = None, pnr_tries: int = PNR_TRIES, verify_netlist: int = 0,
+              verified_rtl=None) -> BuildResult:
         """Build the bitstream into ``out_dir`` (Yosys, nextpnr, pack through YoWASP) with the
         accelerator's Verilog, ``folding.json``, ``accelerator.json`` and the reports.
 
@@ -237,9 +238,12 @@ class Design:
         board top; ``simulated`` adds simulated II and latency to the report (see
         :func:`onnx2hw.build.build_design`). ``seed``: nextpnr's placer seed (default: nextpnr's own);
         ``pnr_tries``: place-and-route runs at most while the clock is missed (the seeds after it).
+        ``verify_netlist``: simulate that many random inferences through the synthesized netlist
+        before place and route (ECP5; :class:`onnx2hw.sim.netlist.NetlistSimError` unless
+        bit-exact); ``verified_rtl``: the RTL simulation's record for the report.
         """
         return build_design(self, out_dir, progress=progress, times=times, selftest=selftest, simulated=simulated,
-                            seed=seed, pnr_tries=pnr_tries)
+                            seed=seed, pnr_tries=pnr_tries, verify_netlist=verify_netlist, verified_rtl=verified_rtl)
 
 
 def compile(model, board="ulx3s", calib=None, clock_mhz=None, baud=None, folding=None,  # noqa: A001

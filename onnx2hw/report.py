@@ -394,6 +394,25 @@ def _pnr_runs_html(r: dict) -> str:
     return f"; {html.escape(text, quote=False)}" if text else ""
 
 
+def _verify_html(v: dict | None) -> str:
+    """The bit-exactness checks of ``synth --verify``: the RTL and the netlist after synthesis."""
+    if not v:
+        return "<p><b>Verification:</b> not simulated (build with <code>--verify N</code>)</p>"
+    what = {"rtl": "RTL (Amaranth, Verilator)", "netlist": "netlist after synthesis and onnx2hw's netlist passes "
+            "(the accelerator nextpnr places, with DP16KD/MULT18X18D models)"}
+    rows = []
+    for key, title in what.items():
+        x = v.get(key)
+        if x is None:
+            rows.append(f"<tr><td>{title}</td><td>not simulated</td></tr>")
+            continue
+        secs = f", {x['seconds']:.1f} s" if x.get("seconds") is not None else ""
+        cyc = f", {x['cycles']:,} cycles" if x.get("cycles") else ""
+        rows.append(f'<tr><td>{title}</td><td class="ok">bit-exact on {x["exact"]}/{x["inferences"]} '
+                    f"random inferences{cyc}{secs}</td></tr>")
+    return "<h2>Verification</h2><table>" + "".join(rows) + "</table>"
+
+
 def render_html(r: dict) -> str:
     clock = r["clock"]
     ok = clock["met"]
@@ -413,7 +432,7 @@ background:#eee;border-radius:7px}} .used{{height:14px;background:#4393c3;border
 achieved Fmax {fmax}{_pnr_runs_html(r)}</p>
 <p><b>Throughput:</b> {tp["inferences_per_s"]:,.0f} inferences/s; initiation interval {tp["ii_cycles"]:,} cycles,
 latency {tp["latency_cycles"]:,} cycles{link}</p>
-{_throughput_html(r)}{_selftest_html(r)}
+{_throughput_html(r)}{_selftest_html(r)}{_verify_html(r.get("verify"))}
 <h2>Pipeline</h2>{_svg_pipeline(r["stages"])}
 <p>Box height: a stage's cycles per inference; orange: the slowest, which sets the initiation interval. Hover
 over a stage for its full name and figures.</p>{_io_html(r.get("io"))}{_host_html(r.get("host"))}

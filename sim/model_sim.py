@@ -141,12 +141,14 @@ def _golden_stream(pipeline: Pipeline, golden: Mapping[str, np.ndarray], start: 
     return values.reshape(-1, pipeline.output_link.src_lanes)
 
 
-def _run(component, feeds, expect, simulator, pause, seed, waves, count, golden=None, mismatches=None, total=None):
+def _run(component, feeds, expect, simulator, pause, seed, waves, count, golden=None, mismatches=None, total=None,
+         verilog=None):
     """One simulator run of ``count`` inferences. Time-outs scale with the pipeline: no port
     transfer for 4 x (latency + II) cycles is a deadlock, and the whole run may take 4 x its
     estimate (random stalls on both ends cost at most that) plus the harness's own margin.
     ``golden``/``mismatches``: see :func:`onnx2hw.sim.native_run.run_native` (Verilator only);
-    ``total``: inferences simulated in all (the build is compiled for their cycles)."""
+    ``total``: inferences simulated in all (the build is compiled for their cycles); ``verilog``:
+    simulated in place of the component's (Verilator only)."""
     p = component.pipeline
     idle = max(4096, 4 * (p.latency + p.ii))
     budget = default_max_cycles(feeds, expect) + 4 * (p.latency + count * p.ii)
@@ -154,7 +156,7 @@ def _run(component, feeds, expect, simulator, pause, seed, waves, count, golden=
                   expected_cycles=p.latency + count * p.ii)
     if simulator == "verilator":
         return run_native(component, feeds, expect, golden=golden, mismatches=mismatches,
-                          total_cycles=p.latency + (total or count) * p.ii, **common)
+                          total_cycles=p.latency + (total or count) * p.ii, verilog=verilog, **common)
     return run_cocotb(component, feeds, expect, simulator=simulator, **common)
 
 
@@ -213,15 +215,19 @@ def locate_divergence(pipeline: Pipeline, x: np.ndarray, seed=0) -> str | None:
 
 
 def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0, waves=False,
-             chunk=50, progress=None, timing=True, component=None) -> SimReport:
+             chunk=50, progress=None, timing=True, component=None, verilog=None) -> SimReport:
     """Run ``x`` ((N, *input shape) integers; a dict by tensor name for several inputs) through
     the accelerator with random backpressure on input and output, and compare every output
     element with the golden executor.
 
     ``progress(done, total)`` is called after each chunk; ``waves`` may be a folder that
     receives one waveform per chunk. ``component``: the pipeline's :class:`AcceleratorCore`
-    if already built (converted to Verilog once per object).
+    if already built (converted to Verilog once per object). ``verilog``: Verilog simulated in
+    its place (Verilator only; see :func:`onnx2hw.sim.native_run.run_native`), e.g. the
+    synthesized netlist (:mod:`onnx2hw.sim.netlist`).
     """
+    if verilog is not None and (simulator != "verilator" or timing):
+        raise ValueError("other Verilog is simulated by Verilator only, without the timing runs")
     g = pipeline.graph
     feeds = input_feeds(g, x)
     golden = execute_integer(g, feeds)
@@ -235,7 +241,7 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         out, c = _run(acc, {"i": _stream(pipeline, feeds, start, start + count)},
                       {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count,
                       golden={"o": _golden_stream(pipeline, golden, start, start + count)}, mismatches=mismatches,
-                      total=n)
+                      total=n, verilog=verilog)
         if first_cycle is None and "o" in mismatches:
             first_cycle = (start, mismatches["o"][1])
         cycles += c
@@ -256,7 +262,8 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
         flat = int(np.argmax(flat_hw[bad] != flat_golden[bad]))
         report.first_mismatch = (bad, _element(g, flat), int(flat_golden[bad, flat]), int(flat_hw[bad, flat]))
         report.mismatch_at = first_cycle
-        report.diverged_stage = locate_divergence(pipeline, {k: v[bad:bad + 1] for k, v in feeds.items()}, seed)
+        if verilog is None:   # the stages are located in the RTL, which another Verilog need not follow
+            report.diverged_stage = locate_divergence(pipeline, {k: v[bad:bad + 1] for k, v in feeds.items()}, seed)
     if timing:
         report.ii, report.latency = measure_timing(pipeline, feeds, simulator, component=acc, total=n)
     return report

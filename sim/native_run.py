@@ -427,7 +427,7 @@ def _failure(err: str, run: _Run, waves) -> AssertionError:
 
 def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="none", seed=0, waves=False,
                max_cycles=None, drain=32, idle_limit=4096, stats=None, expected_cycles=None, total_cycles=None,
-               golden=None, mismatches=None):
+               golden=None, mismatches=None, verilog=None):
     """Simulate a component's Verilog natively with the checks of
     :func:`onnx2hw.sim.cocotb_run.run_cocotb` (the same arguments, results and messages).
 
@@ -448,6 +448,10 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
     mismatches : dict, optional
         Filled with ``{port: (transfer, cycle)}``, the first transfer of each compared port that
         differs from ``golden`` and the cycle it was collected in.
+    verilog : str, optional
+        Verilog simulated instead of the component's (a module ``top`` with the component's
+        ports and everything it instantiates, e.g. a synthesized netlist and its cell models:
+        :mod:`onnx2hw.sim.netlist`); the component still names and shapes the stream ports.
 
     Returns
     -------
@@ -479,7 +483,7 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
             "expected_cycles": int(expected_cycles),
             "pauses": dict(src_pause=src_pause, sink_pause=sink_pause, seed=seed, max_cycles=int(max_cycles),
                            drain=int(drain), idle_limit=int(idle_limit))}
-    text = verilog_once(dut)
+    text = verilog_once(dut) if verilog is None else verilog
     header = ports_header(ports)
     wrapper = reset_wrapper(ports, clk=_has_input(text, "clk"), rst=_has_input(text, "rst"))
     runs = cache_root() / "runs"

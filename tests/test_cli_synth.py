@@ -45,6 +45,7 @@ def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, 
     assert rc == 0, text
     if verify:
         assert "verified: bit-exact on 3/3 random inferences" in captured.err
+        assert "verified the netlist: bit-exact on 3/3 random inferences" in " ".join(captured.err.split())
     assert (out / f"tiny_w4a8.{bitfile}").stat().st_size > 1000
     if bitfile == "bit":
         assert (out / "tiny_w4a8.svf").is_file()
@@ -58,6 +59,8 @@ def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, 
     assert r["resources"]["lut"]["used"] > 0 and r["throughput"]["ii_cycles"] > 0
     assert [s["name"] for s in r["stages"]] == ["fc1", "fc2"]
     assert set(r["times_s"]) >= {"compile", "total"}
+    if verify:
+        assert r["verify"]["rtl"]["exact"] == r["verify"]["netlist"]["exact"] == 3
     page = (out / "report.html").read_text()
     assert "<svg" in page and "fc1" in page and "Clock: met" in page
     assert "resources: LUT" in text and "inferences/s" in text

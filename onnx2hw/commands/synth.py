@@ -2,6 +2,7 @@
 (:func:`onnx2hw.compile`, :meth:`onnx2hw.Design.verify`, :meth:`onnx2hw.Design.build`)."""
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from ..build import PNR_TRIES, BuildResult, check_selftest_fits
 from ..build_info import SelfTestData, selftest_record
 from ..design import Design, MismatchError, design_name
 from ..report import pnr_runs_text, throughput
+from ..sim.netlist import NetlistSimError
 from ..synth import RETRY_WITHIN
 from . import UsageError
 from ._options import add_folding_options, design_of, folding_note, host_note, require_simulator, target_of
@@ -26,8 +28,9 @@ def configure(parser):
     parser.add_argument("-o", "--output", metavar="DIR", help="build directory (default build/<model>)")
     parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
     parser.add_argument("--verify", type=int, default=0, metavar="N",
-                        help="before place and route, simulate N random inferences of the design (Verilator) "
-                             "and stop unless they are bit-exact against the golden model")
+                        help="simulate N random inferences of the design (Verilator) before synthesis, and on ECP5 "
+                             "boards the same N through the synthesized netlist before place and route; stop unless "
+                             "both are bit-exact against the golden model")
     parser.add_argument("--selftest", type=int, nargs="?", const=16, metavar="N",
                         help="add a self-test: N inputs (default 16) held on chip, replayed through the "
                              "accelerator at full speed with a cycle counter and an output check "
@@ -86,10 +89,21 @@ def run(args) -> int:
     est = p.total
     con.print(f"{len(p.stages)} stages, II {p.ii:,} cycles, estimated {est.lut:,} LUT, {est.dsp} DSP, "
               f"{est.ebr} EBR of {board.title}'s {board.budget.lut:,} / {board.budget.dsp} / {board.budget.ebr}")
-    with con.status("") as status:
-        result = design.build(out, progress=lambda title: status.update(f"{title} ..."), times=times,
-                              selftest=selftest, simulated=simulated, seed=args.pnr_seed,
-                              pnr_tries=args.pnr_tries)
+    netlist_n = args.verify if board.family == "ecp5" else 0
+    rtl = None if simulated is None else {"inferences": simulated["inferences"], "exact": simulated["inferences"],
+                                          "seconds": round(times["verify"], 1)}
+    try:
+        with con.status("") as status:
+            result = design.build(out, progress=lambda title: status.update(f"{title} ..."), times=times,
+                                  selftest=selftest, simulated=simulated, seed=args.pnr_seed,
+                                  pnr_tries=args.pnr_tries, verify_netlist=netlist_n, verified_rtl=rtl)
+    except NetlistSimError as e:
+        print(f"error: --verify: {' '.join(str(e).split())}; {out} was left incomplete (not published)", file=sys.stderr)
+        return 1
+    if netlist_n:
+        nl = json.loads(result.report_json.read_text())["verify"]["netlist"]
+        con.print(f"verified the netlist: bit-exact on {nl['exact']}/{nl['inferences']} random inferences "
+                  f"({nl['cycles']:,} cycles in {nl['seconds']:.1f} s, Verilator build included)")
     _print_summary(result, simulated)
     if selftest is not None:
         print(f"self-test: {selftest.samples} inputs on chip; measure the board with "
