@@ -240,8 +240,8 @@ def build_design(design, out_dir, *, progress=None, times: Mapping[str, float] |
             # private wire names otherwise (seen with synth_ecp5); replica registers get `keep`
             # (rtl.replicate) before opt_merge could merge them
             # --timing-allow-fail: a missed clock is reported with the achieved Fmax, not a bare error
-            # ECP5: the accelerator stays a module of its own, the one the netlist simulation runs
-            keep = f"\n{keep_accelerator(name)}" if board.family == "ecp5" else ""
+            # a netlist to simulate: the accelerator stays a module of its own, the one simulated
+            keep = f"\n{keep_accelerator(name)}" if verify_netlist else ""
             plan = board.platform().build(top, name=name, do_build=False, script_after_read=f"proc\n{YOSYS_KEEP_REPLICAS}\n{YOSYS_COLLISION_X}\nopt_clean -purge{keep}",
                                           nextpnr_opts=pnr_options)
         steps["elaborate"] = time.perf_counter() - t0

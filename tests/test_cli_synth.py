@@ -38,7 +38,7 @@ def tiny_model(tmp_path_factory):
                                                   ("icebreaker", "bin", [])])
 def test_synth_builds_bitstream_and_report(tiny_model, tmp_path, capsys, board, bitfile, clock):
     out = tmp_path / "build"
-    verify = ["--verify", "3"] if board == "ulx3s-85f" else []
+    verify = ["--verify", "3", "--verify-netlist"] if board == "ulx3s-85f" else []
     rc = main(["synth", tiny_model, "--board", board, "-o", str(out), *clock, *verify])
     captured = capsys.readouterr()
     text = captured.out

@@ -1,4 +1,4 @@
-"""`synth --verify N` simulates the synthesized netlist (after onnx2hw's netlist passes) before place
+"""`synth --verify N --verify-netlist` simulates the synthesized netlist (after onnx2hw's netlist passes) before place
 and route: bit-exact on the digits MLP, whose netlist holds DP16KD blocks with absorbed output
 registers and MULT18X18D multipliers; a netlist pass that drops an output register is caught
 (exit 1, one error line, nothing published); a netlist with a cell that has no model is refused."""
@@ -22,7 +22,7 @@ MODEL = str(EXAMPLES / "digits_mlp_int8.onnx")
 @pytest.mark.slow
 def test_synth_verify_simulates_the_netlist_bit_exact(tmp_path, capsys):
     out = tmp_path / "b"
-    assert main(["synth", MODEL, "--board", "ulx3s", "-o", str(out), "--verify", "6"]) == 0
+    assert main(["synth", MODEL, "--board", "ulx3s", "-o", str(out), "--verify", "6", "--verify-netlist"]) == 0
     err = capsys.readouterr().err
     assert "verified: bit-exact on 6/6" in err and "verified the netlist: bit-exact on 6/6" in " ".join(err.split())
     r = json.loads((out / "report.json").read_text())
@@ -64,7 +64,7 @@ def test_a_pass_that_drops_an_output_register_is_caught(tmp_path, capsys, monkey
 
     monkeypatch.setattr("onnx2hw.build.absorb_output_registers", broken)
     out = tmp_path / "b"
-    rc = main(["synth", MODEL, "--board", "ulx3s", "-o", str(out), "--verify", "4"])
+    rc = main(["synth", MODEL, "--board", "ulx3s", "-o", str(out), "--verify", "4", "--verify-netlist"])
     err = capsys.readouterr().err
     assert dropped, "no output register was absorbed, so none could be dropped"
     assert rc == 1
@@ -87,3 +87,12 @@ def test_a_cell_without_a_model_is_refused():
         "connections": {"P0": [5], "SROA0": [6]}}}
     with pytest.raises(NetlistSimError, match="uses output SROA0, which its model does not drive"):
         check_netlist(netlist, "top.accelerator")
+
+
+@pytest.mark.parametrize("argv, says", [([], "--verify-netlist needs --verify"),
+                                        (["--verify", "2", "--board", "icebreaker"], "models ECP5 cells only")])
+def test_verify_netlist_option_errors(tmp_path, capsys, argv, says):
+    assert main(["synth", MODEL, "-o", str(tmp_path / "b"), "--verify-netlist", *argv]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and says in err[0], err
+    assert not (tmp_path / "b").exists()

@@ -28,9 +28,12 @@ def configure(parser):
     parser.add_argument("-o", "--output", metavar="DIR", help="build directory (default build/<model>)")
     parser.add_argument("--calib", metavar="C.npz", help="calibration data to quantize a float model")
     parser.add_argument("--verify", type=int, default=0, metavar="N",
-                        help="simulate N random inferences of the design (Verilator) before synthesis, and on ECP5 "
-                             "boards the same N through the synthesized netlist before place and route; stop unless "
-                             "both are bit-exact against the golden model")
+                        help="simulate N random inferences of the design (Verilator) before synthesis and stop "
+                             "unless they are bit-exact against the golden model")
+    parser.add_argument("--verify-netlist", action="store_true",
+                        help="with --verify (ECP5 boards): also simulate the N inferences through the synthesized "
+                             "netlist, after onnx2hw's netlist passes, before place and route (the accelerator is "
+                             "kept a module through synthesis; seconds on small designs, minutes on large ones)")
     parser.add_argument("--selftest", type=int, nargs="?", const=16, metavar="N",
                         help="add a self-test: N inputs (default 16) held on chip, replayed through the "
                              "accelerator at full speed with a cycle counter and an output check "
@@ -56,6 +59,10 @@ def run(args) -> int:
         raise UsageError(f"--verify must be 0 or more inferences, not {args.verify!r}")
     if args.verify:
         require_simulator("verilator", "--verify")
+    if args.verify_netlist and not args.verify:
+        raise UsageError("--verify-netlist needs --verify N (the inferences to simulate)")
+    if args.verify_netlist and target.board.family != "ecp5":
+        raise UsageError(f"--verify-netlist models ECP5 cells only; {target.board.name} is {target.board.family}")
     if args.selftest is not None and args.selftest < 1:
         raise UsageError(f"--selftest must be at least 1 input, not {args.selftest!r}")
     if args.pnr_seed is not None and not 0 <= args.pnr_seed < 2 ** 31:
@@ -89,7 +96,7 @@ def run(args) -> int:
     est = p.total
     con.print(f"{len(p.stages)} stages, II {p.ii:,} cycles, estimated {est.lut:,} LUT, {est.dsp} DSP, "
               f"{est.ebr} EBR of {board.title}'s {board.budget.lut:,} / {board.budget.dsp} / {board.budget.ebr}")
-    netlist_n = args.verify if board.family == "ecp5" else 0
+    netlist_n = args.verify if args.verify_netlist else 0
     rtl = None if simulated is None else {"inferences": simulated["inferences"], "exact": simulated["inferences"],
                                           "seconds": round(times["verify"], 1)}
     try:
