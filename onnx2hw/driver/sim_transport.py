@@ -168,6 +168,11 @@ class SimulatedLink(Transport):
     def now(self) -> float:
         return self._cycles * self._period
 
+    @property
+    def cycles(self) -> int:
+        """Clock cycles simulated so far."""
+        return self._cycles
+
 
 class SimTransport(SimulatedLink):
     """Drive a :class:`onnx2hw.rtl.board_top.BoardTop` (``platform=None``) in Amaranth's simulator.
