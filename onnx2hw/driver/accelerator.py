@@ -20,7 +20,8 @@ from ..rtl.accelerator import AcceleratorCore
 from ..rtl.board_top import BoardTop
 from ..rtl.selftest import CYCLE_BITS
 from .serial_transport import SerialTransport
-from .sim_transport import SimTransport
+from .native_transport import board_transport
+from .sim_transport import SimulatedLink
 from .transport import LinkError, Transport
 
 __all__ = ["Accelerator", "RunStats", "SelfTestReport", "new_session"]
@@ -187,11 +188,13 @@ class Accelerator:
         :class:`onnx2hw.Design` (a result of this process: its design is used as it is, nothing
         is read back).
 
-        ``port="sim"`` simulates the board top (UART included) with Amaranth's simulator; the
+        ``port="sim"`` simulates the board top (UART included) compiled with Verilator
+        (:class:`~onnx2hw.driver.native_transport.NativeTransport`; Amaranth's simulator where
+        Verilator or a C++ compiler is missing, or for a waveform); the
         design is ``pipeline`` if given, else the :class:`~onnx2hw.Design`'s, else rebuilt from
         the model recorded in the build description. ``baud`` overrides the build's baud rate
         (for simulation: a fast UART keeps runs short; it must divide the clock within 2.5 %).
-        ``sim_options`` go to :class:`~onnx2hw.driver.sim_transport.SimTransport` (fault
+        ``sim_options`` go to :func:`~onnx2hw.driver.native_transport.board_transport` (fault
         injection). ``batch``, ``window``, ``retries`` and ``deadline``: see the class.
         """
         if port != "sim" and (sim_options or pipeline is not None):
@@ -702,8 +705,8 @@ def _quantize_one(q: dict, quantizer, x, named: bool) -> np.ndarray:
     return quantizer.quantize(x, shape)
 
 
-def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTransport:
-    """A :class:`~onnx2hw.driver.sim_transport.SimTransport` on the board top of this build."""
+def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimulatedLink:
+    """A simulated link to the board top of this build (:func:`~onnx2hw.driver.native_transport.board_transport`)."""
     if pipeline is None:
         src = info.get("source") or {}
         if not src.get("model"):
@@ -718,4 +721,4 @@ def sim_transport(info: dict, baud: float, *, pipeline=None, **options) -> SimTr
     data = selftest_data(info)
     top = BoardTop(AcceleratorCore(pipeline), link_format_of(pipeline), info["clock_hz"], baud,
                    selftest=None if data is None else data.inputs)
-    return SimTransport(top, **options)
+    return board_transport(top, **options)

@@ -1,6 +1,9 @@
-"""A host link to the board top running in Amaranth's simulator (UART included).
+"""A host link to the board top running in a simulator (UART included).
 
-The transport serializes the host's bytes onto ``uart_rx`` bit by bit at the simulated baud
+:class:`SimulatedLink` holds what every simulated link shares (fault injection, the host's byte
+queue, simulated time); :class:`SimTransport` runs the board top in Amaranth's simulator (the
+fallback where the native simulator, :mod:`onnx2hw.driver.native_transport`, cannot be built,
+and the transport for tests that watch internal signals). The transport serializes the host's bytes onto ``uart_rx`` bit by bit at the simulated baud
 rate and decodes ``uart_tx`` by mid-bit sampling, exactly as a USB-UART bridge would. Time is
 simulated time: ``read(..., timeout)`` advances the simulation by at most ``timeout`` seconds.
 
@@ -22,13 +25,15 @@ from amaranth.sim import Simulator
 
 from .transport import Transport
 
-__all__ = ["SimTransport"]
+__all__ = ["SimulatedLink", "SimTransport"]
 
 _DIRECTIONS = ("to_board", "to_host", "both")
 
 
-class SimTransport(Transport):
-    """Drive a :class:`onnx2hw.rtl.board_top.BoardTop` (``platform=None``) in simulation.
+class SimulatedLink(Transport):
+    """The host side of a simulated :class:`onnx2hw.rtl.board_top.BoardTop` (``platform=None``):
+    fault injection, bytes on their way to the host, simulated time (in clock cycles).
+    A simulator subclass implements :meth:`_send` and :meth:`read`.
 
     Parameters
     ----------
@@ -45,10 +50,6 @@ class SimTransport(Transport):
     inject : callable, optional
         ``inject(direction, data) -> data`` applied to every chunk (instead of the rates); the
         result is ``bytes`` or a list of ``bytes`` and ``float`` (pause in seconds).
-    vcd : str, optional
-        Write a waveform.
-    monitors : iterable of ``async def f(ctx)``
-        Extra background processes (e.g. to observe internal signals in tests).
     skew : float
         Relative baud rate error of the simulated host bridge (both directions): its bit time is
         ``(1 + skew)`` times the board's.
@@ -57,7 +58,7 @@ class SimTransport(Transport):
     name = "sim"
 
     def __init__(self, top, *, corrupt=0.0, drop=0.0, duplicate=0.0, delay=0.0, delay_s=None, babble=0.0,
-                 direction="both", seed=0, inject=None, vcd=None, monitors=(), skew=0.0):
+                 direction="both", seed=0, inject=None, skew=0.0):
         if direction not in _DIRECTIONS:
             raise ValueError(f"direction must be one of {_DIRECTIONS!r}, not {direction!r}")
         for name, p in (("corrupt", corrupt), ("drop", drop), ("duplicate", duplicate), ("delay", delay)):
@@ -83,24 +84,11 @@ class SimTransport(Transport):
         self._inject = inject
         self._rng = np.random.default_rng(seed)
         self._noise = np.random.default_rng([seed, 1])
-        self._to_board: deque = deque()          # byte values and pauses (float seconds)
         self._to_host: deque = deque()           # byte values and pauses (float seconds)
         self._hold_until = None                  # end of the to-host pause in progress (cycles)
         self.bytes_to_board = 0
         self.bytes_to_host = 0
         self.faults = 0
-        self._sim = Simulator(top)
-        self._sim.add_clock(self._period)
-        self._sim.add_testbench(self._drive_rx, background=True)
-        self._sim.add_testbench(self._sample_tx, background=True)
-        if self._babble:
-            self._sim.add_testbench(self._make_noise, background=True)
-        for mon in monitors:
-            self._sim.add_process(mon)
-        self._vcd = None
-        if vcd:
-            self._vcd = self._sim.write_vcd(vcd)
-            self._vcd.__enter__()
         self._cycles = 0
 
     # --- fault injection
@@ -136,6 +124,83 @@ class SimTransport(Transport):
             out.append(b)
         return out
 
+    # --- Transport
+    def write(self, data: bytes) -> None:
+        self.bytes_to_board += len(data)
+        self._send(self._mangle("to_board", bytes(data)))
+
+    def _send(self, items: list) -> None:
+        """Put bytes (ints) and pauses (float seconds) on the line to the board, in order."""
+        raise NotImplementedError
+
+    def _arrived(self, byte: int) -> None:
+        """A byte the host bridge decoded from ``uart_tx``, on its way to the host."""
+        self._to_host.extend(self._mangle("to_host", bytes((byte,))))
+        self.bytes_to_host += 1
+
+    def _babble_slot(self) -> None:
+        """One byte time of the noisy line: a random byte reaches the host with the babble probability."""
+        if self._noise.random() < self._babble:
+            self._to_host.append(int(self._noise.integers(0, 256)))
+            self.faults += 1
+
+    def _take(self, max_bytes: int) -> bytes:
+        """The bytes that have reached the host by now, up to a pause still running."""
+        out = bytearray()
+        q = self._to_host
+        while q and len(out) < max_bytes:
+            item = q[0]
+            if isinstance(item, float):
+                if self._hold_until is None:
+                    self._hold_until = self._cycles + int(item / self._period)
+                if self._cycles < self._hold_until:
+                    break
+                self._hold_until = None
+                q.popleft()
+                continue
+            out.append(q.popleft())
+        return bytes(out)
+
+    def flush_input(self) -> None:
+        self._to_host.clear()
+        self._hold_until = None
+
+    def now(self) -> float:
+        return self._cycles * self._period
+
+    @property
+    def cycles(self) -> int:
+        """Clock cycles simulated so far."""
+        return self._cycles
+
+
+class SimTransport(SimulatedLink):
+    """Drive a :class:`onnx2hw.rtl.board_top.BoardTop` (``platform=None``) in Amaranth's simulator.
+
+    Parameters: those of :class:`SimulatedLink`, and
+
+    vcd : str, optional
+        Write a waveform.
+    monitors : iterable of ``async def f(ctx)``
+        Extra background processes (e.g. to observe internal signals in tests).
+    """
+
+    def __init__(self, top, *, vcd=None, monitors=(), **options):
+        super().__init__(top, **options)
+        self._to_board: deque = deque()          # byte values and pauses (float seconds)
+        self._sim = Simulator(top)
+        self._sim.add_clock(self._period)
+        self._sim.add_testbench(self._drive_rx, background=True)
+        self._sim.add_testbench(self._sample_tx, background=True)
+        if self._babble:
+            self._sim.add_testbench(self._make_noise, background=True)
+        for mon in monitors:
+            self._sim.add_process(mon)
+        self._vcd = None
+        if vcd:
+            self._vcd = self._sim.write_vcd(vcd)
+            self._vcd.__enter__()
+
     # --- simulation processes
     async def _drive_rx(self, ctx):
         top, bit = self.top, self._bit
@@ -166,8 +231,7 @@ class SimTransport(Transport):
                 byte |= ctx.get(top.uart_tx) << k
                 await ctx.delay(bit)
             if ctx.get(top.uart_tx):                 # stop bit
-                self._to_host.extend(self._mangle("to_host", bytes((byte,))))
-                self.bytes_to_host += 1
+                self._arrived(byte)
             # else: framing error, byte lost (as a UART bridge would)
             if not ctx.get(top.uart_tx):
                 await ctx.changed(top.uart_tx)
@@ -175,31 +239,11 @@ class SimTransport(Transport):
     async def _make_noise(self, ctx):
         while True:
             await ctx.delay(10 * self._bit)
-            if self._noise.random() < self._babble:
-                self._to_host.append(int(self._noise.integers(0, 256)))
-                self.faults += 1
+            self._babble_slot()
 
     # --- Transport
-    def write(self, data: bytes) -> None:
-        self.bytes_to_board += len(data)
-        self._to_board.extend(self._mangle("to_board", bytes(data)))
-
-    def _take(self, max_bytes: int) -> bytes:
-        """The bytes that have reached the host by now, up to a pause still running."""
-        out = bytearray()
-        q = self._to_host
-        while q and len(out) < max_bytes:
-            item = q[0]
-            if isinstance(item, float):
-                if self._hold_until is None:
-                    self._hold_until = self._cycles + int(item / self._period)
-                if self._cycles < self._hold_until:
-                    break
-                self._hold_until = None
-                q.popleft()
-                continue
-            out.append(q.popleft())
-        return bytes(out)
+    def _send(self, items: list) -> None:
+        self._to_board.extend(items)
 
     def read(self, max_bytes: int, timeout: float) -> bytes:
         deadline = self._cycles + max(1, int(timeout / self._period))
@@ -213,13 +257,6 @@ class SimTransport(Transport):
                 pass    # the simulator already stepped past this time (it stops on event times)
             out = self._take(max_bytes)
         return out
-
-    def flush_input(self) -> None:
-        self._to_host.clear()
-        self._hold_until = None
-
-    def now(self) -> float:
-        return self._cycles * self._period
 
     def close(self) -> None:
         if self._cycles == 0:  # never run: start its processes once, so none is left un-awaited
