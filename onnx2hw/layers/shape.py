@@ -109,20 +109,10 @@ def _check_gate_readers(b: Builder, node: Node, src: tuple[int, ...], shape: tup
     the vector's tensor, which has no pixel axes: only a Mul reads it, as the value per channel it
     broadcasts over a larger operand (possibly through quantizers). Any other reader (a Conv, a
     pool, a table, a Mul whose result has the view's shape) is refused here."""
-    todo, seen = [node.outputs[0]], set()
-    while todo:
-        t = todo.pop()
-        if t in seen:
-            continue
-        seen.add(t)
-        for n in b.graph.nodes:
-            if t not in n.inputs:
-                continue
-            if n.op_type in _PASS_ON:
-                todo.extend(n.outputs[:1])
-            elif n.op_type not in ("Mul", "QLinearMul") or _result_shape(b, n) == shape:
-                raise node_error(node, f"a vector {src!r} viewed as {shape!r} is only supported as the per-channel "
-                                 f"gate of a Mul, not read by node {n.name!r} ({n.op_type})", UnsupportedError)
+    for n in _readers(b, node):
+        if n is not None and (n.op_type not in ("Mul", "QLinearMul") or _result_shape(b, n) == shape):
+            raise node_error(node, f"a vector {src!r} viewed as {shape!r} is only supported as the per-channel "
+                             f"gate of a Mul, not read by node {n.name!r} ({n.op_type})", UnsupportedError)
 
 
 def _result_shape(b: Builder, node: Node) -> tuple | None:
