@@ -17,7 +17,12 @@ constant add (plus that one bit) and a wire shift. The importer takes ``"even"``
 model's quantizer rounds half to even (ONNX QuantizeLinear, QONNX ``ROUND``) and ``M / 2**s`` is
 the real scale ratio exactly, so the integer ties are the real ones (``layers/_scale.py``
 ``exact_ratio``). ``M`` is an unsigned or signed integer of at most
-32 bits, ``0 <= s <= 62``. ``M``/``s``/``zp`` are scalars (per tensor) or arrays
+32 bits, ``0 <= s <= 62``.
+
+With an integer ``divisor`` other than 1 the rounded value is ``acc * M / (divisor * 2**s)``,
+to the nearest integer, ties by the same rule: the requantization of a ratio that is a rational
+of a denominator other than a power of two exactly (an average pool's ``1 / 6`` on its input's
+own grid), whose ties are real ones no binary multiplier reaches. ``M``/``s``/``zp`` are scalars (per tensor) or arrays
 broadcast over the channel axis (per channel; channels last, NHWC).
 
 Multi-threshold activation (FINN style), for outputs of at most 4 bits::
@@ -61,13 +66,19 @@ def clamp(x, lo: int, hi: int) -> np.ndarray:
 TIES = ("up", "even")
 
 
-def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int, ties: str = "up") -> np.ndarray:
-    """Multiply-and-shift requantization, ties rounded by ``ties`` (see module docstring).
+def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int, ties: str = "up",
+               divisor=1) -> np.ndarray:
+    """Multiply-and-shift requantization, ties rounded by ``ties`` (see module docstring); with a
+    ``divisor`` other than 1, ``acc * M / (divisor * 2**s)`` rounded to the nearest integer
+    exactly (:func:`_divided`).
 
     Products are computed in Python integers when they could overflow int64.
     """
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES!r}, not {ties!r}")
+    if np.any(np.asarray(divisor) != 1):
+        return np.clip(_divided(acc, multiplier, shift, divisor, ties) + np.asarray(zero_point, np.int64),
+                       lo, hi).astype(np.int64)
     acc = np.asarray(acc, dtype=np.int64)
     m = np.asarray(multiplier, dtype=np.int64)
     s = np.asarray(shift, dtype=np.int64)
@@ -87,6 +98,28 @@ def requantize(acc, multiplier, shift, zero_point, lo: int, hi: int, ties: str =
         half = np.where(s > 0, half - 1 + ((prod >> s) & 1), 0)
     y = ((prod + half) >> s) + zp
     return np.clip(y, lo, hi).astype(np.int64)
+
+
+def _divided(acc, multiplier, shift, divisor, ties: str) -> np.ndarray:
+    """``acc * M / (divisor * 2**s)`` rounded to the nearest integer, ties by ``ties``, in exact
+    integers: ``q, r = divmod(acc * M, divisor * 2**s)``, then ``q + 1`` where ``2r`` exceeds the
+    denominator, or equals it and ``ties`` is ``"up"`` or ``q`` is odd."""
+    acc = np.asarray(acc, dtype=np.int64)
+    d = np.asarray(divisor, dtype=np.int64)
+    s = np.asarray(shift, dtype=np.int64)
+    if np.any(d < 1):
+        raise ValueError(f"divisor must be positive, not {divisor!r}")
+    if np.any(s < 0) or np.any(s > 62):
+        raise ValueError(f"shift must be in 0..62, not {shift!r}")
+    m = np.asarray(multiplier, np.int64)
+    amax = int(np.max(np.abs(acc))) if acc.size else 0
+    wide = amax * int(np.max(np.abs(m))) >= (1 << 61) or int(np.max(d)) << int(np.max(s)) >= (1 << 61)
+    num = acc.astype(object) * m.astype(object) if wide else acc * m
+    den = d.astype(object) * np.left_shift(1, s.astype(object)) if wide else d << s
+    q, r = np.floor_divide(num, den), np.mod(num, den)      # floor division: 0 <= r < den
+    tie = 2 * r == den
+    up = (2 * r > den) | (tie & (q % 2 == 1)) if ties == "even" else 2 * r >= den
+    return np.asarray(q + up.astype(np.int64)).astype(np.int64)
 
 
 def multithreshold(acc, thresholds, lo: int = 0) -> np.ndarray:

@@ -21,6 +21,7 @@ from onnx.reference.op_run import OpRun
 
 import onnx2hw
 from _oracle import run_kernels, spec_session
+from _pool_oracle import exact_pool_oracle
 from _paths import ROOT
 from onnx2hw.cli import main
 from onnx2hw.dataflow import compile_pipeline
@@ -55,7 +56,7 @@ def test_manifest_matches_files():
     assert on_disk == set(ENTRIES), (on_disk ^ set(ENTRIES))
     data = {e["data"] for e in ENTRIES.values() if e["data"]}
     assert data == {p.name for p in CORPUS.glob("*.npz")}
-    assert set(REFUSED) <= set(ENTRIES) and set(GOLDEN_DIFFERS) <= set(ENTRIES)
+    assert set(REFUSED) <= set(ENTRIES) and set(EXACT_POOLS) <= set(ENTRIES)
     assert not list(CORPUS.glob("*.data")), "no external data beside the corpus models"
 
 
@@ -159,6 +160,8 @@ def test_corpus_files_are_what_the_manifest_hashed():
 #                                       compile and `onnx2hw quantize` run) under onnxruntime with
 #                                       every graph optimization off
 #   onnxruntime QDQ, TFLite int8 (QDQ)  the file itself under onnxruntime, optimizations off
+#                                       (EXACT_POOLS: with its on-grid average pools in int64,
+#                                       tests/_pool_oracle.py)
 #   onnxruntime QOperator               onnx.reference, with the two com.microsoft ops it lacks
 #                                       (QGemm, QLinearSoftmax) written below from their spec
 #   Brevitas / QONNX                    the qonnx executor's outputs, stored by make_corpus.py in
@@ -366,6 +369,8 @@ def _oracle(name: str, feeds: dict) -> dict[str, np.ndarray]:
     if any(n.domain == "com.microsoft" for n in model.graph.node):
         ev = ReferenceEvaluator(model, new_ops=[QGemm, QLinearSoftmax])
         ys = _batched(lambda f: ev.run(None, f), feeds, batch)
+    elif name in EXACT_POOLS:
+        ys = _batched(lambda f: exact_pool_oracle(model, f)[0], feeds, batch)
     else:
         sess = spec_session(model)
         ys = _batched(lambda f: sess.run(None, f), feeds, batch)
@@ -466,23 +471,17 @@ def _accept_params(*tables):
     return out
 
 
-#: models whose golden compiles but differs from the oracle (issue 36's corpus; a strict xfail
-#: each, so a fix shows up as an XPASS): file -> what differs and why
-GOLDEN_DIFFERS: dict[str, str] = {
-    **{f"ort_blk_{m}_qdq.onnx": "an average pool onnxruntime's quantizer puts on its input's grid: exact ties k + "
-       "1/2 of the window mean, in every sample; onnxruntime's QuantizeLinear rounds most half to even, but its "
-       "float32 (each dequantized value and the sum rounded) moves some off the tie (avgpool_ceil's first pool: 819 "
-       "of 897 to even); the golden rounds them half to even where the divisor's multiplier is exact (1, 2, 4), "
-       "by the multiplier's error elsewhere (6: always down) (tests/test_pool_forms_e2e.py counts the case)"
-       for m in ("avgpool_ceil", "avgpool_exclude_pad", "multiblock")},
-}
+#: QDQ models whose average pools onnxruntime's quantizer puts on their input's grid: the exact mean
+#: of a window of an even count is a tie k + 1/2 for some windows, which onnxruntime's float32 (each
+#: dequantized value and the sum rounded) moves off the tie either way; the golden rounds it half to
+#: even as QuantizeLinear defines (a divided Requantize where the divisor is no power of two). The
+#: oracle computes those pools in int64 and runs the rest under onnxruntime (tests/_pool_oracle.py);
+#: test_exact_pools_differ_from_onnxruntime_only_at_ties counts where onnxruntime's own pools differ.
+EXACT_POOLS = {f"ort_blk_{m}_qdq.onnx" for m in ("avgpool_ceil", "avgpool_exclude_pad", "multiblock")}
 
 
 def _golden_params():
-    return [p if p.id not in GOLDEN_DIFFERS else
-            pytest.param(*p.values, marks=[*p.marks, pytest.mark.xfail(strict=True, raises=AssertionError,
-                                                                      reason=GOLDEN_DIFFERS[p.id])], id=p.id)
-            for p in _accept_params(FAILS)]
+    return _accept_params(FAILS)
 
 
 @pytest.mark.parametrize("name", _golden_params())
@@ -495,6 +494,20 @@ def test_golden_matches_oracle(name):
         _known_failure(name, exc, FAILS)
         raise
     _assert_close(name, got, _oracle(name, feeds))
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_POOLS))
+def test_exact_pools_differ_from_onnxruntime_only_at_ties(name, summary):
+    """The pools of EXACT_POOLS on SAMPLES inputs: each has exact ties, and wherever
+    onnxruntime's own (float32) pool output differs from the int64 one it is a tie rounded to the
+    other neighbour; the counts go to the summary."""
+    model = onnx.load(CORPUS / name)
+    _, stats = exact_pool_oracle(model, _inputs(name))
+    assert stats and sum(t for t, _, _ in stats.values()) > 0, stats
+    for tensor, (ties, differ, at_ties) in stats.items():
+        assert differ == at_ties, f"{name}: {tensor}: {differ - at_ties} differences that are no tie"
+    summary(f"pool_ties_{name}", f"{name}: exact ties / onnxruntime float32 differs (all at ties) per pool: "
+            + ", ".join(f"{t} {v[0]}/{v[1]}" for t, v in stats.items()))
 
 
 #: hardware simulated by this process: (its Verilog without source locations, its integer inputs)

@@ -8,10 +8,12 @@ import numpy as np
 
 from ..ir.errors import ModelError
 
-__all__ = ["check_scale", "ratio_to_multiplier_shift", "exact_ratio", "ties_for"]
+__all__ = ["check_scale", "ratio_to_multiplier_shift", "exact_ratio", "ties_for", "rational_ratio"]
 
 MULT_BITS = 31  # multiplier < 2**31 (fits a signed or unsigned 32-bit word)
 MAX_SHIFT = 62
+#: largest odd divisor of a rational requantization (the hardware's constants grow with it)
+MAX_DIVISOR = 1 << 12
 
 
 def check_scale(scale, what: str) -> np.ndarray:
@@ -72,3 +74,16 @@ def ties_for(num, den, multiplier, shift, half_even: bool) -> str:
     multiplier's error), so neither rule is closer to the spec and half up costs no logic.
     """
     return "even" if half_even and exact_ratio(num, den, multiplier, shift) else "up"
+
+
+def rational_ratio(ratio: Fraction) -> tuple[int, int, int] | None:
+    """``(M, s, divisor)`` with ``M / (divisor * 2**s)`` equal to the positive ``ratio`` exactly,
+    where it has real ties no binary multiplier gives: its reduced denominator is even (an odd one
+    puts no value half way) and not a power of two, with an odd part of at most
+    :data:`MAX_DIVISOR`; ``M < 2**31``, ``s <= 62``. ``None`` otherwise."""
+    num, den = ratio.numerator, ratio.denominator
+    s = (den & -den).bit_length() - 1     # the power of two in the denominator
+    odd = den >> s
+    if num <= 0 or s < 1 or s > MAX_SHIFT or odd == 1 or odd > MAX_DIVISOR or num >= 1 << MULT_BITS:
+        return None
+    return num, s, odd

@@ -25,6 +25,7 @@ AvgPoolUnit or GlobalAvgPoolUnit window sum + a registered ``+ bias`` Cast + Req
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from ..rtl.lookup import MAX_IN_BITS, LookupUnit
 from ..rtl.pool import AvgPoolUnit, GlobalAvgPoolUnit
 from ..rtl.pool_divisor import DivisorRequantize
 from ..rtl.stage import Block
-from .builder import Acc, Builder, QT, Target, need, node_error, pads_of, quantize_output, real_view
+from .builder import Acc, Builder, QT, Target, exact_lsb, need, node_error, pads_of, quantize_output, real_view
 from ._pair_mean import pair_mean_terms
 from ._windows import as_image, axis_counts, ceil_end_pad, pad_nhwc, same_begin, spatial_out, windows
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, ties_param, window_fill,
@@ -180,13 +181,17 @@ class AvgPool(LayerKind):
         params = dict(channels=channels, pe=pe, acc_bits=acc_bits, rows=tuple(rows.index(v) for v in self.counts[0]),
                       cols=tuple(cols.index(v) for v in self.counts[1]), multiplier=table("multiplier"),
                       shift=table("shift"), zero_point=self.act.zero_point, out_bits=out.bits,
-                      out_signed=out.signed, lo=self.act.lo, hi=self.act.hi, **ties_param(self.act))
+                      out_signed=out.signed, lo=self.act.lo, hi=self.act.hi, **ties_param(replace(self.act, divisor=1)))
+        divisor = np.array([[acts[r * k].divisor for k in cols] for r in rows], np.int64)
+        if np.any(divisor != 1):
+            params["divisor"] = divisor
         return Block(DivisorRequantize, params, DivisorRequantize.estimate(**params, family=family))
 
 
 def _same(a: Requant, b: Requant) -> bool:
     return isinstance(a, Requant) and np.array_equal(a.multiplier, b.multiplier) and \
-        np.array_equal(a.shift, b.shift) and (a.zero_point, a.lo, a.hi, a.ties) == (b.zero_point, b.lo, b.hi, b.ties)
+        np.array_equal(a.shift, b.shift) and (a.zero_point, a.lo, a.hi, a.ties, a.divisor) == \
+        (b.zero_point, b.lo, b.hi, b.ties, b.divisor)
 
 
 def _offset_block(bits: int, offset: int) -> Block:
@@ -216,8 +221,10 @@ def accumulate(b: Builder, node: Node, x: QT, kernel, strides, pads, counts=None
     params = {"kernel": tuple(kernel), "stride": tuple(strides), "pads": tuple(pads), "out_hw": (oh, ow)}
     if kind == "avgpool_counts":
         params["counts"] = counts
+    exact = Fraction(float(np.reshape(x.scale, -1)[0])) / div if np.size(x.scale) == 1 else None
     return Acc(kind, emit, node, (x,), spatial_out(x.onnx_shape, c, oh, ow), np.full(c, x.scale / div),
-               bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c), params=params, exact=_exact_sum)
+               bias=np.full(c, -area * x.zp, np.int64), bias_real=np.zeros(c), params=params, exact=_exact_sum,
+               scale_exact=exact)
 
 
 #: widest exact window sum handed to the next layer as its input
@@ -268,7 +275,8 @@ def _emit_counts(b: Builder, v: Acc, t: Target) -> QT:
     counts = v.params["counts"]
     pairs, biases = [], set()
     for d in sorted({r * k for r in counts[0] for k in counts[1]}):
-        bias, act = b.requant(replace(v, scale=v.scale / d), t)
+        lsb = exact_lsb(v)
+        bias, act = b.requant(replace(v, scale=v.scale / d, scale_exact=None if lsb is None else lsb / d), t)
         pairs.append((d, act))
         biases.add(tuple(int(x) for x in bias))
     if len({a.ties for _, a in pairs}) > 1:   # one rule for the block: an inexact multiplier's integer

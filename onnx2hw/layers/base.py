@@ -248,10 +248,12 @@ def linear_problem(layer) -> str | None:
 
 
 def ties_param(act) -> dict:
-    """The ``ties`` argument of a requantizing block for ``act`` (a :class:`Requant`, or a layer
-    that requantizes: anything with ``ties``): none for round half up (the blocks' default, so
-    such a block's parameters and Verilog do not change)."""
-    return {} if act.ties == "up" else {"ties": act.ties}
+    """The ``ties`` (and ``divisor``) arguments of a requantizing block for ``act`` (a
+    :class:`Requant`, or a layer that requantizes: anything with ``ties``): none for round half
+    up and no divisor (the blocks' defaults, so such a block's parameters and Verilog do not
+    change)."""
+    d = getattr(act, "divisor", 1)
+    return ({} if act.ties == "up" else {"ties": act.ties}) | ({} if d == 1 else {"divisor": d})
 
 
 def act_blocks(act, channels: int, pe: int, acc_bits: int, out: IntType, family: str,

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -73,9 +74,9 @@ from ..ir.graph import Graph, Node
 from . import graph as ig
 from . import types as it
 from ._layout import nhwc
-from ._scale import check_scale, ratio_to_multiplier_shift, ties_for
+from ._scale import check_scale, rational_ratio, ratio_to_multiplier_shift, ties_for
 
-__all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "Target", "Value", "Handler",
+__all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "exact_lsb", "Target", "Value", "Handler",
            "node_error", "as_tensor", "need", "opt", "scalar", "qconst", "real_view", "int_view", "zp_input", "zp_type",
            "quantize_output", "scale_input", "pads_of", "quant_axis", "along_axis", "qtype_of",
            "check_only_outputs"]
@@ -177,6 +178,18 @@ class Acc:
     #: float32) of the clamped real value, pending for the quantizer that reads it; only a
     #: threshold quantizer, which evaluates the composite exactly, takes it (:mod:`.lookup`)
     fn: Callable | None = None
+    #: the real LSB exactly, where ``scale`` (one for all channels) rounds a rational that is no
+    #: float (an average pool's ``x.scale / divisor``); see :func:`exact_lsb`
+    scale_exact: Fraction | None = None
+
+
+def exact_lsb(v: Acc) -> Fraction | None:
+    """The real LSB of ``v`` exactly (one for all channels, else ``None``): ``v.scale_exact`` while
+    ``v.scale`` is still its rounding (a rule that rescales ``v`` drops it), else ``v.scale``."""
+    if v.scale is None or np.size(np.unique(v.scale)) != 1:
+        return None
+    f = float(np.reshape(v.scale, -1)[0])
+    return v.scale_exact if v.scale_exact is not None and float(v.scale_exact) == f else Fraction(f)
 
 
 @dataclass(frozen=True)
@@ -409,8 +422,14 @@ class Builder:
         if not np.all(np.abs(extra) < 2.0 ** 62):
             raise node_error(v.node, "the layer's bias is not finite, or too large for any accumulator")
         bias = v.bias + extra.astype(np.int64)
-        m, s = ratio_to_multiplier_shift(v.scale / t.scale, f"node {v.node.name!r} requantization")
         on_grid = bool(np.all(extra * v.scale == v.bias_real))
+        lsb = exact_lsb(v)
+        if t.half_even and on_grid and lsb is not None and np.size(t.scale) == 1:
+            rational = rational_ratio(lsb / Fraction(float(np.reshape(t.scale, -1)[0])))
+            if rational is not None:   # real ties that a binary multiplier misses: divided exactly
+                m, s, d = rational
+                return bias, it.Requant([m], [s], t.zp, t.lo, t.hi, "even", d)
+        m, s = ratio_to_multiplier_shift(v.scale / t.scale, f"node {v.node.name!r} requantization")
         ties = ties_for(v.scale, t.scale, m, s, t.half_even and on_grid)
         if np.all(m == m[0]) and np.all(s == s[0]):
             m, s = m[:1], s[:1]

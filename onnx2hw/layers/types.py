@@ -74,7 +74,8 @@ class TensorSpec:
 @dataclass(frozen=True)
 class Requant:
     """``arith.requantize`` parameters; ``multiplier``/``shift`` are ``(C,)`` or ``(1,)``;
-    ``ties`` the rounding of an exact tie (``arith.TIES``)."""
+    ``ties`` the rounding of an exact tie (``arith.TIES``); ``divisor`` (per tensor) divides
+    the ratio ``multiplier / 2**shift`` exactly (a rational ratio, see :mod:`onnx2hw.arith`)."""
 
     multiplier: np.ndarray
     shift: np.ndarray
@@ -82,6 +83,7 @@ class Requant:
     lo: int
     hi: int
     ties: str = "up"
+    divisor: int = 1
 
     def __post_init__(self):
         m = readonly(np.atleast_1d(self.multiplier))
@@ -96,6 +98,9 @@ class Requant:
             raise ValueError(f"Requant lo {self.lo!r} > hi {self.hi!r}")
         if self.ties not in arith.TIES:
             raise ValueError(f"Requant ties must be one of {arith.TIES!r}, not {self.ties!r}")
+        if int(self.divisor) < 1 or int(self.divisor) != 1 and m.shape != (1,):
+            raise ValueError(f"Requant divisor {self.divisor!r} must be positive, and 1 unless per tensor")
+        object.__setattr__(self, "divisor", int(self.divisor))
         object.__setattr__(self, "multiplier", m)
         object.__setattr__(self, "shift", s)
         object.__setattr__(self, "zero_point", int(self.zero_point))
@@ -107,7 +112,8 @@ class Requant:
         return max(self.multiplier.shape[0], self.shift.shape[0])
 
     def __call__(self, acc) -> np.ndarray:
-        return arith.requantize(acc, self.multiplier, self.shift, self.zero_point, self.lo, self.hi, self.ties)
+        return arith.requantize(acc, self.multiplier, self.shift, self.zero_point, self.lo, self.hi, self.ties,
+                                self.divisor)
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,10 @@ class DivisorRequantize(Requantize):
         Class index of each output row (``0..R-1``) and column (``0..K-1``), ``R = max(rows) + 1``.
     multiplier, shift : int array of shape ``(R, K)`` or ``(R, K, channels)``
         ``|M| < 2**32``, ``0 <= s <= 62``.
+    divisor : int or int array of shape ``(R, K)``
+        Divides each class's ratio exactly (as :class:`Requantize`'s ``divisor``); other than 1
+        anywhere, every class takes the divided form (one shift; per-channel tables refused), its
+        table words holding multiplier, rounding constant and tie bound.
     zero_point : int
         Output zero point (one for all channels).
 
@@ -88,7 +92,7 @@ class DivisorRequantize(Requantize):
     """
 
     def __init__(self, *, channels, pe=1, acc_bits, rows, cols, multiplier, shift, zero_point=0,
-                 out_bits, out_signed, lo=None, hi=None, ties="up"):
+                 out_bits, out_signed, lo=None, hi=None, ties="up", divisor=1):
         rows, cols = _classes("rows", rows), _classes("cols", cols)
         nr, nk = max(rows) + 1, max(cols) + 1
         if not isinstance(channels, int) or isinstance(channels, bool) or channels < 1:
@@ -115,6 +119,15 @@ class DivisorRequantize(Requantize):
         lo_m, hi_m = min(flat), max(flat)
         self.m_signed = lo_m < 0
         self.m_width = arith.acc_bits(min(lo_m, 0), max(hi_m, 0)) if self.m_signed else max(1, hi_m.bit_length())
+        d = _table("divisor", np.asarray(divisor) if np.ndim(divisor) else np.full((nr, nk), divisor), nr, nk, 1)
+        if np.any(d < 1):
+            raise ValueError(f"divisor must be positive, not {divisor!r}")
+        if np.any(d != 1):
+            if self.per_channel or np.any(m == 0):
+                raise ValueError("a divisor needs one non-zero multiplier and shift per class for all channels")
+            self._divide([(int(m[r, k, 0]), int(s[r, k, 0]), int(d[r, k, 0])) for r in range(nr) for k in range(nk)],
+                         *arith.int_range(acc_bits, True))
+            self.m_norm = [[v] * channels for v in self.divided.mult]
         # the constant-parameter cost of the base class; the class table is costed in _cost
         self.per_tensor = True
 
@@ -123,12 +136,17 @@ class DivisorRequantize(Requantize):
     def _fold_bits(self) -> int:
         return clog2(self.channels // self.pe) if self.per_channel else 0
 
+    def _word_bits(self) -> int:
+        """Bits of one lane's table field: the multiplier (divided form: then the rounding
+        constant and the tie bound)."""
+        return self.m_width + (0 if self.divided is None else self.half_width + self.tie_width)
+
     def _table_words(self) -> list[int]:
         """Table words at address ``(r, k, fold)`` packed ``fold | k << fb | r << (fb + kb)``:
-        the ``pe`` lanes' normalised multipliers (per-tensor: one, shared by the lanes)."""
+        the ``pe`` lanes' fields (:meth:`_word_bits`; per-tensor: one, shared by the lanes)."""
         nr, nk = max(self.rows) + 1, max(self.cols) + 1
         kb, fb = clog2(nk), self._fold_bits()
-        nf, pe, mw = self.channels // self.pe, self.pe, self.m_width
+        nf, pe, mw, fw = self.channels // self.pe, self.pe, self.m_width, self._word_bits()
         lanes = pe if self.per_channel else 1
         words = []
         for r in range(nr):
@@ -137,8 +155,12 @@ class DivisorRequantize(Requantize):
                     w = 0
                     if k < nk and f < nf:
                         for lane in range(lanes):
-                            v = self.m_norm[r * nk + k][f * pe + lane]
-                            w |= (v & ((1 << mw) - 1)) << (lane * mw)
+                            v = self.m_norm[r * nk + k][f * pe + lane] & ((1 << mw) - 1)
+                            if self.divided is not None:
+                                c = r * nk + k
+                                v |= ((self.divided.half[c] & ((1 << self.half_width) - 1)) << mw
+                                      | self.divided.tie_below[c] << (mw + self.half_width))
+                            w |= v << (lane * fw)
                     words.append(w)
         return words
 
@@ -162,20 +184,22 @@ class DivisorRequantize(Requantize):
         kb, fb = clog2(nk), self._fold_bits()
         addr = Cat(*(part for part, bits in ((fold, fb), (cc, kb), (rc, clog2(nr))) if bits))
         lanes = self.pe if self.per_channel else 1
-        mw = self.m_width
-        word = rom(m, self._table_words(), lanes * mw, addr if len(addr) else Const(0, 1), en, "div_params")
-        ms = [word[(lane if self.per_channel else 0) * mw:((lane if self.per_channel else 0) + 1) * mw]
-              for lane in range(self.pe)]
-        ms = [v.as_signed() if self.m_signed else v for v in ms]
+        mw, fw = self.m_width, self._word_bits()
+        word = rom(m, self._table_words(), lanes * fw, addr if len(addr) else Const(0, 1), en, "div_params")
+        fields = [word[(lane if self.per_channel else 0) * fw:((lane if self.per_channel else 0) + 1) * fw]
+                  for lane in range(self.pe)]
+        ms = [f[:mw].as_signed() if self.m_signed else f[:mw] for f in fields]
         zs = [Const(int(self.zero_point[0]), signed(self.z_width)) for _ in range(self.pe)]
-        return ms, zs
+        hw = self.half_width if self.divided is not None else 0
+        hts = None if self.divided is None else [(f[mw:mw + hw].as_signed(), f[mw + hw:]) for f in fields]
+        return ms, zs, hts
 
     def _cost(self, family):
         base = super()._cost(family)
         nr, nk = max(self.rows) + 1, max(self.cols) + 1
         kb, rb, fb = clog2(nk), clog2(nr), self._fold_bits()
         depth = nr * (1 << kb) * (1 << fb)
-        width = (self.pe if self.per_channel else 1) * self.m_width
+        width = (self.pe if self.per_channel else 1) * self._word_bits()
         ebr, lut = rom_cost(depth, width)
         oh, ow = len(self.rows), len(self.cols)
         cb, hb = clog2(ow), clog2(oh)

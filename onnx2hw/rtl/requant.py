@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,6 +12,7 @@ from ._arith_pipe import channel_front, delay, queued, rom
 from ._dsp import PRODUCT_LATENCY, registered_product
 from ._mul import adder_tree, n_dsp, split_product, split_product_latency, tree_registers
 from .cost import FAMILIES, Cost, unelaborated
+from .requant_divided import divided_form
 from .requant_plan import narrow_plan
 
 __all__ = ["Requantize", "bench_config"]
@@ -66,6 +67,12 @@ class Requantize(wiring.Component):
     equal outputs are 3 and 5 long, a floor of a line's differ by at most one). ``self.plan`` is the
     :class:`~onnx2hw.rtl.requant_plan.NarrowPlan` or ``None``.
 
+    **Divided form** (``divisor`` other than 1, per tensor): ``acc * M / (divisor * 2**s)``
+    rounded exactly (:mod:`~onnx2hw.rtl.requant_divided`): the product by a magic multiplier plus
+    a constant, shifted; a compare of its low bits finds the ties, an odd quotient there loses
+    one. One stage more than the wide form. ``self.divided`` is the
+    :class:`~onnx2hw.rtl.requant_divided.DividedForm` or ``None``.
+
     Parameters
     ----------
     channels, pe : int
@@ -80,6 +87,8 @@ class Requantize(wiring.Component):
         Clamp bounds (default: the output range); must lie within the output range.
     ties : str
         ``"up"`` (round half up, default) or ``"even"`` (round half to even).
+    divisor : int
+        Divides the ratio ``M / 2**s`` exactly (default 1); other than 1 only per tensor.
     acc_lo, acc_hi : int or int array of shape (channels,), optional
         Exact reachable accumulator range per channel (both or neither). The narrow form is
         exact only for accumulators in this range.
@@ -98,7 +107,7 @@ class Requantize(wiring.Component):
     """
 
     def __init__(self, *, channels, pe=1, acc_bits, multiplier, shift, zero_point=0,
-                 out_bits, out_signed, lo=None, hi=None, ties="up", acc_lo=None, acc_hi=None):
+                 out_bits, out_signed, lo=None, hi=None, ties="up", divisor=1, acc_lo=None, acc_hi=None):
         if not isinstance(channels, int) or isinstance(channels, bool) or channels < 1:
             raise ValueError(f"channels must be a positive int, not {channels!r}")
         if not isinstance(pe, int) or isinstance(pe, bool) or pe < 1 or channels % pe:
@@ -137,7 +146,8 @@ class Requantize(wiring.Component):
         self.z_width, self.z_signed = _bits_for(z_arr, force_signed=True)
         if (acc_lo is None) != (acc_hi is None):
             raise ValueError(f"acc_lo and acc_hi go together, not acc_lo={acc_lo!r}, acc_hi={acc_hi!r}")
-        self.plan = None
+        self.plan = self.divided = None
+        alo = ahi = None
         if acc_lo is not None:
             alo, _ = _per_channel("acc_lo", acc_lo, channels)
             ahi, _ = _per_channel("acc_hi", acc_hi, channels)
@@ -145,12 +155,30 @@ class Requantize(wiring.Component):
             if np.any(alo > ahi) or np.any(alo < amin) or np.any(ahi > amax):
                 raise ValueError(f"acc_lo..acc_hi must be non-empty ranges within {acc_bits}-bit "
                                  f"signed, not {acc_lo!r}..{acc_hi!r}")
+        if not isinstance(divisor, (int, np.integer)) or isinstance(divisor, bool) or divisor < 1:
+            raise ValueError(f"divisor must be a positive int, not {divisor!r}")
+        if divisor != 1:
+            if not (m_scalar and s_scalar) or int(m_arr[0]) == 0:
+                raise ValueError(f"a divisor ({divisor}) needs one non-zero multiplier and shift for all channels")
+            lo_acc, hi_acc = arith.int_range(acc_bits, True) if alo is None else (int(alo.min()), int(ahi.max()))
+            self._divide([(int(m_arr[0]), int(s_arr[0]), int(divisor))], lo_acc, hi_acc)
+            self.m_norm = [self.divided.mult[0]] * channels
+        elif alo is not None:
             self.plan = narrow_plan(m_arr, s_arr, z_arr, self.lo, self.hi, alo, ahi, ties)
         out_shape = Shape(out_bits, out_signed)
         super().__init__({
             "i": In(stream.Signature(data.ArrayLayout(signed(acc_bits), pe))),
             "o": Out(stream.Signature(data.ArrayLayout(out_shape, pe))),
         })
+
+    def _divide(self, ratios, acc_lo: int, acc_hi: int) -> None:
+        """Take the divided form of the classes ``ratios`` (``(M, s, d)``): its multipliers as
+        the normalised ones (one shift, the form's)."""
+        self.divided = divided_form(ratios, acc_lo, acc_hi, self.ties)
+        self.max_shift = self.divided.shift
+        self.m_width, self.m_signed = _bits_for(self.divided.mult)
+        self.half_width = _bits_for(self.divided.half, force_signed=True)[0]
+        self.tie_width = _bits_for(self.divided.tie_below)[0]
 
     def _mshape(self):
         return Shape(self.m_width, self.m_signed)
@@ -160,8 +188,9 @@ class Requantize(wiring.Component):
             # input register, clamp, (DSP input register,) product and LUT pair sums, adder
             # levels, output clamp
             return 3 + self._dsp_in() + self._narrow_tree_stages() + 1
-        # input register, split product, rounding shift, + zero point, clamp (= output register)
-        return 1 + split_product_latency(signed(self.acc_bits), self._mshape()) + 3
+        # input register, split product, rounding shift (divided: the constant added, then the
+        # shift and tie), + zero point, clamp (= output register)
+        return 1 + split_product_latency(signed(self.acc_bits), self._mshape()) + 3 + (self.divided is not None)
 
     # -- narrow form --------------------------------------------------------------------------
 
@@ -327,7 +356,7 @@ class Requantize(wiring.Component):
         en, out_valid = Const(1), q.valid
         if self.plan is not None:
             return self._elaborate_narrow(m, q, fold, x1, v1, platform)
-        ms, zs = self._wide_params(m, fold, en)
+        ms, zs, hts = self._wide_params(m, fold, en)
         prods = []
         lat = None
         for p in range(pe):
@@ -336,8 +365,13 @@ class Requantize(wiring.Component):
             prods.append(prod)
         zd = [delay(m, en, zs[p], lat, name=f"zp{p}_")[-1] if lat else zs[p] for p in range(pe)]
         valid = delay(m, en, v1, lat, name="v_mul")[-1]
-        outs = self._wide_output(m, en, prods, zd)
-        vr = delay(m, en, valid, 2, name="v_out")[-1]
+        if hts is None:
+            outs = self._wide_output(m, en, prods, zd)
+        else:
+            hts = [tuple(delay(m, en, v, lat, name=f"{n}{p}_")[-1] if lat and not isinstance(v, Const) else v
+                         for v, n in zip(ht, ("half", "tie"))) for p, ht in enumerate(hts)]
+            outs = self._divided_output(m, en, prods, zd, hts)
+        vr = delay(m, en, valid, 2 + (hts is not None), name="v_out")[-1]
         with m.If(en):
             m.d.sync += out_valid.eq(vr)
         for p in range(pe):
@@ -345,13 +379,16 @@ class Requantize(wiring.Component):
         return m
 
     def _wide_params(self, m, fold, en):
-        """Each lane's (normalised multiplier, zero point): constants when per-tensor or one
-        fold, else fields of a ROM read at ``fold``."""
+        """Each lane's (normalised multiplier, zero point) and, in the divided form, (rounding
+        constant, tie bound) (else ``None``): constants when per-tensor or one fold, else fields of
+        a ROM read at ``fold``."""
         pe, nf = self.pe, self.channels // self.pe
         mw, zw = self.m_width, self.z_width
+        hts = None if self.divided is None else \
+            [(Const(self.divided.half[0], signed(self.half_width)), Const(self.divided.tie_below[0], self.tie_width))] * pe
         if self.per_tensor or nf == 1:
             return ([Const(self.m_norm[p], self._mshape()) for p in range(pe)],
-                    [Const(int(self.zero_point[p]), signed(zw)) for p in range(pe)])
+                    [Const(int(self.zero_point[p]), signed(zw)) for p in range(pe)], hts)
         words = []
         for f in range(nf):
             ch = range(f * pe, (f + 1) * pe)
@@ -365,7 +402,7 @@ class Requantize(wiring.Component):
         ms = [word[p * mw:(p + 1) * mw] for p in range(pe)]
         ms = [v.as_signed() if self.m_signed else v for v in ms]
         zs = [word[pe * mw + p * zw:pe * mw + (p + 1) * zw].as_signed() for p in range(pe)]
-        return ms, zs
+        return ms, zs, hts
 
     def _wide_output(self, m, en, prods, zd):
         """Each lane's product with the rounding term added and shifted by the largest shift,
@@ -385,6 +422,29 @@ class Requantize(wiring.Component):
             y = Signal(self.o.payload[p].shape(), name=f"y{p}")
             with m.If(en):
                 m.d.sync += [r.eq(rounded), z.eq(zd[p]), t.eq(r + z),
+                             y.eq(Mux(t < self.lo, self.lo, Mux(t > self.hi, self.hi, t)))]
+            outs.append(y)
+        return outs
+
+    def _divided_output(self, m, en, prods, zd, hts):
+        """The divided form after the product: ``v = prod + half`` registered; its quotient and
+        the one taken off an odd quotient at a tie (low bits below the tie bound) registered;
+        plus the zero point; clamped: four registers."""
+        s = self.max_shift
+        outs = []
+        for p in range(self.pe):
+            half, tie_below = hts[p]
+            v = Signal(signed(max(prods[p].shape().width, self.half_width) + 1), name=f"v{p}")
+            q = Signal(signed(max(len(v) - s, 1)), name=f"q{p}")
+            off = Signal(name=f"tie_odd{p}")
+            z1, z2 = (Signal(zd[p].shape(), name=f"zp_d{p}_{i}") for i in range(2))
+            tie1 = Signal(Value.cast(tie_below).shape(), name=f"tie_d{p}")     # beside v
+            t = Signal(signed(max(len(q), self.z_width) + 2), name=f"sum{p}")
+            y = Signal(self.o.payload[p].shape(), name=f"y{p}")
+            with m.If(en):
+                m.d.sync += [v.eq(prods[p] + half), z1.eq(zd[p]), tie1.eq(tie_below),
+                             q.eq(v >> s), off.eq((v[:s] < tie1) & (v >> s)[0]), z2.eq(z1),
+                             t.eq(q + z2 - off),
                              y.eq(Mux(t < self.lo, self.lo, Mux(t > self.hi, self.hi, t)))]
             outs.append(y)
         return outs
@@ -453,6 +513,8 @@ class Requantize(wiring.Component):
         # tests/test_rtl_requant_ties.py
         even = self.ties == "even" and self.max_shift > 0
         lane = (pieces - 1) * pw + pw / 2 + 2 * rw + 2 * self.out_bits + 16 * even
+        div = self.divided is not None     # the tie compare of the low bits, the register of the sum
+        lane += div * (self.max_shift / 2 + rw)
         lut = pe * lane + pe * ab + 20
         ebr = 0
         if not (self.per_tensor or nf == 1):
@@ -462,7 +524,7 @@ class Requantize(wiring.Component):
             else:
                 ebr = -(-width // 36) * -(-nf // 512)
         ff = pe * (2 * ab + mw + pieces * 36 + (pieces > 1) * pw + rw * 2 + zw * 4
-                   + self.out_bits + 32 * even) + 20
+                   + self.out_bits + 32 * even + div * (pw + zw + 1)) + 20
         if family == "ice40":
             lut *= 1.1
         return queued(Cost(cycles=1, latency=self.pipeline_stages(), lut=int(round(lut)), ff=int(ff),
