@@ -156,6 +156,26 @@ def test_image_output_matches_onnxruntime():
     assert compare_with_ort(q, to_integer_graph(load(q)), x) == (1.0, 0.0)
 
 
+def _one_pixel_decoder():
+    """``x (N, 8) -> Linear (C) -> ReLU -> view (C, 1, 1) -> ConvTranspose (k 4)``: a VAE's or a
+    DCGAN's first up-sampling from a one-pixel image (the dense layer's output held as it)."""
+    return model([h.make_node("Gemm", ["x", "Wd", "bd"], ["d"], transB=1, name="fc"), h.make_node("Relu", ["d"], ["a"]),
+                  h.make_node("Reshape", ["a", "shape"], ["v"], name="view"),
+                  h.make_node("ConvTranspose", ["v", "Wt", "bt"], ["y"], name="up")],
+                 ("x", ["N", 8]), ("y", ["N", 2, 4, 4]),
+                 {"Wd": w(C, 8), "bd": w(C), "shape": _i64(-1, C, 1, 1), "Wt": w(C, 2, 4, 4), "bt": w(2)},
+                 opset=17, ir=8)
+
+
+def test_one_pixel_image_from_a_dense_layer_matches_onnxruntime():
+    m = _one_pixel_decoder()
+    x = random_inputs(m, 16, 4)
+    q = ptq.quantize(m, {"x": x})
+    igraph = to_integer_graph(canonicalize(load(q)))
+    assert next(layer for layer in igraph.layers if layer.name == "fc").output.shape == (1, 1, C)
+    assert compare_with_ort(q, igraph, x) == (1.0, 0.0)
+
+
 def _input_view(keras=False):
     """The model input (N, F) through a ReLU (a table) viewed as an image: no dense layer makes
     the vector (``keras``: viewed channels-last, then a Transpose to channels first)."""
@@ -196,3 +216,10 @@ def test_float_decoder_simulates_bit_exact(form, view):
     assert compare_with_ort(q, to_integer_graph(load(q)), x[:16]) == (1.0, 0.0)
     design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
     design.simulate({"x": x[:4]})
+
+
+@pytest.mark.sim
+def test_one_pixel_decoder_simulates_bit_exact():
+    m = _one_pixel_decoder()
+    x = random_inputs(m, 8, 6) * 2 - 1
+    onnx2hw.compile(m, board="ulx3s", calib={"x": x}).simulate({"x": x[:4]})

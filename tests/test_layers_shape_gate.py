@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnx2hw
 from _oracle import spec_session
+from _quant_models import compare_with_ort
 from onnx2hw.ir import ModelError, load
 from onnx2hw.layers.mul import Mul
 from onnx2hw.quant import ptq, to_integer_graph
@@ -133,12 +134,21 @@ def test_linear_se_gate_simulates_bit_exact(form):
     design.simulate({"x": _data(shape, 3, 2)})   # MismatchError unless bit-exact against the golden
 
 
-@pytest.mark.parametrize("make,c,reader", [(_vector_into_conv, R, "'proj' \\(Conv\\)"),
-                                           (_squared_gate, C, "'square' \\(Mul\\)")])
+def test_dense_vector_viewed_as_a_one_pixel_image_feeds_a_conv():
+    """A dense layer's vector viewed as ``(R, 1, 1)`` and read by a Conv is that one-pixel image
+    (the dense layer's tensor holds it): the golden equals onnxruntime on the QDQ model."""
+    x = _data((3, H, H), 64, 0)
+    q = ptq.quantize(_vector_into_conv(), {"x": x})
+    g = to_integer_graph(load(q))
+    assert next(layer for layer in g.layers if layer.name == "fc1").output.shape == (1, 1, R)
+    assert compare_with_ort(q, g, x[:16]) == (1.0, 0.0)
+
+
+@pytest.mark.parametrize("make,c,reader", [(_squared_gate, C, "'square' \\(Mul\\)")])
 def test_vector_viewed_as_an_image_read_otherwise_is_refused_by_name(make, c, reader):
-    """The view keeps the vector's tensor (no pixel axes): a Conv reading it, or a Mul whose result
-    keeps its shape (the square of the gate: not a gate over a larger tensor), is refused at the
-    view in one line."""
+    """The view of a vector no dense layer makes keeps the vector's tensor (no pixel axes): a Mul
+    whose result keeps its shape (the square of a table's gate: not a gate over a larger tensor)
+    is refused at the view in one line."""
     q = ptq.quantize(make(), {"x": _data((3, H, H), 64, 0)})
     want = (rf"^node 'view' \(Reshape\): a vector \({c},\) viewed as \({c}, 1, 1\) is only supported as the "
             rf"per-channel gate of a Mul, not read by node {reader}$")

@@ -440,11 +440,20 @@ class Builder:
         self.layers.append(layer)
         return QT(layer.output.name, t.scale, t.zp, t.dtype, False, tuple(out_shape_onnx), perm)
 
+    def _producer(self, x: QT):
+        return next((l for l in self.layers if l.output.name == x.tensor), None)
+
+    def viewable(self, x: QT) -> bool:
+        """Whether :meth:`view_output` can hold ``x`` as an image: a layer that allows it
+        (``LayerKind.viewable_output``) made it."""
+        layer = self._producer(x)
+        return layer is not None and layer.viewable_output
+
     def view_output(self, node: Node, x: QT, shape: tuple[int, ...]) -> None:
         """The IntegerGraph tensor of ``x`` (a layer's output that no layer has read yet) held as
         ``shape`` (same elements, same stream order), where the layer producing it allows that
         (``LayerKind.viewable_output``: its output is one run of values whatever its shape)."""
-        layer = next((l for l in self.layers if l.output.name == x.tensor), None)
+        layer = self._producer(x)
         if layer is None or not layer.viewable_output:
             what = "a model input" if layer is None else f"the output of {type(layer).__name__} layer {layer.name!r}"
             raise node_error(node, f"views {what} as the image {shape!r}: only a dense layer's output can be",

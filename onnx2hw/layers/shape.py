@@ -35,9 +35,10 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
     flatten, any reshape between shapes that are not images (a vector as ``(1, F)`` and back), a
     1-D signal as an image with a unit axis and back (the hardware streams both alike), a dense
     layer's vector as the channels-last image ``(H, W, C)`` or signal ``(L, C)`` that a Transpose
-    to channels first reads (its tensor then holds that image: :meth:`Builder.view_output`), or a
-    vector ``(C,)`` as a per-channel Mul gate ``(C, 1, 1)`` / ``(C, 1)`` (channels-last: ``(1, 1,
-    C)`` / ``(1, C)``), the same stream of ``C`` values."""
+    to channels first reads (its tensor then holds that image: :meth:`Builder.view_output`) or as
+    the one-pixel image ``(C, 1, 1)`` that a layer other than a gate reads (a decoder's first
+    ConvTranspose), or a vector ``(C,)`` as a per-channel Mul gate ``(C, 1, 1)`` / ``(C, 1)``
+    (channels-last: ``(1, 1, C)`` / ``(1, C)``), the same stream of ``C`` values."""
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(x.onnx_shape))
     if shape == x.onnx_shape:
@@ -49,6 +50,9 @@ def _view(b: Builder, node: Node, x: QT, shape: tuple[int, ...]) -> QT:
         b.view_output(node, x, shape if len(shape) == 3 else (1,) + shape)
         return replace(x, onnx_shape=shape, hwc=True)   # the vector in its own order is the (H, W, C) image
     if x.perm is None and not x.hwc and len(x.onnx_shape) == 1 and len(shape) in (2, 3) and n in (shape[0], shape[-1]):
+        if shape[0] == n and b.viewable(x) and _not_gate_reader(b, node, shape) is not None:
+            b.view_output(node, x, (1, 1, n))    # a one-pixel image (a decoder's first ConvTranspose)
+            return replace(x, onnx_shape=shape)
         _check_gate_readers(b, node, x.onnx_shape, shape)
         if shape[0] == n:        # a vector (C,) as (C, 1, 1) or (C, 1): the same stream
             return replace(x, onnx_shape=shape)
@@ -104,15 +108,23 @@ def _read_channels_first(b: Builder, node: Node, rank: int) -> bool:
                             for r in rs)
 
 
+def _not_gate_reader(b: Builder, node: Node, shape: tuple[int, ...]) -> Node | None:
+    """A node reading the view ``node`` makes (possibly through quantizers) other than a Mul that
+    broadcasts it per channel over a larger operand (a Conv, a pool, a table, a Mul whose result
+    has the view's shape), or ``None``."""
+    return next((n for n in _readers(b, node) if n is not None and
+                 (n.op_type not in ("Mul", "QLinearMul") or _result_shape(b, n) == shape)), None)
+
+
 def _check_gate_readers(b: Builder, node: Node, src: tuple[int, ...], shape: tuple[int, ...]) -> None:
     """A vector viewed as a one-pixel image or signal (an SE gate from Linear/Dense layers) keeps
-    the vector's tensor, which has no pixel axes: only a Mul reads it, as the value per channel it
-    broadcasts over a larger operand (possibly through quantizers). Any other reader (a Conv, a
-    pool, a table, a Mul whose result has the view's shape) is refused here."""
-    for n in _readers(b, node):
-        if n is not None and (n.op_type not in ("Mul", "QLinearMul") or _result_shape(b, n) == shape):
-            raise node_error(node, f"a vector {src!r} viewed as {shape!r} is only supported as the per-channel "
-                             f"gate of a Mul, not read by node {n.name!r} ({n.op_type})", UnsupportedError)
+    the vector's tensor, which has no pixel axes, where only Muls read it as their per-channel
+    gate; a one-pixel image ``(C, 1, 1)`` read otherwise is the dense layer's output held as that
+    image (:func:`_view`). Any other reader of a view ``(1, 1, C)`` is refused here."""
+    n = _not_gate_reader(b, node, shape)
+    if n is not None:
+        raise node_error(node, f"a vector {src!r} viewed as {shape!r} is only supported as the per-channel "
+                         f"gate of a Mul, not read by node {n.name!r} ({n.op_type})", UnsupportedError)
 
 
 def _result_shape(b: Builder, node: Node) -> tuple | None:
