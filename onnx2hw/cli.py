@@ -14,18 +14,31 @@ loaded, so a Ctrl-C while they load is handled too.
 """
 from __future__ import annotations
 
-import argparse
-import importlib
+import os
 import signal
 import sys
-import warnings
 
-from amaranth.hdl import UnusedElaboratable
 
-from .children import Interrupted, SignalsRaise, activities_of
-from .commands import UsageError
-from .files import check_output_file
-from .ir.errors import ModelError
+def _interrupted_while_starting(signum, frame):
+    """Until :func:`main` installs its handlers: nothing to clean up yet, one line and 128 + signal."""
+    print(f"error: interrupted by {signal.Signals(signum).name} while starting", file=sys.stderr)
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "onnx2hw":   # the program, not an import
+    for _signum in (signal.SIGINT, signal.SIGTERM):    # before the imports below, which take a while
+        signal.signal(_signum, _interrupted_while_starting)
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import warnings  # noqa: E402
+
+from amaranth.hdl import UnusedElaboratable  # noqa: E402
+
+from .children import Interrupted, SignalsRaise, activities_of  # noqa: E402
+from .commands import UsageError  # noqa: E402
+from .files import check_output_file  # noqa: E402
+from .ir.errors import ModelError  # noqa: E402
 
 __all__ = ["main", "VERBS", "UsageError"]
 

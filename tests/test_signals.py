@@ -300,7 +300,7 @@ def test_signals_during_a_cleanup_do_not_cut_it_short(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay", [0.3, 0.8, 1.3, 1.8, 2.3, 2.8])
+@pytest.mark.parametrize("delay", [0.15, 0.3, 0.8, 1.3, 1.8, 2.3, 2.8])
 def test_synth_interrupted_early_exits_130_with_one_line(tmp_path, delay):
     """A real `synth` process sent SIGINT while it starts, compiles or elaborates (Yosys starts
     some seconds in): exit 130, one line, no traceback, no bitstream."""
