@@ -24,9 +24,8 @@ from _oracle import run_kernels, spec_session
 from _pool_oracle import exact_pool_oracle
 from _paths import ROOT
 from onnx2hw.cli import main
-from onnx2hw.dataflow import compile_pipeline
+from onnx2hw.dataflow import INPUT, OUTPUT, compile_pipeline
 from onnx2hw.design import MismatchError
-from onnx2hw.sim.convert import hardware_text
 from onnx2hw.target import resolve_target
 from onnx2hw.ir import ModelError, UnsupportedError, load
 from onnx2hw.quant import ptq
@@ -510,11 +509,46 @@ def test_exact_pools_differ_from_onnxruntime_only_at_ties(name, summary):
             + ", ".join(f"{t} {v[0]}/{v[1]}" for t, v in stats.items()))
 
 
-#: hardware simulated by this process: (its Verilog without source locations, its integer inputs)
-#: -> its integer outputs. Twin exports of one network (TorchScript/dynamo, fixed/dynamic batch,
-#: raw/cleaned QONNX: the same data file, run by one worker through xdist_group) compile to the
-#: same Verilog; each is checked to, and only then shares the one simulation of it.
+#: hardware simulated by this process: (:func:`_hardware_key`, its integer inputs) -> its integer
+#: outputs. Twin exports of one network (TorchScript/dynamo, fixed/dynamic batch, raw/cleaned
+#: QONNX: the same data file, run by one worker through xdist_group) that compile to the same
+#: hardware, node names aside, share one simulation of it (and skip its Verilog conversion).
 _SIMULATED: dict[str, np.ndarray] = {}
+
+
+def _feed(h, v) -> None:
+    """Hash ``v`` (block parameters: arrays, sequences, mappings, scalars) into ``h``."""
+    if isinstance(v, np.ndarray):
+        h.update(f"array {v.dtype} {v.shape}".encode())
+        h.update(np.ascontiguousarray(v).tobytes())
+    elif isinstance(v, (tuple, list)):
+        h.update(f"seq {len(v)}".encode())
+        for e in v:
+            _feed(h, e)
+    elif hasattr(v, "items"):
+        for k in sorted(v):
+            h.update(f"key {k}".encode())
+            _feed(h, v[k])
+    else:
+        h.update(f"value {v!r}".encode())
+
+
+def _hardware_key(pipeline) -> str:
+    """What the accelerator's hardware is built from, its stage and tensor names aside: per stage
+    its blocks (class, constructor arguments) and lanes, per link its ends (as stage positions),
+    ports, lanes, element type, count and FIFO depth (:class:`~onnx2hw.rtl.accelerator.AcceleratorCore`
+    builds from nothing else)."""
+    index = {INPUT: -1, OUTPUT: -2, **{s.name: i for i, s in enumerate(pipeline.stages)}}
+    h = hashlib.sha256()
+    for s in pipeline.stages:
+        _feed(h, (len(s.inputs), s.in_lanes, s.out_lanes, s.out_bits, s.out_signed))
+        for b in s.blocks:
+            h.update(b.kind.encode())
+            _feed(h, dict(b.params))
+    for ln in pipeline.links:
+        _feed(h, (index[ln.src], index[ln.dst], ln.dst_port, ln.src_port, ln.src_lanes, ln.dst_lanes, ln.bits,
+                  ln.signed, ln.elements, ln.fifo_depth))
+    return h.hexdigest()
 
 
 def _sim_params():
@@ -536,7 +570,7 @@ def test_sim_bit_exact(name):
     try:
         sim_design = _sim_design(name)
         x = sim_design.quantize(feeds)
-        key = hashlib.sha256(hardware_text(sim_design.accelerator).encode() + repr(x.shape).encode()
+        key = hashlib.sha256(_hardware_key(sim_design.pipeline).encode() + repr(x.shape).encode()
                              + x.tobytes()).hexdigest()
         if key not in _SIMULATED:
             report = sim_design.simulate_raw(x, timing=False)
