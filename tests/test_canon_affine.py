@@ -206,3 +206,19 @@ def test_map_over_the_last_axis_of_a_channels_last_signal_is_a_depthwise_layer()
     g = canonicalize(load(m))
     assert ops(g) == ["Conv", "Relu", "Conv", "Conv"]
     assert_same_function(m, g)
+
+
+def test_map_of_a_layer_output_read_elsewhere_is_a_layer_of_its_own():
+    """``conv2(relu(c * 0.5 + 0.25) + c)``: the conv's output is read by the map and by the sum,
+    so the map cannot go into the conv's weights; it becomes a depthwise layer."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             h.make_node("Mul", ["c", "k"], ["s"]), h.make_node("Add", ["s", "t"], ["a"]),
+             h.make_node("Relu", ["a"], ["r"]), h.make_node("Add", ["r", "c"], ["sum"]),
+             h.make_node("Conv", ["sum", "W2"], ["y"], kernel_shape=[1, 1])]
+    m = model(nodes, ("x", ["N", 3, 5, 5]), ("y", ["N", 2, 5, 5]),
+              {"W": w(4, 3, 3, 3), "b": w(4), "k": np.array(0.5, np.float32), "t": np.array(0.25, np.float32),
+               "W2": w(2, 4, 1, 1)})
+    g = canonicalize(load(m))
+    assert ops(g).count("Conv") == 3 and "Mul" not in ops(g)
+    assert next(n for n in g.nodes if n.op_type == "Conv" and n.attr("group", 1) == 4)
+    assert_same_function(m, g)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper as h
+from onnx import helper as h, numpy_helper as nh
 
 import onnx2hw
 from _canon_models import assert_same_function, model, ops, w
@@ -55,7 +55,20 @@ def _chain(shift=("Add", 3.0), scale=None, clip=(0.0, 6.0), out=("Mul", 1 / 6), 
     return model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", 4, 6, 6]), inits, opset=opset)
 
 
+def _scaled_after_product(k=("Div", 6.0)):
+    """PyTorch's hand-written hard swish ``c * relu6(c + 3) / 6``: the scaling after the product."""
+    m = _chain(out=None)
+    nodes = list(m.graph.node)
+    nodes[-1:] = [h.make_node(k[0], ["hs", "k_post"], ["hs_scaled"]), h.make_node("Relu", ["hs_scaled"], ["y"])]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    m.graph.initializer.append(nh.from_array(np.array(k[1], F), "k_post"))
+    return m
+
+
 FOLDS = {
+    "torch_hand_written_swish": _scaled_after_product,
+    "torch_hand_written_swish_mul": lambda: _scaled_after_product(("Mul", 1 / 6)),
     "keras_hard_swish": lambda: _chain(),
     "keras_hard_sigmoid": lambda: _chain(swish=False),
     "constants_first": lambda: _chain(const_first=True),
@@ -80,6 +93,7 @@ STAYS = {
     "lo_not_zero": lambda: _chain(clip=(-1.0, 6.0)),
     "not_unit": lambda: _chain(out=("Mul", 0.2)),
     "no_scaling": lambda: _chain(out=None),
+    "product_not_unit": lambda: _scaled_after_product(("Div", 5.0)),
 }
 
 
@@ -136,4 +150,16 @@ def test_keras_hard_swish_from_float():
 def test_keras_hard_swish_simulates_bit_exact():
     x = _data(16, 1)
     design = onnx2hw.compile(_keras_hard_swish(), board="ulx3s", calib={"x": x})
+    design.simulate({"x": x[:3]})   # MismatchError unless bit-exact against the golden
+
+
+@pytest.mark.sim
+def test_torch_hand_written_hard_swish_from_float_and_simulated():
+    """``c * relu6(c + 3) / 6`` after a Conv, quantized by onnx2hw's post-training quantizer: the
+    golden equals onnxruntime's spec session on the QDQ model, the hardware the golden."""
+    m = _scaled_after_product()
+    x = np.random.default_rng(2).standard_normal((32, 3, 6, 6)).astype(F) * 2
+    design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
+    want = spec_session(ptq.quantize(m, {"x": x})).run(None, {"x": x[:8]})[0]
+    np.testing.assert_allclose(design.golden({"x": x[:8]})["y"], want, rtol=0, atol=1e-6 * np.abs(want).max())
     design.simulate({"x": x[:3]})   # MismatchError unless bit-exact against the golden

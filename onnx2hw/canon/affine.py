@@ -179,7 +179,8 @@ class _Maps:
     def rewrite(self, node: Node, x0: str, k0, t0) -> bool:
         views, gone, x, k, t = self.climb(node, x0, k0, t0)
         top = self.e.producer(x)
-        linear = self.after_linear(x)
+        # a linear layer takes the map in only where nothing else reads its output
+        linear = self.after_linear(x) and self.e.sole_reader(x) is not None
         if not views and linear and all(n.op_type in ("BatchNormalization", "Mul", "Add") for n in [node] + gone):
             return False   # the quantizer folds these into that layer as they are
         if not linear and self.forward(node, x0, k0, t0):

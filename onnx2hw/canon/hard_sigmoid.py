@@ -2,7 +2,9 @@
 ``c * Clip(a*x + b, 0, hi)`` with ``c*hi == 1`` (to float32 rounding) is
 ``clip(a*c*x + b*c, 0, 1)``, i.e. ``HardSigmoid(x, alpha=a*c, beta=b*c)``, exact in real
 arithmetic. Keras' ``hard_sigmoid``/``hard_swish`` through tf2onnx (``Add(3) -> Clip(0, 6) ->
-Mul(1/6)``, the last times ``x``) and decomposed PyTorch ``Hardsigmoid`` write it so; as one
+Mul(1/6)``, the last times ``x``), decomposed PyTorch ``Hardsigmoid`` and hand-written hard
+swish ``x * relu6(x + 3) / 6`` (the scaling after the product, which moves onto the clamp) write
+it so; as one
 elementwise op it is one lookup table of a quantized ``x`` (and ``x * HardSigmoid(x)`` the
 importer's HardSwish), where the parts would be a map with no layer to fold into, a clamp and a
 scaling. ``a``, ``b``, ``c`` and the bounds are scalar constants (``a`` = 1 without the
@@ -11,6 +13,8 @@ scaling. ``a``, ``b``, ``c`` and the bounds are scalar constants (``a`` = 1 with
 replaced is read by the next alone.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -92,12 +96,34 @@ def _rewrite(e: Edit, clip: Node) -> bool:
     if out is not None and out[0] == clip.outputs[0] and out[1] != 0:
         c = out[1] if after.op_type == "Mul" else 1.0 / out[1]
         gone.append(after)
+    product = None
     if abs(c * hi - 1.0) > _TOLERANCE:
-        return False
+        product = _scaled_product(e, after)
+        if product is None or abs(product[1] * hi - 1.0) > _TOLERANCE:
+            return False
+        c = product[1]
     hs = Node(name=e.fresh(clip.name + "_hard_sigmoid"), op_type="HardSigmoid", domain=DEFAULT, inputs=(x,),
               outputs=gone[-1].outputs, attrs={"alpha": float(np.float32(a * c)), "beta": float(np.float32(b * c))},
               since_version=6)
     for n in gone[:-1]:
         e.nodes.remove(n)
     e.replace(gone[-1], hs)
+    if product is not None:     # x * clip(...) / 6 is x * HardSigmoid(...): the scaling goes
+        post = product[0]
+        e.nodes.remove(post)
+        e.replace(after, dataclasses.replace(after, outputs=post.outputs))
     return True
+
+
+def _scaled_product(e: Edit, prod: Node | None) -> tuple[Node, float] | None:
+    """``(scaling node, c)`` where ``prod`` multiplies two activations and its one reader scales
+    the product by the scalar constant ``c`` (a ``Mul``, or a ``Div`` by ``1 / c``): the scaling of
+    PyTorch's hand-written hard swish ``x * relu6(x + 3) / 6``, which belongs to the clamp."""
+    if prod is None or prod.op_type != "Mul" or prod.domain != DEFAULT or len(prod.inputs) != 2 \
+            or any(e.is_const(i) for i in prod.inputs) or len(prod.outputs) != 1:
+        return None
+    post = e.sole_reader(prod.outputs[0])
+    out = _by_constant(e, post, ("Mul", "Div"))
+    if out is None or out[0] != prod.outputs[0] or out[1] == 0:
+        return None
+    return post, (out[1] if post.op_type == "Mul" else 1.0 / out[1])
