@@ -82,10 +82,10 @@ def test_table_must_cover_the_input_type():
         layer.validate([TensorSpec("x", (4,), IntType(8, False))])
 
 
-# ---- more activations: PRelu, Selu, Elu, HardSigmoid, HardSwish, Softplus, Relu/Clip of a tensor ----
+# ---- more activations: PRelu, Selu, Elu, HardSigmoid, HardSwish, Softplus, Mish, Relu/Clip of a tensor ----
 
 _MORE = (("PRelu", {}), ("Selu", {}), ("Elu", {"alpha": 0.7}), ("HardSigmoid", {"alpha": 0.25, "beta": 0.45}),
-         ("HardSwish", {}), ("Softplus", {}))
+         ("HardSwish", {}), ("Softplus", {}), ("Mish", {}))
 
 
 def _float_chain(acts=_MORE, slope=np.float32(0.2)):
@@ -104,7 +104,7 @@ def _float_chain(acts=_MORE, slope=np.float32(0.2)):
     nodes.append(helper.make_node("Gemm", [x, "wo", "bo"], ["y"], transB=1, name="fco"))
     g = helper.make_graph(nodes, "acts2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
 
 
 def test_more_activations_become_exact_tables():
@@ -127,6 +127,7 @@ def test_more_activations_become_exact_tables():
         v > 0, v, np.float32(1.67326319217681884765625) * np.expm1(np.minimum(v, 0)))),
     ("HardSwish", {}, lambda v: v * np.clip(v / np.float32(6) + np.float32(0.5), 0, 1)),
     ("Softplus", {}, lambda v: np.log1p(np.exp(v.astype(np.float64))).astype(np.float32)),
+    ("Mish", {}, lambda v: (v * np.tanh(np.log1p(np.exp(v.astype(np.float64))))).astype(np.float32)),
     ("Clip", {"bounds": (0.0, 6.0)}, lambda v: np.clip(v, 0, 6)),
     ("Relu", {}, lambda v: np.maximum(v, 0)),
 ])
@@ -142,7 +143,7 @@ def test_table_entries_are_the_quantized_function(op, attrs, fn):
     nodes.append(helper.make_node(op, ins, ["a"], name="act"))
     _, yd = qdq(nodes, inits, "a", "y", 0.03, 20)
     nodes.append(helper.make_node("Identity", [yd], ["out"], name="out"))
-    m = qdq_model(nodes, inits, (6,), "out", (6,), opset=17)
+    m = qdq_model(nodes, inits, (6,), "out", (6,), opset=18)
     igraph = to_integer_graph(load(m))
     (layer,) = igraph.layers
     assert isinstance(layer, Lookup)

@@ -24,7 +24,7 @@ OPS: dict[tuple[str, str], str] = {
     ("", "Sigmoid"): "sigmoid", ("", "Tanh"): "tanh", ("", "Softmax"): "softmax", ("", "Pow"): "pow",
     ("", "LogSoftmax"): "log_softmax", ("", "TopK"): "top_k",
     ("", "PRelu"): "prelu", ("", "Selu"): "selu", ("", "Elu"): "elu", ("", "HardSigmoid"): "hard_sigmoid",
-    ("", "HardSwish"): "hard_swish", ("", "Softplus"): "softplus",
+    ("", "HardSwish"): "hard_swish", ("", "Softplus"): "softplus", ("", "Mish"): "mish",
     # shape and data movement
     ("", "Flatten"): "flatten", ("", "Reshape"): "reshape", ("", "Transpose"): "transpose",
     ("", "Squeeze"): "squeeze", ("", "Unsqueeze"): "unsqueeze", ("", "Concat"): "concat",

@@ -201,7 +201,7 @@ def _run(model: onnx.ModelProto, batch: int) -> onnx.ModelProto | None:
 
 #: elementwise ops of one tensor operand that a reshape commutes with
 _ELEMENTWISE = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
-                          "Softplus", "Softsign", "PRelu"})
+                          "Softplus", "Softsign", "PRelu", "Mish"})
 
 
 def _readers(nodes) -> dict[str, list]:

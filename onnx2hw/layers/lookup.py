@@ -198,7 +198,7 @@ def emit(b: Builder, v: Acc, t: Target) -> QT:
 _TABLE = "LookupUnit (the quantized function, tabulated; of a QONNX layer's unquantized output: that layer's thresholds)"
 _FLAVOURS = frozenset({"qdq", "qoperator", "qonnx"})
 #: elementwise functions that are always a table (Relu and Clip are declared by :mod:`.activation`)
-FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus")
+FUNCTIONS = ("Sigmoid", "Tanh", "LeakyRelu", "PRelu", "Selu", "Elu", "HardSigmoid", "HardSwish", "Softplus", "Mish")
 #: functions with a constant parameter input (PRelu's slope), written unquantized
 _PARAMETERS = {"PRelu": 1}
 PATTERNS = tuple(Pattern("", op, _TABLE, _function, _FLAVOURS, ptq="layer", const_inputs=_PARAMETERS.get(op))
