@@ -19,6 +19,7 @@ from .crops import crops_into_conv, crops_into_conv_transpose
 from .hard_sigmoid import hard_sigmoids
 from .pad_views import pads_through_views
 from .pads import ceil_pools, pads_into_windows
+from .repeats import nearest_repeats
 from .signals import unit_width
 from .transposes import sink_transposes
 from .types import traced_types
@@ -45,6 +46,7 @@ RULES = (
     ("MatMul + Add", matmul_add),
     ("affine maps", affine_maps),
     ("literal views", literal_views),
+    ("nearest repeats", nearest_repeats),
     ("vectors as images", vector_images),
     ("onnxslim", simplify),
     ("transposes", sink_transposes),
