@@ -19,6 +19,7 @@ from .crops import crops_into_conv, crops_into_conv_transpose
 from .hard_sigmoid import hard_sigmoids
 from .pad_views import pads_through_views
 from .pads import ceil_pools, pads_into_windows
+from .prelu import prelu_sums
 from .repeats import nearest_repeats
 from .signals import unit_width
 from .transposes import sink_transposes
@@ -34,6 +35,7 @@ RULES = (
     ("channel splits", channel_splits),
     ("constant folding", fold_constants),
     ("hard sigmoids", hard_sigmoids),
+    ("PReLU sums", prelu_sums),
     ("channel shuffles", channel_shuffles),
     ("channel gathers", channel_gathers),
     ("transposed-convolution crops", crops_into_conv_transpose),

@@ -20,7 +20,7 @@ MS = "com.microsoft"
 OPS: dict[tuple[str, str], str] = {
     # elementwise and activations
     ("", "Add"): "binary", ("", "Sub"): "binary", ("", "Mul"): "binary", ("", "Div"): "binary",
-    ("", "Relu"): "relu", ("", "LeakyRelu"): "leaky_relu", ("", "Clip"): "clip",
+    ("", "Relu"): "relu", ("", "LeakyRelu"): "leaky_relu", ("", "Clip"): "clip", ("", "Neg"): "neg",
     ("", "Sigmoid"): "sigmoid", ("", "Tanh"): "tanh", ("", "Softmax"): "softmax", ("", "Pow"): "pow",
     ("", "LogSoftmax"): "log_softmax", ("", "TopK"): "top_k",
     ("", "PRelu"): "prelu", ("", "Selu"): "selu", ("", "Elu"): "elu", ("", "HardSigmoid"): "hard_sigmoid",
