@@ -20,10 +20,10 @@ def depth_to_space_nchw(x, r, mode):
     return t.reshape(n, c // (r * r), h * r, w * r)
 
 
-def space_to_depth_nchw(x, r):
-    """The ONNX SpaceToDepth definition (operator docs)."""
+def space_to_depth_nchw(x, r, mode):
+    """The ONNX SpaceToDepth definition (operator docs; ``mode`` from opset 28)."""
     n, c, h, w = x.shape
-    t = x.reshape(n, c, h // r, r, w // r, r).transpose(0, 3, 5, 1, 2, 4)
+    t = x.reshape(n, c, h // r, r, w // r, r).transpose((0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
     return t.reshape(n, c * r * r, h // r, w // r)
 
 
@@ -54,14 +54,15 @@ def test_depth_to_space(shape, h, w, c, r, mode, lanes, pause):
     np.testing.assert_array_equal(out["o"].reshape(want.shape), want)
 
 
-@pytest.mark.parametrize("shape, h, w, c, r, lanes", [
-    (unsigned(8), 2, 3, 2, 2, 1), (signed(8), 2, 2, 4, 2, 2), (signed(6), 1, 2, 3, 3, 3), (unsigned(4), 2, 1, 2, 3, 1)])
+@pytest.mark.parametrize("shape, h, w, c, r, mode, lanes", [
+    (unsigned(8), 2, 3, 2, 2, "DCR", 1), (signed(8), 2, 2, 4, 2, "DCR", 2), (signed(6), 1, 2, 3, 3, "DCR", 3),
+    (unsigned(4), 2, 1, 2, 3, "CRD", 1), (signed(8), 2, 3, 3, 2, "CRD", 1)])
 @pytest.mark.parametrize("pause", ["random", "3of4"])
-def test_space_to_depth(shape, h, w, c, r, lanes, pause):
+def test_space_to_depth(shape, h, w, c, r, mode, lanes, pause):
     rng = np.random.default_rng(h * 1000 + w * 100 + c * 10 + r)
     x = _codes(rng, shape, (3, c, h * r, w * r))
-    want = _nhwc(space_to_depth_nchw(x, r))
-    out, _ = run_stream(PixelShuffleUnit(shape, "space_to_depth", h, w, c, r, "DCR", lanes),
+    want = _nhwc(space_to_depth_nchw(x, r, mode))
+    out, _ = run_stream(PixelShuffleUnit(shape, "space_to_depth", h, w, c, r, mode, lanes),
                         {"i": _nhwc(x).reshape(-1, lanes)}, {"o": want.size // lanes}, src_pause=pause,
                         sink_pause=pause, seed=r + lanes)
     np.testing.assert_array_equal(out["o"].reshape(want.shape), want)
@@ -88,7 +89,7 @@ def test_estimate():
 @pytest.mark.parametrize("kw, err, msg", [
     (dict(channels=3, lanes=2), ValueError, "divide"), (dict(block=0), ValueError, "block"),
     (dict(op="shuffle"), ValueError, "op"), (dict(mode="XYZ"), ValueError, "mode"),
-    (dict(mode="CRD"), ValueError, "lanes 1"), (dict(op="space_to_depth", mode="CRD"), ValueError, "DCR"),
+    (dict(mode="CRD"), ValueError, "lanes 1"), (dict(op="space_to_depth", mode="CRD"), ValueError, "lanes 1"),
     (dict(width=True), TypeError, "width"), (dict(elem_shape="x"), TypeError, "elem_shape")])
 def test_rejects_bad_parameters(kw, err, msg):
     args = dict(elem_shape=unsigned(8), op="depth_to_space", height=2, width=2, channels=4, block=2, mode="DCR",

@@ -25,7 +25,7 @@ class PixelShuffleUnit(wiring.Component):
       ``y[h*r + i, w*r + j, c] = x[h, w, k]`` with ``k = (i*r + j)*C + c`` (mode ``DCR``) or
       ``k = c*r*r + i*r + j`` (mode ``CRD``, PyTorch's PixelShuffle);
     * ``space_to_depth``: input ``(H*r, W*r, C)`` -> output ``(H, W, C*r*r)``,
-      ``y[h, w, (i*r + j)*C + c] = x[h*r + i, w*r + j, c]`` (ONNX SpaceToDepth; ``mode`` DCR).
+      ``y[h, w, k] = x[h*r + i, w*r + j, c]`` with ``k`` as above.
 
     Parameters
     ----------
@@ -37,8 +37,8 @@ class PixelShuffleUnit(wiring.Component):
     block : int
         ``r`` (>= 1).
     mode : {"DCR", "CRD"}
-        Channel order of the deep side; ``CRD`` only with one lane (its output words would
-        gather channels ``r*r`` apart: put a channel permutation into DCR order in front).
+        Channel order of the deep side; ``CRD`` only with one lane (its words would gather
+        channels ``r*r`` apart: permute the deep side's channels to or from DCR order beside it).
     lanes : int
         Channels per transfer on both ports; divides ``channels``.
 
@@ -139,8 +139,10 @@ def _nest(op: str, width: int, groups: int, r: int, mode: str):
     """``(bank words, loops)``: the read order over one bank as ``(count, stride)`` word loops,
     outermost first (``groups`` = words per ``channels``)."""
     g = groups
-    if op == "space_to_depth":   # bank: r input rows of width*r pixels; out (x, i, j, g)
-        return r * width * r * g, ((width, r * g), (r, width * r * g), (r, g), (g, 1))
+    if op == "space_to_depth":   # bank: r input rows of width*r pixels; out (x, i, j, g) or (x, c, i, j)
+        if mode == "DCR":
+            return r * width * r * g, ((width, r * g), (r, width * r * g), (r, g), (g, 1))
+        return r * width * r * g, ((width, r * g), (g, 1), (r, width * r * g), (r, g))
     if mode == "DCR":            # bank: one input row of width pixels of r*r*g words; out (i, x, j, g)
         return width * r * r * g, ((r, r * g), (width, r * r * g), (r, g), (g, 1))
     return width * r * r * g, ((r, r), (width, r * r * g), (r, 1), (g, r * r))
@@ -163,8 +165,6 @@ def _params(elem_shape, op, height, width, channels, block, mode, lanes):
     r, lanes = _p.positive_int(block, "block"), _p.positive_int(lanes, "lanes")
     if c % lanes:
         raise ValueError(f"lanes {lanes!r} must divide channels {c!r}")
-    if op == "space_to_depth" and mode != "DCR":
-        raise ValueError(f"space_to_depth has one channel order (DCR), not mode {mode!r}")
     if mode == "CRD" and lanes != 1 and r > 1:
         raise ValueError(f"mode 'CRD' needs lanes 1 (its words gather channels {r * r} apart), not {lanes!r}")
     return shape, op, h, w, c, r, mode, lanes
