@@ -1,6 +1,7 @@
 """onnx2hw.canon.channels: a Split as Slices; a chain of views that permutes the channels (the
 channel shuffle as PyTorch's TorchScript and dynamo exporters and tf2onnx write it, with and
-without QDQ between the views) as one Gather; a channel Gather composed into the selections that
+without QDQ between the views) as one Gather; one that is a pixel shuffle (PyTorch's
+PixelShuffle before opset 11) as DepthToSpace or SpaceToDepth; a channel Gather composed into the selections that
 read it or absorbed into the weights of the 1x1 convolution or dense layer that reads it. Oracle:
 onnxruntime with every optimization off runs both graphs."""
 import numpy as np
@@ -319,3 +320,53 @@ def test_absorbed_through_a_pool():
     c = canonicalize(load(m))
     assert ops(c) == ["Relu", "MaxPool", "Conv"]
     assert_same_function(m, c)
+
+
+# ---- view chains that are a pixel shuffle -------------------------------------------------------
+
+def _pixel_chain(form, r=2, c=8, hh=3, ww=2, opset=9):
+    """Relu -> the views of a pixel shuffle in ``form`` -> Relu on (N, c, hh, ww): ``crd`` as
+    PyTorch's exporters wrote ``PixelShuffle`` before opset 11 (view, permute, view), ``dcr``
+    the DepthToSpace definition's default order, ``s2d`` SpaceToDepth's (then the image is
+    (N, c, hh*r, ww*r))."""
+    if form == "crd":
+        s6, perm, s4 = _i64(-1, c // r // r, r, r, hh, ww), [0, 1, 4, 2, 5, 3], _i64(-1, c // r // r, hh * r, ww * r)
+        xs, ys = (c, hh, ww), (c // r // r, hh * r, ww * r)
+    elif form == "dcr":
+        s6, perm, s4 = _i64(-1, r, r, c // r // r, hh, ww), [0, 3, 4, 1, 5, 2], _i64(-1, c // r // r, hh * r, ww * r)
+        xs, ys = (c, hh, ww), (c // r // r, hh * r, ww * r)
+    else:
+        s6, perm, s4 = _i64(-1, c, hh, r, ww, r), [0, 3, 5, 1, 2, 4], _i64(-1, c * r * r, hh, ww)
+        xs, ys = (c, hh * r, ww * r), (c * r * r, hh, ww)
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Reshape", ["a", "s6"], ["v6"]),
+             h.make_node("Transpose", ["v6"], ["t6"], perm=perm), h.make_node("Reshape", ["t6", "s4"], ["v4"]),
+             h.make_node("Relu", ["v4"], ["y"])]
+    return model(nodes, ("x", ["N", *xs]), ("y", ["N", *ys]), {"s6": s6, "s4": s4}, opset=opset)
+
+
+@pytest.mark.parametrize("form, r, op, mode", [("crd", 2, "DepthToSpace", "CRD"), ("crd", 3, "DepthToSpace", "CRD"),
+                                               ("dcr", 2, "DepthToSpace", "DCR"), ("s2d", 2, "SpaceToDepth", None)])
+@pytest.mark.parametrize("opset", [9, 13])
+def test_pixel_shuffle_views_are_the_op(form, r, op, mode, opset):
+    """From opset 11 the op in its mode; before, DepthToSpace has only the DCR order: a CRD
+    shuffle is a Gather of the channels into DCR order, then the op."""
+    m = _pixel_chain(form, r, c=2 * r * r, opset=opset)
+    c = channel_shuffles(load(m))
+    old_crd = opset < 11 and mode == "CRD"
+    assert ops(c) == (["Relu", "Gather", op, "Relu"] if old_crd else ["Relu", op, "Relu"])
+    node = c.nodes[-2]
+    assert node.attr("blocksize") == r and node.attr("mode", "DCR" if op == "DepthToSpace" else None) == (
+        "DCR" if old_crd else mode)
+    x = np.random.default_rng(1).standard_normal((3,) + tuple(load(m).inputs[0].shape[1:])).astype(np.float32)
+    np.testing.assert_array_equal(run_spec(to_model(c), {"x": x})[0], run_spec(m, {"x": x})[0])
+
+
+def test_views_that_are_no_pixel_shuffle_stay():
+    """The CRD view chain with the block's row and column swapped (perm (0, 1, 4, 3, 5, 2)) is
+    neither mode's DepthToSpace."""
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Reshape", ["a", "s6"], ["v6"]),
+             h.make_node("Transpose", ["v6"], ["t6"], perm=[0, 1, 4, 3, 5, 2]),
+             h.make_node("Reshape", ["t6", "s4"], ["y"])]
+    m = model(nodes, ("x", ["N", 8, 3, 2]), ("y", ["N", 2, 6, 4]),
+              {"s6": _i64(-1, 2, 2, 2, 3, 2), "s4": _i64(-1, 2, 6, 4)})
+    assert "DepthToSpace" not in ops(channel_shuffles(load(m)))

@@ -2,8 +2,8 @@
 between QDQ pairs of one scale (onnxruntime's QDQ form of a data move). Truth: onnxruntime's
 spec-exact session on the QDQ graph, or onnx.reference where onnxruntime has no kernel (the
 opset-28 SpaceToDepth mode); hardware bit-exact under random backpressure at several foldings;
-a float model in the form PyTorch's exporters write (Conv, Relu, DepthToSpace CRD, Conv)
-quantized by onnx2hw: compile's golden equals onnxruntime on the QDQ model, and its simulation
+a float model in the forms PyTorch's exporters write (Conv, Relu, DepthToSpace CRD or, before
+opset 11, its view chain, Conv) quantized by onnx2hw: compile's golden equals onnxruntime on the QDQ model, and its simulation
 is bit-exact; unsupported forms refused in one line naming the node."""
 import numpy as np
 import pytest
@@ -126,31 +126,40 @@ def test_channels_last_input_is_refused_naming_the_node():
 
 # ---- a float model as PyTorch writes nn.PixelShuffle (ESPCN-style), quantized by onnx2hw ----------
 
-def _espcn(r=2, opset=13):
-    """Conv(3 -> 2*r*r, 3x3) -> Relu -> DepthToSpace(r, CRD) -> Conv(2 -> 2, 3x3), (N, 3, 5, 4)."""
+def _espcn(r=2, form="op"):
+    """Conv(3 -> 2*r*r, 3x3) -> Relu -> PixelShuffle(r) -> Conv(2 -> 2, 3x3) on (N, 3, 5, 4): ``op``
+    as both exporters write it from opset 11 (DepthToSpace CRD, opset 13), ``views`` as the
+    TorchScript exporter did before (opset 9: Reshape (N, 2, r, r, 5, 4), Transpose (0, 1, 4, 2,
+    5, 3), Reshape (N, 2, 5r, 4r))."""
     rng = np.random.default_rng(7)
     w = lambda *s: rng.normal(0, 0.4, s).astype(np.float32)  # noqa: E731
     inits = {"W": w(2 * r * r, 3, 3, 3), "b": w(2 * r * r), "Wo": w(2, 2, 3, 3), "bo": w(2)}
     nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="/c/Conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
-             helper.make_node("Relu", ["c"], ["a"], name="/Relu"),
-             helper.make_node("DepthToSpace", ["a"], ["s"], name="/ps/DepthToSpace", blocksize=r, mode="CRD"),
-             helper.make_node("Conv", ["s", "Wo", "bo"], ["y"], name="/o/Conv", pads=[1, 1, 1, 1],
-                              kernel_shape=[3, 3])]
+             helper.make_node("Relu", ["c"], ["a"], name="/Relu")]
+    if form == "op":
+        nodes.append(helper.make_node("DepthToSpace", ["a"], ["s"], name="/ps/DepthToSpace", blocksize=r, mode="CRD"))
+    else:
+        inits.update(s6=np.asarray([-1, 2, r, r, 5, 4], np.int64), s4=np.asarray([-1, 2, 5 * r, 4 * r], np.int64))
+        nodes += [helper.make_node("Reshape", ["a", "s6"], ["v6"], name="/ps/Reshape"),
+                  helper.make_node("Transpose", ["v6"], ["t6"], name="/ps/Transpose", perm=[0, 1, 4, 2, 5, 3]),
+                  helper.make_node("Reshape", ["t6", "s4"], ["s"], name="/ps/Reshape_1")]
+    nodes.append(helper.make_node("Conv", ["s", "Wo", "bo"], ["y"], name="/o/Conv", pads=[1, 1, 1, 1],
+                                  kernel_shape=[3, 3]))
     g = helper.make_graph(nodes, "espcn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 5, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 5 * r, 4 * r])],
                           [const(k, v) for k, v in inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13 if form == "op" else 9)], ir_version=8)
 
 
 def _calib(n=48, seed=0):
     return np.random.default_rng(seed).standard_normal((n, 3, 5, 4)).astype(np.float32)
 
 
-@pytest.mark.parametrize("r", [2, 3])
-def test_float_model_golden_is_onnxruntime_on_its_qdq_model(r):
-    m = _espcn(r)
+@pytest.mark.parametrize("r, form", [(2, "op"), (3, "op"), (2, "views"), (3, "views")])
+def test_float_model_golden_is_onnxruntime_on_its_qdq_model(r, form):
+    m = _espcn(r, form)
     q = ptq.quantize(m, {"x": _calib()})
-    assert [n.op_type for n in q.graph.node if n.op_type in ("DepthToSpace",)] == ["DepthToSpace"]
+    assert [n.op_type for n in q.graph.node if n.op_type == "DepthToSpace"] == ["DepthToSpace"]
     design = onnx2hw.compile(m, board="ulx3s", calib={"x": _calib()})
     assert any(isinstance(layer, PixelShuffle) for layer in design.integer.layers)
     x = _calib(12, 1)
@@ -160,6 +169,6 @@ def test_float_model_golden_is_onnxruntime_on_its_qdq_model(r):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("r", [2, 3])
-def test_float_model_simulates_bit_exact(r):
-    onnx2hw.compile(_espcn(r), board="ulx3s", calib={"x": _calib()}).simulate({"x": _calib(6, 2)})
+@pytest.mark.parametrize("r, form", [(2, "op"), (3, "op"), (2, "views")])
+def test_float_model_simulates_bit_exact(r, form):
+    onnx2hw.compile(_espcn(r, form), board="ulx3s", calib={"x": _calib()}).simulate({"x": _calib(6, 2)})
