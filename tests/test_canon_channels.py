@@ -370,3 +370,12 @@ def test_views_that_are_no_pixel_shuffle_stay():
     m = model(nodes, ("x", ["N", 8, 3, 2]), ("y", ["N", 2, 6, 4]),
               {"s6": _i64(-1, 2, 2, 2, 3, 2), "s4": _i64(-1, 2, 6, 4)})
     assert "DepthToSpace" not in ops(channel_shuffles(load(m)))
+
+
+def test_a_reshape_of_a_one_pixel_image_stays_a_view():
+    """(N, 8, 1, 1) -> (N, 2, 2, 2) moves elements as a CRD DepthToSpace would, but is a view
+    (no Transpose): left to the view rules."""
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Reshape", ["a", "s"], ["v"]),
+             h.make_node("Relu", ["v"], ["y"])]
+    m = model(nodes, ("x", ["N", 8, 1, 1]), ("y", ["N", 2, 2, 2]), {"s": _i64(-1, 2, 2, 2)})
+    assert ops(channel_shuffles(load(m))) == ["Relu", "Reshape", "Relu"]

@@ -1,7 +1,7 @@
 """PixelShuffle layer kind: DepthToSpace (DCR, CRD; opset 1-10 without a mode) and SpaceToDepth
 between QDQ pairs of one scale (onnxruntime's QDQ form of a data move). Truth: onnxruntime's
-spec-exact session on the QDQ graph, or onnx.reference where onnxruntime has no kernel (the
-opset-28 SpaceToDepth mode); hardware bit-exact under random backpressure at several foldings;
+spec-exact session on the QDQ graph, or onnx.reference where onnxruntime has no kernel
+(the opset-28 SpaceToDepth mode); hardware bit-exact under random backpressure at several foldings;
 a float model in the forms PyTorch's exporters write (Conv, Relu, DepthToSpace CRD or, before
 opset 11, its view chain, Conv) quantized by onnx2hw: compile's golden equals onnxruntime on the QDQ model, and its simulation
 is bit-exact; unsupported forms refused in one line naming the node."""

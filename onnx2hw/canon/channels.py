@@ -188,8 +188,9 @@ def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
     """``(nodes, perm)``: the longest chain from ``value`` through ``first`` and its sole readers
     (views and commuting ops) that ends in a view whose output is a channel permutation of
     ``value`` other than the identity (``perm``: its indices) or a pixel shuffle of ``value``
-    (``perm``: the :func:`_pixel_shuffle` node), the same one in every traced run (each batch);
-    ``None`` if none."""
+    (``perm``: the :func:`_pixel_shuffle` node; only with a Transpose among the views: a
+    Reshape alone, such as a one-pixel image viewed as a bigger one, stays a view), the same one
+    in every traced run (each batch); ``None`` if none."""
     if not (_view(first) or elementwise_alone(e, first)):
         return None
     shapes = [tuple(np.shape(r[value])) for r in t.runs]
@@ -211,7 +212,8 @@ def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
         if perm is not None and all(p is not None and np.array_equal(p, perm) for p in perms) \
                 and not np.array_equal(perm, np.arange(perm.size)):
             best = (list(nodes), perm)
-        elif _view(node) and (shuffles := [_pixel_shuffle(x0, x) for x0, x in zip(x0s, xs)])[0] is not None \
+        elif _view(node) and any(n.op_type == "Transpose" for n in nodes) \
+                and (shuffles := [_pixel_shuffle(x0, x) for x0, x in zip(x0s, xs)])[0] is not None \
                 and all(n == shuffles[0] for n in shuffles):
             best = (list(nodes), shuffles[0])
         node, cur = e.sole_reader(out), out
