@@ -13,6 +13,7 @@ import onnx2hw
 from _branch_models import const, qdq, qdq_model
 from _oracle import reference, run_spec, spec_session
 from _pysim_check import assert_hardware_is_golden
+from _quant_models import compare_with_ort, quantize
 from onnx2hw import golden
 from onnx2hw.dataflow import compile_pipeline
 from onnx2hw.ir import UnsupportedError, load
@@ -172,3 +173,17 @@ def test_float_model_golden_is_onnxruntime_on_its_qdq_model(r, form):
 @pytest.mark.parametrize("r, form", [(2, "op"), (3, "op"), (2, "views")])
 def test_float_model_simulates_bit_exact(r, form):
     onnx2hw.compile(_espcn(r, form), board="ulx3s", calib={"x": _calib()}).simulate({"x": _calib(6, 2)})
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+def test_onnxruntime_quantized_model(fmt, tmp_path):
+    """onnxruntime's quantizer leaves DepthToSpace in float between a DequantizeLinear and a
+    QuantizeLinear; its calibration sees the same values on both sides (a permutation), so the
+    two grids are one: the layer keeps it. QDQ: exact against the spec session; QOperator:
+    its convolutions run onnxruntime's integer kernels (not exact on CPUs without VNNI), so
+    within one step."""
+    path = quantize(_espcn(2), tmp_path, fmt=fmt, calib=_calib(32))
+    ig = to_integer_graph(load(path))
+    assert [type(layer).__name__ for layer in ig.layers] == ["Conv", "PixelShuffle", "Conv"]
+    same, worst = compare_with_ort(path, ig, _calib(8, 3))
+    assert ((same, worst) == (1.0, 0.0)) if fmt == "qdq" else worst <= 1.0
