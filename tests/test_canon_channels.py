@@ -12,7 +12,7 @@ from _canon_models import assert_same_function, model, ops, w
 from _oracle import run_spec
 from onnx2hw import golden
 from onnx2hw.canon import RULES, canonicalize
-from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits
+from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits, crd_into_producers
 from onnx2hw.ir import load
 from onnx2hw.ir.simplify import to_model
 
@@ -379,3 +379,41 @@ def test_a_reshape_of_a_one_pixel_image_stays_a_view():
              h.make_node("Relu", ["v"], ["y"])]
     m = model(nodes, ("x", ["N", 8, 1, 1]), ("y", ["N", 2, 2, 2]), {"s": _i64(-1, 2, 2, 2)})
     assert ops(channel_shuffles(load(m))) == ["Relu", "Reshape", "Relu"]
+
+
+def _conv_crd(extra_reader=False, group=1):
+    """Conv (C*4 outputs) -> Relu -> DepthToSpace(2, CRD) -> Relu; ``extra_reader``: the Conv's
+    output is also a graph output."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1], group=group),
+             h.make_node("Relu", ["c"], ["a"]), h.make_node("DepthToSpace", ["a"], ["d"], blocksize=2, mode="CRD"),
+             h.make_node("Relu", ["d"], ["y"])]
+    m = model(nodes, ("x", ["N", 4, 3, 2]), ("y", ["N", 2, 6, 4]), {"W": w(8, 4 // group, 3, 3), "b": w(8)})
+    if extra_reader:
+        m.graph.output.append(h.make_tensor_value_info("c", 1, ["N", 8, 3, 2]))
+    return m
+
+
+def test_crd_order_goes_into_the_convolution():
+    m = _conv_crd()
+    c = crd_into_producers(load(m))
+    assert ops(c) == ["Conv", "Relu", "DepthToSpace", "Relu"] and c.nodes[2].attr("mode") == "DCR"
+    assert_same_function(m, c)
+
+
+@pytest.mark.parametrize("kw", [dict(extra_reader=True), dict(group=2)])
+def test_crd_order_stays_where_the_convolution_is_shared_or_grouped(kw):
+    c = crd_into_producers(load(_conv_crd(**kw)))
+    assert [n.attr("mode") for n in c.nodes if n.op_type == "DepthToSpace"] == ["CRD"]
+
+
+def test_channel_permutation_goes_into_the_convolution():
+    """Conv -> Relu -> the pre-opset-11 CRD pixel shuffle (views): canonical form Conv (output
+    channels permuted), Relu, DCR DepthToSpace."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c"], ["a"]),
+             h.make_node("Reshape", ["a", "s6"], ["v6"]),
+             h.make_node("Transpose", ["v6"], ["t6"], perm=[0, 1, 4, 2, 5, 3]), h.make_node("Reshape", ["t6", "s4"], ["y"])]
+    m = model(nodes, ("x", ["N", 4, 3, 2]), ("y", ["N", 2, 6, 4]),
+              {"W": w(8, 4, 3, 3), "b": w(8), "s6": _i64(-1, 2, 2, 2, 3, 2), "s4": _i64(-1, 2, 6, 4)}, opset=9)
+    c = canonicalize(load(m))
+    assert ops(c) == ["Conv", "Relu", "DepthToSpace"]
+    assert_same_function(m, c)

@@ -162,7 +162,9 @@ def test_float_model_golden_is_onnxruntime_on_its_qdq_model(r, form):
     q = ptq.quantize(m, {"x": _calib()})
     assert [n.op_type for n in q.graph.node if n.op_type == "DepthToSpace"] == ["DepthToSpace"]
     design = onnx2hw.compile(m, board="ulx3s", calib={"x": _calib()})
-    assert any(isinstance(layer, PixelShuffle) for layer in design.integer.layers)
+    # the CRD order went into the first convolution's output channels (canon.channels)
+    layers = design.integer.layers
+    assert [type(layer).__name__ for layer in layers] == ["Conv", "PixelShuffle", "Conv"] and layers[1].mode == "DCR"
     x = _calib(12, 1)
     want = spec_session(q).run(None, {"x": x})[0]
     got = design.golden({"x": x})["y"]

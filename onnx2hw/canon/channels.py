@@ -26,6 +26,12 @@
   group, a ``Gemm``/``MatMul`` on vectors) goes: each layer's weight has its input-channel axis
   permuted instead (``W'[:, perm[j]] = W[:, j]``; a quantized weight, ``DequantizeLinear`` or
   QONNX ``Quant`` of a constant, when its parameters do not vary along that axis).
+* :func:`crd_into_producers`: a ``DepthToSpace`` in CRD order (PyTorch's ``PixelShuffle``) whose
+  input a ``Conv`` of one group with constant weight and bias makes, through ops acting on each
+  element alone and read by nothing else, is the DCR one of that ``Conv`` with its output
+  channels (weight rows, bias) in DCR order: hardware on several lanes then needs no channel
+  permutation beside it. A channel permutation by ``Gather`` of such a ``Conv``'s output goes
+  into its output channels the same way.
 
 Every rewrite is exact: a permutation moves values without changing them, and the ops it crosses
 act on each element alone.
@@ -43,7 +49,7 @@ from .edit import DEFAULT, Edit
 from .trace import Trace, trace_for
 from .transposes import ELEMENTWISE
 
-__all__ = ["channel_splits", "channel_shuffles", "channel_gathers", "elementwise_alone"]
+__all__ = ["channel_splits", "channel_shuffles", "channel_gathers", "crd_into_producers", "elementwise_alone"]
 
 _VIEWS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -151,13 +157,19 @@ def _shuffle_node(op: str, r: int, mode: str) -> Node:
     return Node(name=op, op_type=op, domain=DEFAULT, inputs=("x",), outputs=("y",), attrs=attrs, since_version=13)
 
 
+def _dcr_order(channels: int, r: int) -> np.ndarray:
+    """For each DCR channel ``(i*r + j)*C + c`` of a deep pixel (``channels`` = ``C*r*r``), its CRD
+    channel ``c*r*r + i*r + j``."""
+    rr = r * r
+    return np.asarray([c * rr + s for s in range(rr) for c in range(channels // rr)], np.int64)
+
+
 def _shuffle_nodes(e: Edit, node: Node, src: str, out: str, channels: int) -> list[Node]:
     """The pixel shuffle ``node`` from ``src`` to ``out`` in the graph's opset: a CRD DepthToSpace
     below opset 11 is the Gather of the ``channels`` into DCR order, then the DCR one."""
     if node.op_type == "DepthToSpace" and node.attr("mode") == "CRD" and e.source.opsets.get(DEFAULT, 13) < 11:
-        rr = node.attr("blocksize") ** 2
-        order = np.asarray([c * rr + s for s in range(rr) for c in range(channels // rr)], np.int64)
         mid = e.fresh(f"{out}_dcr")
+        order = _dcr_order(channels, node.attr("blocksize"))
         return [e.node("Gather", [src, e.const("dcr_order", order)], [mid], "crd_to_dcr", axis=1),
                 e.node("DepthToSpace", [mid], [out], "DepthToSpace", blocksize=node.attr("blocksize"))]
     if node.op_type == "DepthToSpace" and e.source.opsets.get(DEFAULT, 13) < 11:
@@ -426,3 +438,53 @@ def _absorb(e: Edit, t: Trace, g: Node, idx: np.ndarray) -> bool:
         e.rename_input(r, g.outputs[0], g.inputs[0])
     e.nodes.remove(g)
     return True
+
+
+# ---- a CRD DepthToSpace's channel order into the convolution making its input ----------------------
+
+def crd_into_producers(graph: Graph) -> Graph:
+    """CRD ``DepthToSpace`` nodes, and channel permutations by ``Gather``, folded into the ``Conv``
+    making their input (module docstring)."""
+    t = trace_for(graph, {"Gather"})
+    e = Edit(graph)
+    changed = False
+    for d in list(e.nodes):
+        if d.domain == DEFAULT and d.op_type == "DepthToSpace" and d.since_version >= 11 \
+                and d.attr("mode") in ("CRD", b"CRD") and (conv := _sole_conv(e, d.inputs[0])) is not None:
+            _permute_outputs(e, conv, _dcr_order(len(e.inits[conv.inputs[1]]), int(d.attr("blocksize"))))
+            e.replace(d, dataclasses.replace(d, attrs={**d.attrs, "mode": "DCR"}))
+            changed = True
+        elif t is not None and (idx := _channel_gather(e, t, d)) is not None and d.outputs[0] not in e.outputs \
+                and np.array_equal(np.sort(idx), np.arange(idx.size)) \
+                and (conv := _sole_conv(e, d.inputs[0])) is not None:
+            _permute_outputs(e, conv, idx)
+            for r in e.readers(d.outputs[0]):
+                e.rename_input(r, d.outputs[0], d.inputs[0])
+            e.nodes.remove(d)
+            changed = True
+    return e.graph() if changed else graph
+
+
+def _permute_outputs(e: Edit, conv: Node, order: np.ndarray) -> None:
+    """``conv`` with output channel ``k`` computing what its channel ``order[k]`` did."""
+    ins = list(conv.inputs)
+    for k in (1, 2):
+        if len(ins) > k and ins[k]:
+            ins[k] = e.const(f"{ins[k]}_perm", np.asarray(e.inits[ins[k]])[order])
+    e.replace(conv, dataclasses.replace(conv, inputs=tuple(ins)))
+
+
+def _sole_conv(e: Edit, value: str) -> Node | None:
+    """The ``Conv`` (one group; constant weight and bias, read by it alone, not graph inputs) making ``value``
+    through ops acting on each element alone, each value on the way read only by the next;
+    else ``None``."""
+    while (p := e.producer(value)) is not None and e.sole_reader(value) is not None:
+        if p.domain == DEFAULT and p.op_type == "Conv":
+            consts = [i for i in p.inputs[1:3] if i]
+            ok = int(p.attr("group", 1)) == 1 and all(e.is_const(i) and len(e.readers(i)) == 1
+                                                      and i not in e.source.overridable for i in consts)
+            return p if ok and len(p.inputs) > 1 and p.outputs[0] == value else None
+        if not elementwise_alone(e, p) or p.inputs[0] in p.inputs[1:]:
+            return None
+        value = p.inputs[0]
+    return None
