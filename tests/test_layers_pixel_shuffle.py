@@ -189,3 +189,25 @@ def test_onnxruntime_quantized_model(fmt, tmp_path):
     assert [type(layer).__name__ for layer in ig.layers] == ["Conv", "PixelShuffle", "Conv"]
     same, worst = compare_with_ort(path, ig, _calib(8, 3))
     assert ((same, worst) == (1.0, 0.0)) if fmt == "qdq" else worst <= 1.0
+
+
+def test_qonnx_depth_to_space_is_the_shuffle_of_the_quantized_input():
+    """QONNX: Quant (uint8) -> DepthToSpace(2, CRD) -> Quant (same parameters). Expected: the
+    QONNX Quant formula and the ONNX DepthToSpace definition (reshape, transpose, reshape), int64."""
+    q = "qonnx.custom_op.general"
+    nodes = [helper.make_node("Quant", ["x", "s", "z", "bw"], ["xq"], name="q_in", domain=q, signed=0, narrow=0,
+                              rounding_mode="ROUND"),
+             helper.make_node("DepthToSpace", ["xq"], ["d"], name="ps", blocksize=2, mode="CRD"),
+             helper.make_node("Quant", ["d", "s", "z", "bw"], ["out"], name="q_out", domain=q, signed=0, narrow=0,
+                              rounding_mode="ROUND")]
+    inits = [const("s", np.float32(0.02)), const("z", np.float32(128)), const("bw", np.float32(8))]
+    m = qdq_model(nodes, inits, (8, 3, 2), "out", (2, 6, 4), extra_opsets=[helper.make_opsetid(q, 1)])
+    ig = to_integer_graph(load(m))
+    assert [type(layer) for layer in ig.layers] == [PixelShuffle]
+    x = _x((8, 3, 2))
+    got = dequantize_outputs(ig, golden.execute(ig, quantize_inputs(ig, {"x": x})))["out"]
+    # Quant: q = clip(round_half_even(x / s) + z, 0, 255); DepthToSpace CRD: (N, C/4, 2, 2, H, W) -> (0, 1, 4, 2, 5, 3)
+    qx = np.clip(np.rint(x / np.float32(0.02)).astype(np.int64) + 128, 0, 255)
+    n = len(qx)
+    d2s = qx.reshape(n, 2, 2, 2, 3, 2).transpose(0, 1, 4, 2, 5, 3).reshape(n, 2, 6, 4)
+    np.testing.assert_array_equal(got, ((d2s - 128) * np.float32(0.02)).astype(np.float32))
