@@ -32,6 +32,7 @@ from onnx2hw.rtl.requant import Requantize
 from onnx2hw.rtl.segments import SegmentJoin, SegmentSplit
 from onnx2hw.rtl.thresholds import Thresholds
 from onnx2hw.rtl.uart import UARTRx
+from onnx2hw.rtl.pixel_shuffle import PixelShuffleUnit
 from onnx2hw.rtl.upsample import UpsampleUnit
 from onnx2hw.rtl.width import WidthConverter
 from onnx2hw.rtl.window import SlidingWindow
@@ -103,6 +104,9 @@ def contracts(deep: bool = False) -> list[Contract]:
                  {"i": 1, "o": 1}, drain=3, lag=2, depth=12),
         Contract("UpsampleUnit u2 2x2x1 x2", lambda: UpsampleUnit(unsigned(2), 2, 2, 1, 2, 2, 1),
                  {"i": 4, "o": 16}, drain=16 + 4, lag=1, depth=36),
+        Contract("PixelShuffleUnit u2 depth_to_space 1x1x1 r2", lambda: PixelShuffleUnit(unsigned(2), "depth_to_space",
+                                                                                    1, 1, 1, 2),
+                 {"i": 4, "o": 4}, drain=4 + 4, lag=3, depth=24),
         _window("SlidingWindow 3x3x1 k2 p0", SlidingWindow, 1,
                 height=3, width=3, channels=1, kernel=2, elem_shape=unsigned(2)),
         _window("SlidingWindow 3x3x2 k3 s2 p1 simd2", SlidingWindow, 1,

@@ -1,6 +1,7 @@
 """onnx2hw.canon.channels: a Split as Slices; a chain of views that permutes the channels (the
 channel shuffle as PyTorch's TorchScript and dynamo exporters and tf2onnx write it, with and
-without QDQ between the views) as one Gather; a channel Gather composed into the selections that
+without QDQ between the views) as one Gather; one that is a pixel shuffle (PyTorch's
+PixelShuffle before opset 11) as DepthToSpace or SpaceToDepth; a channel Gather composed into the selections that
 read it or absorbed into the weights of the 1x1 convolution or dense layer that reads it. Oracle:
 onnxruntime with every optimization off runs both graphs."""
 import numpy as np
@@ -11,7 +12,7 @@ from _canon_models import assert_same_function, model, ops, w
 from _oracle import run_spec
 from onnx2hw import golden
 from onnx2hw.canon import RULES, canonicalize
-from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits
+from onnx2hw.canon.channels import channel_gathers, channel_shuffles, channel_splits, crd_into_producers
 from onnx2hw.ir import load
 from onnx2hw.ir.simplify import to_model
 
@@ -318,4 +319,101 @@ def test_absorbed_through_a_pool():
     m = model(nodes, ("x", ["N", C, H, W]), ("y", ["N", 6, H // 2, W // 2]), inits)
     c = canonicalize(load(m))
     assert ops(c) == ["Relu", "MaxPool", "Conv"]
+    assert_same_function(m, c)
+
+
+# ---- view chains that are a pixel shuffle -------------------------------------------------------
+
+def _pixel_chain(form, r=2, c=8, hh=3, ww=2, opset=9):
+    """Relu -> the views of a pixel shuffle in ``form`` -> Relu on (N, c, hh, ww): ``crd`` as
+    PyTorch's exporters wrote ``PixelShuffle`` before opset 11 (view, permute, view), ``dcr``
+    the DepthToSpace definition's default order, ``s2d`` SpaceToDepth's (then the image is
+    (N, c, hh*r, ww*r))."""
+    if form == "crd":
+        s6, perm, s4 = _i64(-1, c // r // r, r, r, hh, ww), [0, 1, 4, 2, 5, 3], _i64(-1, c // r // r, hh * r, ww * r)
+        xs, ys = (c, hh, ww), (c // r // r, hh * r, ww * r)
+    elif form == "dcr":
+        s6, perm, s4 = _i64(-1, r, r, c // r // r, hh, ww), [0, 3, 4, 1, 5, 2], _i64(-1, c // r // r, hh * r, ww * r)
+        xs, ys = (c, hh, ww), (c // r // r, hh * r, ww * r)
+    else:
+        s6, perm, s4 = _i64(-1, c, hh, r, ww, r), [0, 3, 5, 1, 2, 4], _i64(-1, c * r * r, hh, ww)
+        xs, ys = (c, hh * r, ww * r), (c * r * r, hh, ww)
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Reshape", ["a", "s6"], ["v6"]),
+             h.make_node("Transpose", ["v6"], ["t6"], perm=perm), h.make_node("Reshape", ["t6", "s4"], ["v4"]),
+             h.make_node("Relu", ["v4"], ["y"])]
+    return model(nodes, ("x", ["N", *xs]), ("y", ["N", *ys]), {"s6": s6, "s4": s4}, opset=opset)
+
+
+@pytest.mark.parametrize("form, r, op, mode", [("crd", 2, "DepthToSpace", "CRD"), ("crd", 3, "DepthToSpace", "CRD"),
+                                               ("dcr", 2, "DepthToSpace", "DCR"), ("s2d", 2, "SpaceToDepth", None)])
+@pytest.mark.parametrize("opset", [9, 13])
+def test_pixel_shuffle_views_are_the_op(form, r, op, mode, opset):
+    """From opset 11 the op in its mode; before, DepthToSpace has only the DCR order: a CRD
+    shuffle is a Gather of the channels into DCR order, then the op."""
+    m = _pixel_chain(form, r, c=2 * r * r, opset=opset)
+    c = channel_shuffles(load(m))
+    old_crd = opset < 11 and mode == "CRD"
+    assert ops(c) == (["Relu", "Gather", op, "Relu"] if old_crd else ["Relu", op, "Relu"])
+    node = c.nodes[-2]
+    assert node.attr("blocksize") == r and node.attr("mode", "DCR" if op == "DepthToSpace" else None) == (
+        "DCR" if old_crd else mode)
+    x = np.random.default_rng(1).standard_normal((3,) + tuple(load(m).inputs[0].shape[1:])).astype(np.float32)
+    np.testing.assert_array_equal(run_spec(to_model(c), {"x": x})[0], run_spec(m, {"x": x})[0])
+
+
+def test_views_that_are_no_pixel_shuffle_stay():
+    """The CRD view chain with the block's row and column swapped (perm (0, 1, 4, 3, 5, 2)) is
+    neither mode's DepthToSpace."""
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Reshape", ["a", "s6"], ["v6"]),
+             h.make_node("Transpose", ["v6"], ["t6"], perm=[0, 1, 4, 3, 5, 2]),
+             h.make_node("Reshape", ["t6", "s4"], ["y"])]
+    m = model(nodes, ("x", ["N", 8, 3, 2]), ("y", ["N", 2, 6, 4]),
+              {"s6": _i64(-1, 2, 2, 2, 3, 2), "s4": _i64(-1, 2, 6, 4)})
+    assert "DepthToSpace" not in ops(channel_shuffles(load(m)))
+
+
+def test_a_reshape_of_a_one_pixel_image_stays_a_view():
+    """(N, 8, 1, 1) -> (N, 2, 2, 2) moves elements as a CRD DepthToSpace would, but is a view
+    (no Transpose): left to the view rules."""
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Reshape", ["a", "s"], ["v"]),
+             h.make_node("Relu", ["v"], ["y"])]
+    m = model(nodes, ("x", ["N", 8, 1, 1]), ("y", ["N", 2, 2, 2]), {"s": _i64(-1, 2, 2, 2)})
+    assert ops(channel_shuffles(load(m))) == ["Relu", "Reshape", "Relu"]
+
+
+def _conv_crd(extra_reader=False, group=1):
+    """Conv (C*4 outputs) -> Relu -> DepthToSpace(2, CRD) -> Relu; ``extra_reader``: the Conv's
+    output is also a graph output."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1], group=group),
+             h.make_node("Relu", ["c"], ["a"]), h.make_node("DepthToSpace", ["a"], ["d"], blocksize=2, mode="CRD"),
+             h.make_node("Relu", ["d"], ["y"])]
+    m = model(nodes, ("x", ["N", 4, 3, 2]), ("y", ["N", 2, 6, 4]), {"W": w(8, 4 // group, 3, 3), "b": w(8)})
+    if extra_reader:
+        m.graph.output.append(h.make_tensor_value_info("c", 1, ["N", 8, 3, 2]))
+    return m
+
+
+def test_crd_order_goes_into_the_convolution():
+    m = _conv_crd()
+    c = crd_into_producers(load(m))
+    assert ops(c) == ["Conv", "Relu", "DepthToSpace", "Relu"] and c.nodes[2].attr("mode") == "DCR"
+    assert_same_function(m, c)
+
+
+@pytest.mark.parametrize("kw", [dict(extra_reader=True), dict(group=2)])
+def test_crd_order_stays_where_the_convolution_is_shared_or_grouped(kw):
+    c = crd_into_producers(load(_conv_crd(**kw)))
+    assert [n.attr("mode") for n in c.nodes if n.op_type == "DepthToSpace"] == ["CRD"]
+
+
+def test_channel_permutation_goes_into_the_convolution():
+    """Conv -> Relu -> the pre-opset-11 CRD pixel shuffle (views): canonical form Conv (output
+    channels permuted), Relu, DCR DepthToSpace."""
+    nodes = [h.make_node("Conv", ["x", "W", "b"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c"], ["a"]),
+             h.make_node("Reshape", ["a", "s6"], ["v6"]),
+             h.make_node("Transpose", ["v6"], ["t6"], perm=[0, 1, 4, 2, 5, 3]), h.make_node("Reshape", ["t6", "s4"], ["y"])]
+    m = model(nodes, ("x", ["N", 4, 3, 2]), ("y", ["N", 2, 6, 4]),
+              {"W": w(8, 4, 3, 3), "b": w(8), "s6": _i64(-1, 2, 2, 2, 3, 2), "s4": _i64(-1, 2, 6, 4)}, opset=9)
+    c = canonicalize(load(m))
+    assert ops(c) == ["Conv", "Relu", "DepthToSpace"]
     assert_same_function(m, c)

@@ -12,7 +12,7 @@ from ..ir.graph import Graph
 from ..ir.memo import per_graph
 from ..ir.simplify import simplify
 from .affine import affine_maps, batch_rows, matmul_add
-from .channels import channel_gathers, channel_shuffles, channel_splits
+from .channels import channel_gathers, channel_shuffles, channel_splits, crd_into_producers
 from .channels_last import channels_last
 from .constants import fold_constants, literal_views, static_inputs
 from .crops import crops_into_conv, crops_into_conv_transpose
@@ -47,6 +47,7 @@ RULES = (
     ("batch-merged rows", batch_rows),
     ("MatMul + Add", matmul_add),
     ("affine maps", affine_maps),
+    ("CRD order into convolutions", crd_into_producers),
     ("literal views", literal_views),
     ("nearest repeats", nearest_repeats),
     ("vectors as images", vector_images),

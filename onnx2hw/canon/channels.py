@@ -12,7 +12,12 @@
   an index tensor (``np.arange`` over the batch and each pixel's channels), not by matching an
   exporter's pattern: the channel shuffle ``Reshape (N, g, C/g, H, W) -> Transpose (0, 2, 1, 3,
   4) -> Reshape (N, C, H, W)`` of PyTorch's exporters and its channels-last form between
-  tf2onnx's Transposes are two such chains.
+  tf2onnx's Transposes are two such chains. A chain from an image ``(N, C, H, W)`` whose net
+  effect is a ``DepthToSpace`` (either mode) or a DCR ``SpaceToDepth`` of a block ``r`` (the
+  ``Reshape (N, C/r^2, r, r, H, W) -> Transpose (0, 1, 4, 2, 5, 3) -> Reshape`` PyTorch's
+  exporters wrote for ``PixelShuffle`` before opset 11) is, the same way, those ops then that
+  one; below opset 11, where DepthToSpace has only the DCR order, a CRD one is the ``Gather``
+  of the channels into DCR order then the DCR ``DepthToSpace``.
 * :func:`channel_gathers`: a channel ``Gather`` (axis 1, constant indices) read (through the same
   ops) by another selection of channels (a ``Slice`` of the channel axis, a ``Gather`` on axis 1) is that
   selection with the indices composed; a ``Gather`` that permutes the channels and is read,
@@ -21,6 +26,12 @@
   group, a ``Gemm``/``MatMul`` on vectors) goes: each layer's weight has its input-channel axis
   permuted instead (``W'[:, perm[j]] = W[:, j]``; a quantized weight, ``DequantizeLinear`` or
   QONNX ``Quant`` of a constant, when its parameters do not vary along that axis).
+* :func:`crd_into_producers`: a ``DepthToSpace`` in CRD order (PyTorch's ``PixelShuffle``) whose
+  input a ``Conv`` of one group with constant weight and bias makes, through ops acting on each
+  element alone and read by nothing else, is the DCR one of that ``Conv`` with its output
+  channels (weight rows, bias) in DCR order: hardware on several lanes then needs no channel
+  permutation beside it. A channel permutation by ``Gather`` of such a ``Conv``'s output goes
+  into its output channels the same way.
 
 Every rewrite is exact: a permutation moves values without changing them, and the ops it crosses
 act on each element alone.
@@ -31,13 +42,14 @@ import dataclasses
 
 import numpy as np
 
+from ..golden.registry import lookup
 from ..ir.graph import Graph, Node
 from ..ir.load import QONNX_DOMAIN as QONNX
 from .edit import DEFAULT, Edit
 from .trace import Trace, trace_for
 from .transposes import ELEMENTWISE
 
-__all__ = ["channel_splits", "channel_shuffles", "channel_gathers", "elementwise_alone"]
+__all__ = ["channel_splits", "channel_shuffles", "channel_gathers", "crd_into_producers", "elementwise_alone"]
 
 _VIEWS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"})
 _QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
@@ -139,15 +151,63 @@ def _channel_perm(y: np.ndarray, shape) -> np.ndarray | None:
     return src[0, :, 0].astype(np.int64)
 
 
+def _shuffle_node(op: str, r: int, mode: str) -> Node:
+    """``op`` (DepthToSpace or SpaceToDepth) of block ``r`` in channel order ``mode``, opset 13."""
+    attrs = {"blocksize": r} if op == "SpaceToDepth" else {"blocksize": r, "mode": mode}
+    return Node(name=op, op_type=op, domain=DEFAULT, inputs=("x",), outputs=("y",), attrs=attrs, since_version=13)
+
+
+def _dcr_order(channels: int, r: int) -> np.ndarray:
+    """For each DCR channel ``(i*r + j)*C + c`` of a deep pixel (``channels`` = ``C*r*r``), its CRD
+    channel ``c*r*r + i*r + j``."""
+    rr = r * r
+    return np.asarray([c * rr + s for s in range(rr) for c in range(channels // rr)], np.int64)
+
+
+def _shuffle_nodes(e: Edit, node: Node, src: str, out: str, channels: int) -> list[Node]:
+    """The pixel shuffle ``node`` from ``src`` to ``out`` in the graph's opset: a CRD DepthToSpace
+    below opset 11 is the Gather of the ``channels`` into DCR order, then the DCR one."""
+    if node.op_type == "DepthToSpace" and node.attr("mode") == "CRD" and e.source.opsets.get(DEFAULT, 13) < 11:
+        mid = e.fresh(f"{out}_dcr")
+        order = _dcr_order(channels, node.attr("blocksize"))
+        return [e.node("Gather", [src, e.const("dcr_order", order)], [mid], "crd_to_dcr", axis=1),
+                e.node("DepthToSpace", [mid], [out], "DepthToSpace", blocksize=node.attr("blocksize"))]
+    if node.op_type == "DepthToSpace" and e.source.opsets.get(DEFAULT, 13) < 11:
+        return [e.node("DepthToSpace", [src], [out], "DepthToSpace", blocksize=node.attr("blocksize"))]
+    return [dataclasses.replace(node, name=e.fresh(node.op_type), inputs=(src,), outputs=(out,))]
+
+
+def _pixel_shuffle(x: np.ndarray, y: np.ndarray) -> Node | None:
+    """The ``DepthToSpace``/``SpaceToDepth`` (:func:`_shuffle_node`) that makes ``y`` of the
+    index tensor ``x`` (an image), by the golden executor's definition of the op; else ``None``."""
+    if x.ndim != 4 or y.ndim != 4 or x.shape[0] != y.shape[0]:
+        return None
+    (_, c, h, w), (_, oc, oh, ow) = x.shape, y.shape
+    if oh > h and oh % h == 0 and ow == w * (oh // h) and c == oc * (oh // h) ** 2:
+        candidates = [("DepthToSpace", oh // h, m) for m in ("DCR", "CRD")]
+    elif h > oh and h % oh == 0 and w == ow * (h // oh) and oc == c * (h // oh) ** 2:
+        candidates = [("SpaceToDepth", h // oh, "DCR")]
+    else:
+        return None
+    for op, r, mode in candidates:
+        node = _shuffle_node(op, r, mode)
+        if np.array_equal(lookup(DEFAULT, op)(node, x), y):
+            return node
+    return None
+
+
 def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
     """``(nodes, perm)``: the longest chain from ``value`` through ``first`` and its sole readers
     (views and commuting ops) that ends in a view whose output is a channel permutation of
-    ``value``, other than the identity, the same one in every traced run (each batch); ``None``
-    if none."""
+    ``value`` other than the identity (``perm``: its indices) or a pixel shuffle of ``value``
+    (``perm``: the :func:`_pixel_shuffle` node; only with a Transpose among the views: a
+    Reshape alone, such as a one-pixel image viewed as a bigger one, stays a view), the same one
+    in every traced run (each batch); ``None`` if none."""
     if not (_view(first) or elementwise_alone(e, first)):
         return None
     shapes = [tuple(np.shape(r[value])) for r in t.runs]
     xs = [np.arange(int(np.prod(s, dtype=np.int64)), dtype=np.int64).reshape(s) for s in shapes]
+    x0s = list(xs)
     best, nodes, node, cur = None, [], first, value
     while node is not None and node.inputs and node.inputs[0] == cur and len(node.outputs) == 1 \
             and cur not in node.inputs[1:] and all(node.outputs[0] in r for r in t.runs):
@@ -164,6 +224,10 @@ def _longest_chain(e: Edit, t: Trace, value: str, first: Node):
         if perm is not None and all(p is not None and np.array_equal(p, perm) for p in perms) \
                 and not np.array_equal(perm, np.arange(perm.size)):
             best = (list(nodes), perm)
+        elif _view(node) and any(n.op_type == "Transpose" for n in nodes) \
+                and (shuffles := [_pixel_shuffle(x0, x) for x0, x in zip(x0s, xs)])[0] is not None \
+                and all(n == shuffles[0] for n in shuffles):
+            best = (list(nodes), shuffles[0])
         node, cur = e.sole_reader(out), out
     return best
 
@@ -176,7 +240,8 @@ def _activations(e: Edit, t: Trace) -> list[str]:
 
 
 def channel_shuffles(graph: Graph) -> Graph:
-    """Chains of views equal to a permutation of the channels as a ``Gather`` (module docstring);
+    """Chains of views equal to a permutation of the channels as a ``Gather``, or to a pixel
+    shuffle as that op (module docstring);
     one chain at a time, the longest, each on a fresh trace of the graph."""
     while (t := trace_for(graph, _VIEWS)) is not None:
         e = Edit(graph)
@@ -188,13 +253,14 @@ def channel_shuffles(graph: Graph) -> Graph:
                     found = (v, *hit)
         if found is None:
             break
-        _to_gather(e, *found)
+        _to_gather(e, t, *found)
         graph = e.graph()
     return graph
 
 
-def _to_gather(e: Edit, value: str, chain: list[Node], perm: np.ndarray) -> None:
-    """``chain`` (from ``value``) as its commuting ops, in order, then ``Gather(perm)``."""
+def _to_gather(e: Edit, t: Trace, value: str, chain: list[Node], perm: np.ndarray | Node) -> None:
+    """``chain`` (from ``value``) as its commuting ops, in order, then ``Gather(perm)`` (or the
+    pixel shuffle ``perm``)."""
     at = e.nodes.index(chain[0])
     for n in chain:
         e.nodes.remove(n)
@@ -203,8 +269,11 @@ def _to_gather(e: Edit, value: str, chain: list[Node], perm: np.ndarray) -> None
         if not _view(n):
             new.append(dataclasses.replace(n, inputs=(cur,) + n.inputs[1:]))
             cur = n.outputs[0]
-    new.append(e.node("Gather", [cur, e.const("channel_perm", perm)], [chain[-1].outputs[0]], "channel_shuffle",
-                      axis=1))
+    if isinstance(perm, Node):
+        new += _shuffle_nodes(e, perm, cur, chain[-1].outputs[0], t.shape(value)[1])
+    else:
+        new.append(e.node("Gather", [cur, e.const("channel_perm", perm)], [chain[-1].outputs[0]], "channel_shuffle",
+                          axis=1))
     e.nodes[at:at] = new
     e.prune()
 
@@ -369,3 +438,53 @@ def _absorb(e: Edit, t: Trace, g: Node, idx: np.ndarray) -> bool:
         e.rename_input(r, g.outputs[0], g.inputs[0])
     e.nodes.remove(g)
     return True
+
+
+# ---- a CRD DepthToSpace's channel order into the convolution making its input ----------------------
+
+def crd_into_producers(graph: Graph) -> Graph:
+    """CRD ``DepthToSpace`` nodes, and channel permutations by ``Gather``, folded into the ``Conv``
+    making their input (module docstring)."""
+    t = trace_for(graph, {"Gather"})
+    e = Edit(graph)
+    changed = False
+    for d in list(e.nodes):
+        if d.domain == DEFAULT and d.op_type == "DepthToSpace" and d.since_version >= 11 \
+                and d.attr("mode") in ("CRD", b"CRD") and (conv := _sole_conv(e, d.inputs[0])) is not None:
+            _permute_outputs(e, conv, _dcr_order(len(e.inits[conv.inputs[1]]), int(d.attr("blocksize"))))
+            e.replace(d, dataclasses.replace(d, attrs={**d.attrs, "mode": "DCR"}))
+            changed = True
+        elif t is not None and (idx := _channel_gather(e, t, d)) is not None and d.outputs[0] not in e.outputs \
+                and np.array_equal(np.sort(idx), np.arange(idx.size)) \
+                and (conv := _sole_conv(e, d.inputs[0])) is not None:
+            _permute_outputs(e, conv, idx)
+            for r in e.readers(d.outputs[0]):
+                e.rename_input(r, d.outputs[0], d.inputs[0])
+            e.nodes.remove(d)
+            changed = True
+    return e.graph() if changed else graph
+
+
+def _permute_outputs(e: Edit, conv: Node, order: np.ndarray) -> None:
+    """``conv`` with output channel ``k`` computing what its channel ``order[k]`` did."""
+    ins = list(conv.inputs)
+    for k in (1, 2):
+        if len(ins) > k and ins[k]:
+            ins[k] = e.const(f"{ins[k]}_perm", np.asarray(e.inits[ins[k]])[order])
+    e.replace(conv, dataclasses.replace(conv, inputs=tuple(ins)))
+
+
+def _sole_conv(e: Edit, value: str) -> Node | None:
+    """The ``Conv`` (one group; constant weight and bias, read by it alone, not graph inputs) making ``value``
+    through ops acting on each element alone, each value on the way read only by the next;
+    else ``None``."""
+    while (p := e.producer(value)) is not None and e.sole_reader(value) is not None:
+        if p.domain == DEFAULT and p.op_type == "Conv":
+            consts = [i for i in p.inputs[1:3] if i]
+            ok = int(p.attr("group", 1)) == 1 and all(e.is_const(i) and len(e.readers(i)) == 1
+                                                      and i not in e.source.overridable for i in consts)
+            return p if ok and len(p.inputs) > 1 and p.outputs[0] == value else None
+        if not elementwise_alone(e, p) or p.inputs[0] in p.inputs[1:]:
+            return None
+        value = p.inputs[0]
+    return None

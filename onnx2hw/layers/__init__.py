@@ -4,7 +4,8 @@ Layer kinds (IntegerGraph node classes; see :mod:`.base` for what each declares)
 :class:`Dense` (:mod:`.dense`), :class:`Conv` (:mod:`.conv`), :class:`MaxPool` (:mod:`.max_pool`),
 :class:`AvgPool` (:mod:`.avg_pool`), :class:`Add` (:mod:`.add`), ``Lookup`` (:mod:`.lookup`),
 ``Concat`` (:mod:`.concat`), ``Resize`` (:mod:`.resize`), ``Mul`` (:mod:`.mul`), ``ChannelSelect``
-(:mod:`.channels`: Slice, Split and Gather of channels). Ops
+(:mod:`.channels`: Slice, Split and Gather of channels), ``PixelShuffle`` (:mod:`.pixel_shuffle`:
+DepthToSpace, SpaceToDepth). Ops
 folded into a layer or into the host converters have no node of their own: :mod:`.activation` (Relu, Clip,
 BatchNormalization), :mod:`.shape` (Flatten, Reshape, Squeeze, Identity, Dropout, Constant,
 Cast), :mod:`.qdq` (QuantizeLinear, DequantizeLinear), :mod:`.qonnx` (Quant, BipolarQuant,
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from . import activation, add, avg_pool, channels, concat, conv, dense, lookup, max_pool, mul, qdq, qonnx, resize, shape
+from . import (activation, add, avg_pool, channels, concat, conv, dense, lookup, max_pool, mul, pixel_shuffle, qdq, qonnx,
+               resize, shape)
 from .add import Add
 from .avg_pool import AvgPool
 from .base import FLAVOURS, LayerKind, Linear, Lowered, Pattern
@@ -39,7 +41,7 @@ __all__ = ["KINDS", "PATTERNS", "handlers", "support", "ptq_ops", "support_table
            "int_type_for", "elem_shape"]
 
 #: modules of the layer kinds, and of the ops folded away
-KIND_MODULES = (dense, conv, max_pool, avg_pool, add, lookup, concat, resize, mul, channels)
+KIND_MODULES = (dense, conv, max_pool, avg_pool, add, lookup, concat, resize, mul, channels, pixel_shuffle)
 FOLDED_MODULES = (activation, shape, qdq, qonnx)
 
 #: the IntegerGraph node classes
