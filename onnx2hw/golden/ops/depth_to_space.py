@@ -5,22 +5,27 @@ import numpy as np
 
 from ._util import as_array, fail
 
-__all__ = ["run"]
+__all__ = ["run", "block_and_mode"]
 
 
-def run(node, x):
-    x = as_array(x)
+def block_and_mode(node, x, dcr_only: bool = False) -> tuple[int, str]:
+    """``(blocksize, mode)`` of a DepthToSpace or SpaceToDepth ``node`` on the 4-D ``x``, checked
+    (``dcr_only``: an opset whose operator has no ``mode``)."""
     r = int(node.attr("blocksize", 0))
     mode = node.attr("mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if node.since_version < 11:
-        mode = "DCR"
+    mode = "DCR" if dcr_only else mode.decode() if isinstance(mode, bytes) else str(mode)
     if x.ndim != 4:
         raise fail(node, f"input of shape {x.shape!r} is not (N, C, H, W)")
     if r < 1:
         raise fail(node, f"blocksize {r!r} must be >= 1")
     if mode not in ("DCR", "CRD"):
         raise fail(node, f"mode {mode!r} is neither DCR nor CRD")
+    return r, mode
+
+
+def run(node, x):
+    x = as_array(x)
+    r, mode = block_and_mode(node, x, dcr_only=node.since_version < 11)
     n, c, h, w = x.shape
     if c % (r * r):
         raise fail(node, f"{c} channels are not a multiple of blocksize^2 = {r * r}")

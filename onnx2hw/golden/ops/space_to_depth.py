@@ -5,21 +5,14 @@ channel) (``mode`` DCR, the only one before opset 28) or (channel, block row, bl
 import numpy as np
 
 from ._util import as_array, fail
+from .depth_to_space import block_and_mode
 
 __all__ = ["run"]
 
 
 def run(node, x):
     x = as_array(x)
-    r = int(node.attr("blocksize", 0))
-    mode = node.attr("mode", "DCR")
-    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-    if mode not in ("DCR", "CRD"):
-        raise fail(node, f"mode {mode!r} is neither DCR nor CRD")
-    if x.ndim != 4:
-        raise fail(node, f"input of shape {x.shape!r} is not (N, C, H, W)")
-    if r < 1:
-        raise fail(node, f"blocksize {r!r} must be >= 1")
+    r, mode = block_and_mode(node, x)
     n, c, h, w = x.shape
     if h % r or w % r:
         raise fail(node, f"height {h} and width {w} are not multiples of blocksize {r}")
