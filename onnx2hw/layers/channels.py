@@ -1,22 +1,33 @@
-"""Channel selection: per pixel, a constant list of the input's channels, in that order::
+"""Channel selection: per pixel of a window of rows and columns, a constant list of the input's
+channels, in that order::
 
-    y[..., j] = x[..., indices[j]]
+    y[r, c, j] = x[rows[0] + r, cols[0] + c, indices[j]]
 
-(``indices`` may reorder, drop or repeat channels). The output keeps the input's grid and type
+(``indices`` may reorder, drop or repeat channels; the window is every pixel unless a spatial
+axis is selected). The output keeps the input's grid and type
 (no arithmetic), unless the quantizers that alone read it put it on another grid: then it is
 requantized once, ``act(x[..., indices[j]] - zero)`` with ``act`` a per-tensor
 :class:`~onnx2hw.layers.types.Requant` of the scale ratio (31-bit multiplier, round half up or
 half to even by ``layers._scale.ties_for``, :func:`onnx2hw.arith.requantize`).
 
-ONNX forms, on the channel axis only (axis 1 of an NCHW image ``(N, C, H, W)``, a 1-D signal
+ONNX forms, on the channel axis (axis 1 of an NCHW image ``(N, C, H, W)``, a 1-D signal
 ``(N, C, L)`` or a vector ``(N, C)``; the last axis of a channels-last view an NHWC exporter
-writes before its Transpose):
+writes before its Transpose) and on the spatial axes of an NCHW image or signal (a signal is
+held as the ``H = 1`` image, so its axis 2 is the columns):
 
 * ``Slice`` with constant ``starts``/``ends``/``axes``/``steps`` (opset 10 and up; the
-  attributes of opset 1-9); an axis other than the channels may only be kept whole;
+  attributes of opset 1-9); a spatial axis with step 1 (a crop: the part of a crop
+  :mod:`onnx2hw.canon.crops` does not fold into a neighbouring convolution's padding);
 * ``Split``: each output the selection of its contiguous part (opset 2/11 ``split`` attribute,
-  13 ``split`` input, 18 ``num_outputs``; equal parts when neither is given);
-* ``Gather`` with constant 1-D indices (negative ones counted from the end).
+  13 ``split`` input, 18 ``num_outputs``; equal parts when neither is given), channels only;
+* ``Gather`` with constant indices, negative ones counted from the end: a 1-D list of channels;
+  along a spatial axis one index (a scalar: the axis leaves the result, so ``y[:, :, -1]`` of a
+  signal is the vector of its ``C`` channels, which a Gemm reads) or a 1-D list of consecutive
+  increasing positions (a crop).
+
+The result of a window is held channels-last in stream order: an image ``(H', W', C')``, one row
+or column of an image or a Gather of one index of it as the signal ``(1, L, C')``, one position
+of a signal as the vector ``(C',)``.
 
 Every flavour reads them as pass-through ops of a quantized tensor (onnxruntime's QDQ quantizer
 writes ``DequantizeLinear -> op -> QuantizeLinear`` with the input's scale; QONNX the same grid
@@ -25,10 +36,12 @@ own (the requantized form). The post-training quantizer passes its input's quant
 through (role ``pass``); canonicalization writes a ``Split`` as one ``Slice`` per output
 (:mod:`onnx2hw.canon.channels`), so the quantizer sees one output per node.
 
-Hardware: :class:`~onnx2hw.rtl.channel_select.ChannelSelectUnit`, lanes on both sides (a
-selection of whole, increasing lane words drops transfers and holds no pixel); a requantized
-selection subtracts the zero point there and goes on through
-:class:`~onnx2hw.rtl.requant.Requantize`.
+Hardware: :class:`~onnx2hw.rtl.crop.SpatialCrop` for a window (counters over rows, columns and
+lane words; transfers outside the window are taken and dropped, no buffer), then
+:class:`~onnx2hw.rtl.channel_select.ChannelSelectUnit` unless every channel is kept in order,
+lanes on both sides (a selection of whole, increasing lane words drops transfers and holds no
+pixel); a requantized selection subtracts the zero point in the last of the two and goes on
+through :class:`~onnx2hw.rtl.requant.Requantize`.
 """
 from __future__ import annotations
 
@@ -398,10 +411,11 @@ def _gather_positions(b: Builder, node: Node, x: QT, ch: int, axis: int, idx: np
 
 
 _HW = "ChannelSelectUnit (selected channels of each pixel; + Requantize onto another grid)"
+_WINDOW = "SpatialCrop (a window of rows and columns) and/or " + _HW
 PATTERNS = (
-    Pattern("", "Slice", _HW, _slice, ptq="pass", const_inputs=1),
+    Pattern("", "Slice", _WINDOW, _slice, ptq="pass", const_inputs=1),
     Pattern("", "Split", _HW + ", one per output", _split),
-    Pattern("", "Gather", _HW, _gather, ptq="pass", const_inputs=1),
+    Pattern("", "Gather", _WINDOW, _gather, ptq="pass", const_inputs=1),
 )
 
 #: the layer kind this module declares
