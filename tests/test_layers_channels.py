@@ -108,6 +108,9 @@ CASES = {
     "slice_crop_and_channels": ((6, 5, 5), (2, 3, 5), _slice([1, 1, 0], [3, 4, 5], [1, 2, 3]),
                                 lambda x: x[:, 1:3, 1:4]),
     "slice_signal_tail": ((4, 10), (4, 4), _slice([-4], [1000], [2], [1]), lambda x: x[:, :, -4:]),
+    "slice_one_row_step3": ((4, 5, 6), (4, 1, 6), _slice([2], [4], [2], [3]), lambda x: x[:, :, 2:3]),
+    "gather_unit_row": ((4, 1, 6), (4, 6), _gather(-1, axis=2), lambda x: x[:, :, 0]),
+    "gather_unit_signal": ((4, 1), (4,), _gather(0, axis=2), lambda x: x[:, :, 0]),
 }
 
 
@@ -117,7 +120,8 @@ def test_golden_matches_onnxruntime_exactly(name):
     m = _one_op(in_shape, out_shape, make)
     x = _x(in_shape)
     ig, got = _golden(m, x)
-    assert any(isinstance(layer, ChannelSelect) for layer in ig.layers)
+    # the one row of a (C, 1, W) image is the signal (C, W): the same tensor, no layer
+    assert any(isinstance(layer, ChannelSelect) for layer in ig.layers) != (name == "gather_unit_row")
     want = run_spec(m, {"x": x})[0]
     np.testing.assert_array_equal(got, want)
     xq = np.clip(np.rint(x / np.float32(0.02)) + 128, 0, 255)          # the input codes, QuantizeLinear's rule
@@ -126,7 +130,7 @@ def test_golden_matches_onnxruntime_exactly(name):
 
 @pytest.mark.parametrize("name", ["slice_step2", "split3_uneven", "gather_repeats",
                                   "slice_signal", "gather_vector", "gather_last_step", "gather_column_negative",
-                                  "gather_row", "slice_crop", "slice_crop_and_channels"])
+                                  "gather_row", "slice_crop", "slice_crop_and_channels", "gather_unit_signal"])
 def test_hardware_is_bit_exact(name):
     in_shape, out_shape, make, _ = CASES[name]
     p = compile_pipeline(to_integer_graph(load(_one_op(in_shape, out_shape, make))))

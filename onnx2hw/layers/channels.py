@@ -217,9 +217,9 @@ def _spatial(b: Builder, node: Node, x: QT, axis: int) -> int:
     """Spatial ONNX axis ``axis`` of ``x`` (an image or signal in channels-first order) as the
     axis of its ``(H, W, C)`` tensor: 0 (rows) or 1 (columns; the one axis of a signal)."""
     if x.hwc or len(x.onnx_shape) not in (2, 3) or b.specs[x.tensor].shape != nhwc(x.onnx_shape):
-        raise node_error(node, f"{node.op_type} along axis {axis} of a tensor of shape {x.onnx_shape!r} (only the "
-                         f"spatial axes of an image (N, C, H, W) or a signal (N, C, L) can be selected)",
-                         UnsupportedError)
+        raise node_error(node, f"{node.op_type} along axis {axis} of a tensor of shape {x.onnx_shape!r}"
+                         f"{' (a channels-last view)' if x.hwc else ''} (only the spatial axes of a channels-first "
+                         f"image (N, C, H, W) or signal (N, C, L) can be selected)", UnsupportedError)
     return axis - 2 if len(x.onnx_shape) == 3 else 1
 
 
@@ -233,10 +233,10 @@ def _window(b: Builder, node: Node, x: QT, kept: dict[int, range], removed: tupl
     for axis, r in kept.items():
         if len(r) == 0:
             raise node_error(node, f"selects no positions along axis {axis}", UnsupportedError)
-        if r.step != 1:
+        if len(r) > 1 and r.step != 1:
             raise node_error(node, f"step {r.step} along axis {axis} (only a contiguous range of positions, step 1, "
                              f"of a spatial axis is supported)", UnsupportedError)
-        box[_spatial(b, node, x, axis)] = (r.start, r.stop)
+        box[_spatial(b, node, x, axis)] = (r[0], r[-1] + 1)
         shape[axis - 1] = len(r)
     if all(box[k] == (0, grid[k]) for k in (0, 1)):
         return None
@@ -404,9 +404,13 @@ def _gather_positions(b: Builder, node: Node, x: QT, ch: int, axis: int, idx: np
                          f"a contiguous range of a spatial axis is supported)", UnsupportedError)
     removed = (axis,) if idx.ndim == 0 else ()
     window = _window(b, node, x, {axis: range(flat[0], flat[0] + len(flat))}, removed)
-    if window is None and removed:   # the one position of an axis of length 1: a view without it
-        window = _Window((0, nhwc(x.onnx_shape)[0]), (0, nhwc(x.onnx_shape)[1]),
-                         tuple(d for a, d in enumerate(x.onnx_shape, 1) if a != axis))
+    if window is None and removed:   # the one position of an axis of length 1: the tensor without that axis
+        shape = tuple(d for a, d in enumerate(x.onnx_shape, 1) if a != axis)
+        if nhwc(shape) == b.specs[x.tensor].shape:   # (C, 1, W) as (C, W): the same (1, W, C) tensor
+            b.set(node, replace(x, onnx_shape=shape))
+            return
+        h, w = nhwc(x.onnx_shape)[:2]   # a one-pixel image or signal as the vector (C,)
+        window = _Window((0, h), (0, w), shape)
     _select(b, node, x, ch, range(x.onnx_shape[ch - 1]), window=window)
 
 
