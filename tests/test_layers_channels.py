@@ -1,8 +1,10 @@
 """ChannelSelect layer kind: Slice, Split and Gather of the channels of a quantized image, 1-D
 signal or vector, and of a window of its spatial positions (a crop; one position of an axis,
-which a Gather of one index drops: ``y[:, :, -1]``). Truth: onnxruntime's spec-exact session on QDQ graphs (a selection moves codes,
-so the golden equals it exactly), the NumPy indexing written here; the hardware bit-exact under
-random backpressure; a ShuffleNet-like unit quantized from float, compiled and simulated."""
+which a Gather of one index drops: ``y[:, :, -1]``). Truth: onnxruntime's spec-exact session on
+QDQ graphs (a selection moves codes, so the golden equals it exactly), the NumPy indexing
+written here; the hardware bit-exact under random backpressure; a ShuffleNet-like unit, a
+causal TCN read at its last step and a crop of a pooled map quantized from float by onnx2hw
+(golden against onnxruntime on the QDQ model), compiled and simulated."""
 import numpy as np
 import onnx
 import pytest

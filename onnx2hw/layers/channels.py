@@ -224,9 +224,9 @@ def _spatial(b: Builder, node: Node, x: QT, axis: int) -> int:
 
 
 def _window(b: Builder, node: Node, x: QT, kept: dict[int, range], removed: tuple[int, ...] = ()) -> _Window | None:
-    """The window keeping ``kept[axis]`` (a step-1 range) of spatial ONNX axes (those absent
-    whole), ``removed`` axes dropped from the result's shape (a Gather of one index); ``None``
-    when every pixel is kept."""
+    """The window keeping ``kept[axis]`` (a range of step 1, or of one position) of spatial ONNX
+    axes (those absent whole), ``removed`` axes dropped from the result's shape (a Gather of one
+    index); ``None`` when every pixel is kept."""
     grid = nhwc(x.onnx_shape)[:2]
     box = [(0, grid[0]), (0, grid[1])]
     shape = list(x.onnx_shape)
