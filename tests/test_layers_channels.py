@@ -63,6 +63,19 @@ def _gather(indices, axis=1):
     return make
 
 
+def _channels_last(make, to_last, back=None):
+    """``make`` on the channels-last view (Transpose ``to_last``), its result transposed by
+    ``back`` (none: read as it is)."""
+    def wrapped(nodes, inits, xd):
+        nodes.append(helper.make_node("Transpose", [xd], ["last"], name="to_last", perm=list(to_last)))
+        y = make(nodes, inits, "last")
+        if back is None:
+            return y
+        nodes.append(helper.make_node("Transpose", [y], ["first"], name="to_first", perm=list(back)))
+        return "first"
+    return wrapped
+
+
 def _split_concat(sizes, order, opset=13):
     """Split of the channels into ``sizes`` (QDQ on each part), Concat of the parts in ``order``."""
     def make(nodes, inits, xd):
@@ -113,6 +126,11 @@ CASES = {
     "slice_one_row_step3": ((4, 5, 6), (4, 1, 6), _slice([2], [4], [2], [3]), lambda x: x[:, :, 2:3]),
     "gather_unit_row": ((4, 1, 6), (4, 6), _gather(-1, axis=2), lambda x: x[:, :, 0]),
     "gather_unit_signal": ((4, 1), (4,), _gather(0, axis=2), lambda x: x[:, :, 0]),
+    # channels-last views (an NLC / NHWC exporter's Transposes around the selection)
+    "nhwc_crop": ((4, 5, 6), (4, 3, 3), _channels_last(_slice([1, 2], [4, 5], [1, 2]), (0, 2, 3, 1), (0, 3, 1, 2)),
+                  lambda x: x[:, :, 1:4, 2:5]),
+    "nhwc_gather_column": ((4, 5, 6), (4, 5), _channels_last(_gather(-1, axis=2), (0, 2, 3, 1), (0, 2, 1)),
+                           lambda x: x[:, :, :, -1]),
 }
 
 
@@ -132,7 +150,8 @@ def test_golden_matches_onnxruntime_exactly(name):
 
 @pytest.mark.parametrize("name", ["slice_step2", "split3_uneven", "gather_repeats",
                                   "slice_signal", "gather_vector", "gather_last_step", "gather_column_negative",
-                                  "gather_row", "slice_crop", "slice_crop_and_channels", "gather_unit_signal"])
+                                  "gather_row", "slice_crop", "slice_crop_and_channels", "gather_unit_signal",
+                                  "nhwc_crop", "nhwc_gather_column"])
 def test_hardware_is_bit_exact(name):
     in_shape, out_shape, make, _ = CASES[name]
     p = compile_pipeline(to_integer_graph(load(_one_op(in_shape, out_shape, make))))
@@ -458,7 +477,30 @@ def _pool_crop():
     return _float_model(nodes, (3, 8, 8), (4, 2, 3), inits)
 
 
+def _nlc_last_step(gather: bool):
+    """The same classifier with the features channels-last, as tf2onnx writes Keras
+    ``Dense(3)(x[:, -1, :])`` after a Conv1D: Transpose to (N, L, C), ``Slice(starts=-1,
+    ends=INT64_MAX, axes=1)`` and ``Squeeze(axes=1)`` (``gather``: ``Gather(indices=-1, axis=1)``),
+    MatMul + Add."""
+    rng = np.random.default_rng(13)
+    inits = {"W": _w(rng, 8, 4, 3), "b": _w(rng, 8), "st": np.asarray([-1], np.int64),
+             "en": np.asarray([np.iinfo(np.int64).max], np.int64), "ax": np.asarray([1], np.int64),
+             "last": np.asarray(-1, np.int64), "Wf": _w(rng, 8, 3), "bf": _w(rng, 3)}
+    select = [helper.make_node("Gather", ["t", "last"], ["v"], name="last", axis=1)] if gather else \
+        [helper.make_node("Slice", ["t", "st", "en", "ax"], ["s"], name="last"),
+         helper.make_node("Squeeze", ["s", "ax"], ["v"], name="squeeze")]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], name="conv", kernel_shape=[3], pads=[2, 0]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Transpose", ["r"], ["t"], name="to_nlc", perm=[0, 2, 1]), *select,
+             helper.make_node("MatMul", ["v", "Wf"], ["mm"], name="fc"),
+             helper.make_node("Add", ["mm", "bf"], ["y"], name="fc_bias")]
+    used = {i for n in nodes for i in n.input}
+    return _float_model(nodes, (4, 30), (3,), {k: v for k, v in inits.items() if k in used})
+
+
 _FLOAT = {"tcn_last_step": (_tcn_last_step, (4, 30), ((0, 1), (29, 30))),
+          "nlc_slice_last_step": (lambda: _nlc_last_step(False), (4, 30), ((0, 1), (29, 30))),
+          "nlc_gather_last_step": (lambda: _nlc_last_step(True), (4, 30), ((0, 1), (29, 30))),
           "pool_crop": (_pool_crop, (3, 8, 8), ((1, 3), (0, 3)))}
 
 

@@ -213,21 +213,32 @@ class _Window:
     shape: tuple[int, ...]
 
 
+def _held(shape: tuple[int, ...], hwc: bool) -> tuple[int, ...]:
+    """The IntegerGraph shape of a tensor of ONNX shape ``shape`` (without the batch): ``(H, W,
+    C)``, a signal as ``(1, L, C)``, a vector ``(C,)``; ``hwc``: ``shape`` is channels-last."""
+    if not hwc:
+        return nhwc(shape)
+    return (1,) + tuple(shape) if len(shape) == 2 else tuple(shape)
+
+
 def _spatial(b: Builder, node: Node, x: QT, axis: int) -> int:
-    """Spatial ONNX axis ``axis`` of ``x`` (an image or signal in channels-first order) as the
-    axis of its ``(H, W, C)`` tensor: 0 (rows) or 1 (columns; the one axis of a signal)."""
-    if x.hwc or len(x.onnx_shape) not in (2, 3) or b.specs[x.tensor].shape != nhwc(x.onnx_shape):
-        raise node_error(node, f"{node.op_type} along axis {axis} of a tensor of shape {x.onnx_shape!r}"
-                         f"{' (a channels-last view)' if x.hwc else ''} (only the spatial axes of a channels-first "
-                         f"image (N, C, H, W) or signal (N, C, L) can be selected)", UnsupportedError)
-    return axis - 2 if len(x.onnx_shape) == 3 else 1
+    """Spatial ONNX axis ``axis`` of ``x`` (an image or signal, channels first or a channels-last
+    view) as the axis of its ``(H, W, C)`` tensor: 0 (rows) or 1 (columns; the one axis of a
+    signal)."""
+    rank = len(x.onnx_shape)
+    if rank not in (2, 3) or b.specs[x.tensor].shape != _held(x.onnx_shape, x.hwc):
+        raise node_error(node, f"{node.op_type} along axis {axis} of a tensor of shape {x.onnx_shape!r} (only the "
+                         f"spatial axes of an image (N, C, H, W) or a signal (N, C, L), or of their channels-last "
+                         f"views, can be selected)", UnsupportedError)
+    first = 1 if x.hwc else 2     # the first spatial axis (with the batch)
+    return axis - first if rank == 3 else 1
 
 
 def _window(b: Builder, node: Node, x: QT, kept: dict[int, range], removed: tuple[int, ...] = ()) -> _Window | None:
     """The window keeping ``kept[axis]`` (a range of step 1, or of one position) of spatial ONNX
     axes (those absent whole), ``removed`` axes dropped from the result's shape (a Gather of one
     index); ``None`` when every pixel is kept."""
-    grid = nhwc(x.onnx_shape)[:2]
+    grid = _held(x.onnx_shape, x.hwc)[:2]
     box = [(0, grid[0]), (0, grid[1])]
     shape = list(x.onnx_shape)
     for axis, r in kept.items():
@@ -252,6 +263,8 @@ def _select(b: Builder, node: Node, x: QT, channel_axis: int, indices, index: in
     c = x.onnx_shape[channel_axis - 1]
     if not indices:
         raise node_error(node, f"output {node.outputs[index]!r} selects no channels", UnsupportedError)
+    if window is not None and len(window.shape) < len(x.onnx_shape) and x.hwc:
+        channel_axis -= 1   # the channels-last view lost an axis before its channels
     shape = list(x.onnx_shape if window is None else window.shape)
     shape[channel_axis - 1] = len(indices)
     if indices == tuple(range(c)) and window is None:
@@ -266,22 +279,25 @@ def _select(b: Builder, node: Node, x: QT, channel_axis: int, indices, index: in
         b.set(node, Acc("channelselect", _emit, node, (x,), tuple(shape),
                         params={"indices": indices, "index": index, "window": window}), index)
         return
-    b.set(node, replace(_layer(b, node, x, indices, index, out, window), onnx_shape=tuple(shape)), index)
+    b.set(node, _shaped(_layer(b, node, x, indices, index, out, window, tuple(shape)), tuple(shape)), index)
 
 
-def _layer(b: Builder, node: Node, x: QT, indices, index: int, name: str, window: _Window | None, act=None,
-           dtype=None) -> QT:
+def _shaped(q: QT, shape: tuple[int, ...]) -> QT:
+    """``q`` with the ONNX shape ``shape``; a vector has no channels-last view."""
+    return replace(q, onnx_shape=shape, hwc=q.hwc and len(shape) > 1)
+
+
+def _layer(b: Builder, node: Node, x: QT, indices, index: int, name: str, window: _Window | None,
+           shape: tuple[int, ...], act=None, dtype=None) -> QT:
     """The ChannelSelect layer of output ``index`` writing tensor ``name`` (``act``: onto another
-    grid, type ``dtype``); a window's result is held channels-last (an image, the ``(1, L, C)``
-    signal, or the vector ``(C,)``)."""
+    grid, type ``dtype``); a window's result, of ONNX shape ``shape``, is held channels-last (an
+    image, the ``(1, L, C)`` signal, or the vector ``(C,)``)."""
     spec_in = b.specs[x.tensor]
     if window is None:
-        shape, rows, cols = spec_in.shape[:-1] + (len(indices),), None, None
+        held, rows, cols = spec_in.shape[:-1] + (len(indices),), None, None
     else:
-        out = list(window.shape)
-        out[0] = len(indices)
-        shape, rows, cols = nhwc(out), window.rows, window.cols
-    spec = b.new_tensor(name, shape, spec_in.dtype if dtype is None else dtype)
+        held, rows, cols = _held(shape, x.hwc), window.rows, window.cols
+    spec = b.new_tensor(name, held, spec_in.dtype if dtype is None else dtype)
     b.layers.append(ChannelSelect(node.name if index == 0 else f"{node.name}_{index}", (x.tensor,), spec, indices,
                                   x.zp, act, rows, cols))
     return replace(x, tensor=spec.name)
@@ -294,12 +310,12 @@ def _emit(b: Builder, v: Acc, t: Target) -> QT:
     dtype = b.specs[x.tensor].dtype
     if math.isclose(x.scale, t.scale, rel_tol=1e-6) and x.zp == t.zp and dtype == t.dtype \
             and t.lo <= dtype.lo and dtype.hi <= t.hi:
-        q = _layer(b, v.node, x, indices, index, t.name, window)
+        q = _layer(b, v.node, x, indices, index, t.name, window, v.onnx_shape)
     else:
         m, s = ratio_to_multiplier_shift(x.scale / t.scale, f"node {v.node.name!r} requantization")
         act = Requant(m[:1], s[:1], t.zp, t.lo, t.hi, ties_for(x.scale, t.scale, m[:1], s[:1], t.half_even))
-        q = _layer(b, v.node, x, indices, index, t.name, window, act, t.dtype)
-    return replace(q, scale=t.scale, zp=t.zp, dtype=t.dtype, real=False, onnx_shape=v.onnx_shape)
+        q = _layer(b, v.node, x, indices, index, t.name, window, v.onnx_shape, act, t.dtype)
+    return _shaped(replace(q, scale=t.scale, zp=t.zp, dtype=t.dtype, real=False), v.onnx_shape)
 
 
 def _ints(b: Builder, node: Node, i: int, what: str) -> list[int] | None:
@@ -406,10 +422,10 @@ def _gather_positions(b: Builder, node: Node, x: QT, ch: int, axis: int, idx: np
     window = _window(b, node, x, {axis: range(flat[0], flat[0] + len(flat))}, removed)
     if window is None and removed:   # the one position of an axis of length 1: the tensor without that axis
         shape = tuple(d for a, d in enumerate(x.onnx_shape, 1) if a != axis)
-        if nhwc(shape) == b.specs[x.tensor].shape:   # (C, 1, W) as (C, W): the same (1, W, C) tensor
-            b.set(node, replace(x, onnx_shape=shape))
+        if _held(shape, x.hwc and len(shape) > 1) == b.specs[x.tensor].shape:   # (C, 1, W) as (C, W): one tensor
+            b.set(node, _shaped(x, shape))
             return
-        h, w = nhwc(x.onnx_shape)[:2]   # a one-pixel image or signal as the vector (C,)
+        h, w = _held(x.onnx_shape, x.hwc)[:2]   # a one-pixel image or signal as the vector (C,)
         window = _Window((0, h), (0, w), shape)
     _select(b, node, x, ch, range(x.onnx_shape[ch - 1]), window=window)
 
