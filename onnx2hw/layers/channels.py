@@ -12,8 +12,8 @@ half to even by ``layers._scale.ties_for``, :func:`onnx2hw.arith.requantize`).
 
 ONNX forms, on the channel axis (axis 1 of an NCHW image ``(N, C, H, W)``, a 1-D signal
 ``(N, C, L)`` or a vector ``(N, C)``; the last axis of a channels-last view an NHWC exporter
-writes before its Transpose) and on the spatial axes of an NCHW image or signal (a signal is
-held as the ``H = 1`` image, so its axis 2 is the columns):
+writes before its Transpose) and on the spatial axes of an image or signal, channels first or
+such a channels-last view (a signal is held as the ``H = 1`` image: its axis is the columns):
 
 * ``Slice`` with constant ``starts``/``ends``/``axes``/``steps`` (opset 10 and up; the
   attributes of opset 1-9); a spatial axis with step 1 (a crop: the part of a crop
