@@ -21,6 +21,7 @@ from amaranth.hdl import signed, unsigned
 from onnx2hw.rtl.add import AddUnit
 from onnx2hw.rtl.cast import Cast
 from onnx2hw.rtl.concat import ConcatUnit
+from onnx2hw.rtl.crop import SpatialCrop
 from onnx2hw.rtl.depthwise import DepthwiseUnit
 from onnx2hw.rtl.fifo import StreamFIFO
 from onnx2hw.rtl.fork import Fork
@@ -102,6 +103,9 @@ def contracts(deep: bool = False) -> list[Contract]:
         Contract("LookupUnit u3->s3 x2", lambda: LookupUnit(unsigned(3), signed(3),
                                                             [int(v) for v in rng.integers(-4, 4, size=8)], 2),
                  {"i": 1, "o": 1}, drain=3, lag=2, depth=12),
+        Contract("SpatialCrop u2 2x3x2 rows 1:2 cols 1:3 x1 -1",
+                 lambda: SpatialCrop(unsigned(2), 2, 3, 2, (1, 2), (1, 3), 1, offset=1),
+                 {"i": 12, "o": 4}, drain=2, lag=1, depth=18),
         Contract("UpsampleUnit u2 2x2x1 x2", lambda: UpsampleUnit(unsigned(2), 2, 2, 1, 2, 2, 1),
                  {"i": 4, "o": 16}, drain=16 + 4, lag=1, depth=36),
         Contract("PixelShuffleUnit u2 depth_to_space 1x1x1 r2", lambda: PixelShuffleUnit(unsigned(2), "depth_to_space",

@@ -1,9 +1,10 @@
 """Parameter validation shared by the simple stream blocks (fifo, fork, width, add)."""
 from __future__ import annotations
 
-from amaranth.hdl import Shape
+from amaranth.hdl import Shape, signed
 from amaranth.lib import data
 
+from ..arith import acc_bits
 from .cost import FAMILIES
 
 
@@ -40,3 +41,11 @@ def family(value) -> str:
 
 def lanes_layout(shape: Shape, lanes: int) -> data.ArrayLayout:
     return data.ArrayLayout(shape, lanes)
+
+
+def offset_shape(shape: Shape, offset: int) -> Shape:
+    """The lane shape of ``x - offset`` for ``x`` of ``shape`` (``shape`` itself for no offset)."""
+    if not offset:
+        return shape
+    lo, hi = (-(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1) if shape.signed else (0, (1 << shape.width) - 1)
+    return signed(acc_bits(min(lo - offset, 0), max(hi - offset, 0)))

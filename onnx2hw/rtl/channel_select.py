@@ -5,7 +5,6 @@ from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import acc_bits
 from . import _blockparams as _p
 from .cost import Cost
 
@@ -60,7 +59,7 @@ class ChannelSelectUnit(wiring.Component):
         (self.elem_shape, self.in_channels, self.indices, self.in_lanes, self.out_lanes,
          self.pixels) = _params(elem_shape, in_channels, indices, in_lanes, out_lanes, pixels)
         self.offset = _p.integer(offset, "offset")
-        self.out_shape = _out_shape(self.elem_shape, self.offset)
+        self.out_shape = _p.offset_shape(self.elem_shape, self.offset)
         self.keep = _direct_words(self.in_channels, self.indices, self.in_lanes, self.out_lanes)
         super().__init__({"i": In(stream.Signature(_p.lanes_layout(self.elem_shape, self.in_lanes))),
                           "o": Out(stream.Signature(_p.lanes_layout(self.out_shape, self.out_lanes)))})
@@ -140,7 +139,7 @@ class ChannelSelectUnit(wiring.Component):
         per output bit) per output lane."""
         shape, c, idx, li, lo, pixels = _params(elem_shape, in_channels, indices, in_lanes, out_lanes, pixels)
         _p.family(family)
-        sub = lo * _out_shape(shape, _p.integer(offset, "offset")).width if offset else 0
+        sub = lo * _p.offset_shape(shape, _p.integer(offset, "offset")).width if offset else 0
         w_words, r_words = c // li, len(idx) // lo
         if _direct_words(c, idx, li, lo) is not None:
             bits = max(1, (w_words - 1).bit_length())
@@ -149,14 +148,6 @@ class ChannelSelectUnit(wiring.Component):
         lut = lo * shape.width * max(1, r_words) + 2 * w_words + 4 * (wbits + rbits) + 6 + sub
         ff = 2 * c * shape.width + wbits + rbits + 4
         return Cost(pixels * max(w_words, r_words), w_words, lut, ff, 0, 0)
-
-
-def _out_shape(shape, offset: int):
-    """The lane shape of ``x - offset`` for ``x`` of ``shape`` (``shape`` itself for no offset)."""
-    if not offset:
-        return shape
-    lo, hi = (-(1 << (shape.width - 1)), (1 << (shape.width - 1)) - 1) if shape.signed else (0, (1 << shape.width) - 1)
-    return signed(acc_bits(min(lo - offset, 0), max(hi - offset, 0)))
 
 
 def _direct_words(in_channels: int, indices: tuple[int, ...], in_lanes: int, out_lanes: int):
