@@ -123,6 +123,9 @@ CASES = {
     "slice_crop_and_channels": ((6, 5, 5), (2, 3, 5), _slice([1, 1, 0], [3, 4, 5], [1, 2, 3]),
                                 lambda x: x[:, 1:3, 1:4]),
     "slice_signal_tail": ((4, 10), (4, 4), _slice([-4], [1000], [2], [1]), lambda x: x[:, :, -4:]),
+    # tf2onnx's Keras Cropping2D lists every axis, the batch's whole
+    "slice_crop_every_axis": ((4, 6, 7), (4, 4, 5), _slice([0, 1, 2, 0], [2 ** 31 - 1, -1, 2 ** 31 - 1, 2 ** 31 - 1],
+                                                           [0, 2, 3, 1]), lambda x: x[:, :, 1:5, 2:]),
     "slice_one_row_step3": ((4, 5, 6), (4, 1, 6), _slice([2], [4], [2], [3]), lambda x: x[:, :, 2:3]),
     "gather_unit_row": ((4, 1, 6), (4, 6), _gather(-1, axis=2), lambda x: x[:, :, 0]),
     "gather_unit_signal": ((4, 1), (4,), _gather(0, axis=2), lambda x: x[:, :, 0]),

@@ -344,6 +344,8 @@ def _slice(b: Builder, node: Node):
         if st == 0:
             raise node_error(node, "a step of 0 is not allowed")
         if a == 0:
+            if st == 1 and s in (0, -(1 << 63)) and e >= (1 << 31) - 1:
+                continue    # the whole batch (tf2onnx lists every axis of a Keras Cropping2D)
             raise node_error(node, "Slice of the batch axis is not supported", UnsupportedError)
         kept = range(shape[a])[slice(s, e, st)]
         if a == ch:
