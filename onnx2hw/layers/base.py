@@ -38,7 +38,7 @@ from .types import (IntType, Requant, TensorSpec, Thresholds, accumulator_bounds
 
 __all__ = ["LayerKind", "Lowered", "Pattern", "Linear", "FLAVOURS", "PTQ_ROLES", "FUSES", "MUL_CHOICES", "divisors",
            "check_act", "check_linear", "linear_problem", "act_blocks", "mvu_block", "linear_mul_options", "linear_mul",
-           "sum_costs", "window_fill", "check_window", "window_problem", "ties_param"]
+           "sum_costs", "window_fill", "check_window", "check_move", "window_problem", "ties_param"]
 
 #: product styles a layer's ``mul_options`` may offer: MULT18X18D blocks or LUT/carry logic
 MUL_CHOICES = ("dsp", "lut")
@@ -328,6 +328,19 @@ def sum_costs(blocks) -> Cost:
 def window_fill(kernel_rows: int, pad_top: int, rows: int) -> float:
     """Fraction of an image a window stage reads before its first output."""
     return min(1.0, max(1, kernel_rows - pad_top) / rows)
+
+
+def check_move(layer, ins, shape_of) -> None:
+    """One (H, W, C) input whose values the layer moves onto the same type: the output has the type
+    of the input and the shape ``shape_of(h, w, c)`` (which raises ``layer.error`` for a geometry
+    the layer cannot take)."""
+    if len(ins) != 1 or len(ins[0].shape) != 3:
+        raise layer.error("needs one (H, W, C) input")
+    want = shape_of(*ins[0].shape)
+    if layer.output.shape != want:
+        raise layer.error(f"output shape {layer.output.shape!r} != expected {want!r}")
+    if layer.output.dtype != ins[0].dtype:
+        raise layer.error(f"output type {layer.output.dtype} != input type {ins[0].dtype}")
 
 
 def check_window(layer, ins) -> None:

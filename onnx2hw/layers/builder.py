@@ -76,7 +76,7 @@ from . import types as it
 from ._layout import nhwc
 from ._scale import check_scale, rational_ratio, ratio_to_multiplier_shift, ties_for
 
-__all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "exact_lsb", "Target", "Value", "Handler",
+__all__ = ["Builder", "QT", "QConst", "Const", "FloatIn", "Acc", "exact_lsb", "image_input", "Target", "Value", "Handler",
            "node_error", "as_tensor", "need", "opt", "scalar", "qconst", "real_view", "int_view", "zp_input", "zp_type",
            "quantize_output", "scale_input", "pads_of", "quant_axis", "along_axis", "qtype_of",
            "check_only_outputs"]
@@ -181,6 +181,18 @@ class Acc:
     #: the real LSB exactly, where ``scale`` (one for all channels) rounds a rational that is no
     #: float (an average pool's ``x.scale / divisor``); see :func:`exact_lsb`
     scale_exact: Fraction | None = None
+
+
+def image_input(b: "Builder", node: Node) -> QT:
+    """``node``'s first input as a quantized (C, H, W) image in the natural stream order, else
+    one error line naming the node."""
+    x = b.get(node.inputs[0], node)
+    if not isinstance(x, QT):
+        raise node_error(node, f"{node.op_type} of a value that is not a quantized tensor", UnsupportedError)
+    x = b.natural(x, node)
+    if len(x.onnx_shape) != 3:
+        raise node_error(node, f"{node.op_type} input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
+    return x
 
 
 def exact_lsb(v: Acc) -> Fraction | None:

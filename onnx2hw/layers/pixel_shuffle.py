@@ -27,8 +27,8 @@ from ..ir.graph import Node
 from ..rtl.channel_select import ChannelSelectUnit
 from ..rtl.pixel_shuffle import MODES, OPS, PixelShuffleUnit
 from ..rtl.stage import Block
-from .base import LayerKind, Lowered, Pattern, divisors, sum_costs
-from .builder import QT, Builder, node_error
+from .base import LayerKind, Lowered, Pattern, check_move, divisors, sum_costs
+from .builder import Builder, image_input, node_error
 from .types import elem_shape
 
 __all__ = ["PixelShuffle", "KIND", "PATTERNS", "dcr_order"]
@@ -64,19 +64,15 @@ class PixelShuffle(LayerKind):
         return self.op == "depth_to_space"
 
     def validate(self, ins):
-        if len(ins) != 1 or len(ins[0].shape) != 3:
-            raise self.error("needs one (H, W, C) input")
-        h, w, c = ins[0].shape
+        check_move(self, ins, self._out_shape)
+
+    def _out_shape(self, h: int, w: int, c: int) -> tuple[int, int, int]:
         r = self.block
         if self._d2s and c % (r * r):
             raise self.error(f"{c} channels are not a multiple of block^2 = {r * r}")
         if not self._d2s and (h % r or w % r):
             raise self.error(f"image {h}x{w} is not a whole number of {r}x{r} blocks")
-        want = (h * r, w * r, c // (r * r)) if self._d2s else (h // r, w // r, c * r * r)
-        if self.output.shape != want:
-            raise self.error(f"output shape {self.output.shape!r} != expected {want!r}")
-        if self.output.dtype != ins[0].dtype:
-            raise self.error(f"output type {self.output.dtype} != input type {ins[0].dtype}")
+        return (h * r, w * r, c // (r * r)) if self._d2s else (h // r, w // r, c * r * r)
 
     def reference(self, x):
         x = np.asarray(x, dtype=np.int64)
@@ -141,12 +137,7 @@ def _mode(node: Node) -> str:
 
 
 def _pixel_shuffle(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
-    if not isinstance(x, QT):
-        raise node_error(node, f"{node.op_type} of a value that is not a quantized tensor", UnsupportedError)
-    x = b.natural(x, node)
-    if len(x.onnx_shape) != 3:
-        raise node_error(node, f"{node.op_type} input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
+    x = image_input(b, node)
     r = int(node.attr("blocksize", 0))
     if r < 1:
         raise node_error(node, f"blocksize {r!r} must be >= 1")

@@ -19,8 +19,8 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from ..rtl.stage import Block
 from ..rtl.upsample import UpsampleUnit
-from .builder import QT, Builder, Const, QConst, node_error
-from .base import LayerKind, Lowered, Pattern
+from .builder import Builder, Const, QConst, image_input, node_error
+from .base import LayerKind, Lowered, Pattern, check_move
 from .canonical import Rewrite
 from .types import elem_shape
 
@@ -40,14 +40,7 @@ class Resize(LayerKind):
             raise ValueError(f"Resize {self.name!r}: scale must be two integers >= 1, not {self.scale!r}")
 
     def validate(self, ins):
-        if len(ins) != 1 or len(ins[0].shape) != 3:
-            raise self.error("needs one (H, W, C) input")
-        h, w, c = ins[0].shape
-        want = (h * self.scale[0], w * self.scale[1], c)
-        if self.output.shape != want:
-            raise self.error(f"output shape {self.output.shape!r} != expected {want!r}")
-        if self.output.dtype != ins[0].dtype:
-            raise self.error(f"output type {self.output.dtype} != input type {ins[0].dtype}")
+        check_move(self, ins, lambda h, w, c: (h * self.scale[0], w * self.scale[1], c))
 
     def reference(self, x):
         x = np.asarray(x, dtype=np.int64)
@@ -84,12 +77,7 @@ def _constant(b: Builder, node: Node, i: int):
 
 
 def _resize(b: Builder, node: Node):
-    x = b.get(node.inputs[0], node)
-    if not isinstance(x, QT):
-        raise node_error(node, f"{node.op_type} of a value that is not a quantized tensor", UnsupportedError)
-    x = b.natural(x, node)
-    if len(x.onnx_shape) != 3:
-        raise node_error(node, f"{node.op_type} input {x.onnx_shape!r} must be (N, C, H, W)", UnsupportedError)
+    x = image_input(b, node)
     mode = node.attr("mode", "nearest")
     mode = mode.decode() if isinstance(mode, bytes) else str(mode)
     if mode != "nearest":
