@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T, helper as h, numpy_helper as nh
+from onnx import TensorProto as T, helper as h
 
 import onnx2hw
 from _canon_models import assert_same_function, model, ops, w
