@@ -84,12 +84,14 @@ def test_map_of_the_model_input_folds_into_the_dense_layer_that_reads_it():
     assert_same_function(m, g)
 
 
-def test_map_before_a_padded_convolution_stays():
-    """Folding a shift into a padded Conv is not exact (the padding is not shifted): it stays for
-    the model input, and is a layer of its own after an activation."""
+def test_map_before_a_padded_convolution_is_a_layer():
+    """Folding a shift into a padded Conv is not exact (the padding is not shifted): on the model
+    input (an input normalization) and after an activation alike, it is a layer of its own."""
     nodes = [h.make_node("Sub", ["x", "c"], ["s"]), h.make_node("Conv", ["s", "W"], ["y"], pads=[1, 1, 1, 1])]
     m = model(nodes, ("x", ["N", 2, 4, 4]), ("y", ["N", 3, 4, 4]), {"c": w(1, 2, 1, 1), "W": w(3, 2, 3, 3)})
-    assert ops(affine_maps(load(m))) == ["Sub", "Conv"]
+    g = affine_maps(load(m))
+    assert ops(g) == ["Conv", "Conv"] and g.nodes[0].attrs["group"] == 2
+    assert_same_function(m, g)
     nodes = [h.make_node("Conv", ["x", "W0"], ["c0"]), h.make_node("Relu", ["c0"], ["r"]),
              h.make_node("Sub", ["r", "c"], ["s"]), h.make_node("Conv", ["s", "W"], ["y"], pads=[1, 1, 1, 1])]
     m = model(nodes, ("x", ["N", 2, 4, 4]), ("y", ["N", 3, 4, 4]), {"W0": w(2, 2, 1, 1), "c": w(1, 2, 1, 1), "W": w(3, 2, 3, 3)})

@@ -155,3 +155,37 @@ def test_dilated_max_pool_of_padding_only_is_refused_in_one_line():
 def test_dilated_max_pool_simulates_bit_exact():
     x = np.random.default_rng(1).standard_normal((32, 2, 9, 9)).astype(np.float32)
     onnx2hw.compile(_dilated_pool_cnn(DILATED_POOL), board="ulx3s", calib={"x": x}).simulate({"x": x[:6]})
+
+
+def _reduce_max_model(keepdims: int, opset: int):
+    """Conv -> Relu -> ReduceMax over H, W (dynamo's ``amax``/``adaptive_max_pool2d(1)``; axes an
+    attribute before opset 18, an input from it) -> Flatten -> Gemm."""
+    axes = {"axes": [2, 3]} if opset < 18 else {}
+    ins = ["r"] if opset < 18 else ["r", "ax"]
+    nodes = [helper.make_node("Conv", ["x", "W", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("ReduceMax", ins, ["m"], keepdims=keepdims, **axes),
+             helper.make_node("Flatten", ["m"], ["f"]), helper.make_node("Gemm", ["f", "Wd", "bd"], ["y"], transB=1)]
+    inits = {"W": w(4, 3, 3, 3), "b": w(4), "Wd": w(5, 4), "bd": w(5), "ax": np.array([-2, -1], np.int64)}
+    return model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", 5]), inits, opset=opset, ir=8)
+
+
+@pytest.mark.parametrize("keepdims,opset", [(0, 13), (1, 18)])
+def test_reduce_max_over_the_image_is_a_global_max_pool(keepdims, opset):
+    m = _reduce_max_model(keepdims, opset)
+    x = np.random.default_rng(7).standard_normal((16, 3, 6, 6)).astype(np.float32)
+    design = onnx2hw.compile(m, board="ulx3s", calib={"x": x})
+    assert any(isinstance(layer, MaxPool) for layer in design.integer.layers)
+    want = spec_session(ptq.quantize(m, {"x": x})).run(None, {"x": x[:8]})[0]
+    np.testing.assert_allclose(design.golden({"x": x[:8]})["y"], want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+def test_reduce_max_over_channels_is_refused_in_one_line():
+    nodes = [helper.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[1, 1]),
+             helper.make_node("ReduceMax", ["c"], ["y"], keepdims=1, axes=[1])]
+    m = model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", 1, 6, 6]), {"W": w(4, 3, 1, 1)}, opset=13, ir=8)
+    x = np.random.default_rng(7).standard_normal((8, 3, 6, 6)).astype(np.float32)
+    with pytest.raises(Exception, match=r"ReduceMax over axes \[1\] of a 4-D tensor: only the reduction over the "
+                                        r"spatial axes \[2, 3\] \(a global max pool\) is supported") as e:
+        onnx2hw.compile(m, board="ulx3s", calib={"x": x})
+    assert "\n" not in str(e.value)

@@ -12,7 +12,8 @@
   that the post-training quantizer folds into that layer's weights and bias
   (:mod:`onnx2hw.layers.canonical`); after any other op (an activation, or on the model input)
   it folds into the layer that reads it where that is exact (a dense layer; a convolution
-  without padding), else it becomes a layer of its own: a depthwise 1x1 ``Conv`` (per-channel ``k``, ``t``) on images and sequences, a
+  without padding), else it becomes a layer of its own (an input normalization before a padded
+  convolution too): a depthwise 1x1 ``Conv`` (per-channel ``k``, ``t``) on images and sequences, a
   ``Gemm`` with the diagonal weight ``diag(k)`` on vectors. Each rewrite is exact in real
   arithmetic (float32 rounding of the folded constants aside).
 """
@@ -185,8 +186,8 @@ class _Maps:
             return False   # the quantizer folds these into that layer as they are
         if not linear and self.forward(node, x0, k0, t0):
             return True
-        if top is None or k is None:
-            return False   # a map of the model input the next layer cannot take: the host's business
+        if k is None:
+            return False
         out = node.outputs[0]
         head = self.e.fresh(f"{out}_affine") if views else out
         made = self.linear_pair(x, k, t, head, node.name) if linear else self.layer(x, k, t, head, node.name)

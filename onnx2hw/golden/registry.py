@@ -32,7 +32,7 @@ OPS: dict[tuple[str, str], str] = {
     ("", "Identity"): "identity", ("", "Resize"): "resize", ("", "Upsample"): "upsample",
     ("", "Dropout"): "dropout", ("", "Cast"): "cast", ("", "Shape"): "shape",
     ("", "Gather"): "gather", ("", "Slice"): "slice", ("", "Split"): "split", ("", "ArgMax"): "argmax",
-    ("", "ReduceMean"): "reduce_mean", ("", "Tile"): "tile", ("", "Expand"): "expand",
+    ("", "ReduceMean"): "reduce_mean", ("", "ReduceMax"): "reduce_max", ("", "Tile"): "tile", ("", "Expand"): "expand",
     ("", "DepthToSpace"): "depth_to_space", ("", "SpaceToDepth"): "space_to_depth",
     # compute
     ("", "Conv"): "conv", ("", "ConvInteger"): "conv_integer", ("", "QLinearConv"): "qlinear_conv",

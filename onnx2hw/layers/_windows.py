@@ -10,9 +10,22 @@ from ..ir.errors import UnsupportedError
 from ..ir.graph import Node
 from .builder import node_error
 
-__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out", "ceil_end_pad", "axis_counts", "same_begin"]
+__all__ = ["pad_nhwc", "windows", "as_image", "spatial_out", "ceil_end_pad", "axis_counts", "same_begin",
+           "spatial_reduction"]
 
 _LIFT = {"kernel_shape": 1, "strides": 1, "dilations": 1}
+
+
+def spatial_reduction(node: Node, axes, onnx_shape, what: str) -> bool:
+    """``keepdims`` of a Reduce* ``node`` (``axes`` its constant axes) that reduces exactly the
+    spatial axes of a tensor of ONNX shape ``onnx_shape`` (no batch): a global pool (``what``);
+    any other reduction is refused in one line."""
+    rank = len(onnx_shape) + 1
+    spatial = list(range(2, rank))
+    if rank not in (3, 4) or sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes) != spatial:
+        raise node_error(node, f"{node.op_type} over axes {list(axes)!r} of a {rank}-D tensor: only the reduction "
+                         f"over the spatial axes {spatial} ({what}) is supported", UnsupportedError)
+    return bool(int(node.attr("keepdims", 1)))
 
 
 def as_image(node: Node, onnx_shape) -> tuple[Node, tuple[int, int, int]]:

@@ -40,7 +40,8 @@ from ..rtl.pool_divisor import DivisorRequantize
 from ..rtl.stage import Block
 from .builder import Acc, Builder, QT, Target, exact_lsb, need, node_error, pads_of, quantize_output, real_view
 from ._pair_mean import pair_mean_terms
-from ._windows import as_image, axis_counts, ceil_end_pad, pad_nhwc, same_begin, spatial_out, windows
+from ._windows import (as_image, axis_counts, ceil_end_pad, pad_nhwc, same_begin, spatial_out, spatial_reduction,
+                       windows)
 from .base import (LayerKind, Lowered, Pattern, act_blocks, check_act, check_window, ties_param, window_fill,
                    window_problem)
 from .types import IntType, Requant, apply_act, elem_shape, int_type_for, readonly, window_out
@@ -363,19 +364,9 @@ def _reduce_mean(b: Builder, node: Node):
     """ReduceMean over the spatial axes (what torch's dynamo exporter writes for a global average
     pool): a GlobalAveragePool; with ``keepdims=0`` its output is the channel vector."""
     x = need(node, b.get(node.inputs[0], node), QT, "input")
-    rank = len(x.onnx_shape) + 1
-    if len(node.inputs) > 1 and node.inputs[1]:
-        axes = [int(a) for a in np.asarray(b.const(node.inputs[1], node, "axes")).reshape(-1)]
-    else:
-        axes = list(node.attr("axes", []) or [])
-    spatial = list(range(2, rank))
-    if rank not in (3, 4) or sorted(a + rank if a < 0 else a for a in axes) != spatial:
-        raise node_error(node, f"ReduceMean over axes {axes!r} of a {rank}-D tensor: only the mean over the spatial "
-                         f"axes {spatial} (a global average pool) is supported", UnsupportedError)
+    keep = spatial_reduction(node, b.reduce_axes(node), x.onnx_shape, "a global average pool")
     acc = _global(b, node, x)
-    if not int(node.attr("keepdims", 1)):
-        acc = replace(acc, onnx_shape=acc.onnx_shape[:1])
-    b.set(node, acc)
+    b.set(node, acc if keep else replace(acc, onnx_shape=acc.onnx_shape[:1]))
 
 
 def _avgpool(b: Builder, node: Node):

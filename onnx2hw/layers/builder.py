@@ -452,6 +452,13 @@ class Builder:
         self.layers.append(layer)
         return QT(layer.output.name, t.scale, t.zp, t.dtype, False, tuple(out_shape_onnx), perm)
 
+    def reduce_axes(self, node: Node) -> list[int]:
+        """The constant ``axes`` of a Reduce* node (its second input from opset 18, before
+        that its attribute; none given: every axis)."""
+        if len(node.inputs) > 1 and node.inputs[1]:
+            return [int(a) for a in np.asarray(self.const(node.inputs[1], node, "axes")).reshape(-1)]
+        return list(node.attr("axes", []) or [])
+
     def _producer(self, x: QT):
         return next((l for l in self.layers if l.output.name == x.tensor), None)
 

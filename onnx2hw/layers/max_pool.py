@@ -17,7 +17,7 @@ from ..ir.graph import Node
 from ..rtl.pool import MaxPoolUnit
 from ..rtl.stage import Block
 from .builder import QT, Builder, node_error, pads_of
-from ._windows import as_image, pad_nhwc, spatial_out, windows
+from ._windows import as_image, pad_nhwc, spatial_out, spatial_reduction, windows
 from .base import LayerKind, Lowered, Pattern, check_window, window_fill, window_problem
 from .canonical import Rewrite
 from .types import elem_shape, window_out
@@ -130,6 +130,16 @@ def _global_maxpool(b: Builder, node: Node):
     b.set(node, _emit(b, node, x, (h, w), (1, 1), (0, 0, 0, 0)))
 
 
+def _reduce_max(b: Builder, node: Node):
+    """ReduceMax over the spatial axes (what torch's dynamo exporter writes for a global max pool,
+    ``amax``): a GlobalMaxPool; with ``keepdims=0`` its output is the channel vector."""
+    x = _image(b, node)
+    keep = spatial_reduction(node, b.reduce_axes(node), x.onnx_shape, "a global max pool")
+    _, (_, h, w) = as_image(node, x.onnx_shape)
+    y = _emit(b, node, x, (h, w), (1, 1), (0, 0, 0, 0))
+    b.set(node, y if keep else replace(y, onnx_shape=y.onnx_shape[:1]))
+
+
 def _canonical_maxpool(node: Node, rw: Rewrite) -> Node:
     if len(node.outputs) > 1 and node.outputs[1]:
         raise node_error(node, "the Indices output is not supported", UnsupportedError)
@@ -139,6 +149,8 @@ def _canonical_maxpool(node: Node, rw: Rewrite) -> Node:
 PATTERNS = (
     Pattern("", "MaxPool", "MaxPoolUnit (1-D and 2-D, dilated)", _maxpool, ptq="pass", canonical=_canonical_maxpool),
     Pattern("", "GlobalMaxPool", "MaxPoolUnit over the whole image or signal", _global_maxpool, ptq="pass"),
+    Pattern("", "ReduceMax", "MaxPoolUnit over the whole image or signal (the maximum over the spatial axes only)",
+            _reduce_max, ptq="pass", const_inputs=1),
 )
 
 #: the layer kind this module declares

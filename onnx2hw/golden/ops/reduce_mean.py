@@ -8,19 +8,27 @@ import numpy as np
 
 from ._util import SUM_DTYPE, as_array, int_list, norm_axes
 
-__all__ = ["run"]
+__all__ = ["run", "reduced_axes"]
 
 
-def run(node, x, axes=None):
-    x = as_array(x)
-    if node.since_version < 18:
+def reduced_axes(node, x, axes, since: int = 18) -> tuple[int, ...] | None:
+    """The axes a Reduce* ``node`` reduces (the attribute before opset ``since``, then the
+    input); ``None`` for ``noop_with_empty_axes=1`` without axes (the input unchanged)."""
+    if node.since_version < since:
         axes = node.attr("axes")
     axes = () if axes is None else int_list(node, axes, "axes")
     if not axes:
         if node.attr("noop_with_empty_axes", 0):
-            return x
+            return None
         axes = tuple(range(x.ndim))
-    axes = norm_axes(node, axes, x.ndim)
+    return norm_axes(node, axes, x.ndim)
+
+
+def run(node, x, axes=None):
+    x = as_array(x)
+    axes = reduced_axes(node, x, axes)
+    if axes is None:
+        return x
     keepdims = bool(node.attr("keepdims", 1))
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.mean(x.astype(SUM_DTYPE, copy=False), axis=axes, keepdims=keepdims)
