@@ -44,10 +44,25 @@ def test_other_pads_stay(case):
     inputs = ["r", "pads"] + (["v"] if case == "value" else [])
     reader = h.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3]) if case == "maxpool" else \
         h.make_node("Conv", ["p", "W"], ["y"])
-    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Pad", inputs, ["p"], **kw), reader]
+    act = "Tanh" if case == "maxpool" else "Relu"    # a maximum of a tensor that may be negative
+    nodes = [h.make_node(act, ["x"], ["r"]), h.make_node("Pad", inputs, ["p"], **kw), reader]
     cin = 3 + (case == "channels")
     m = model(nodes, ("x", ["N", 3, 6, 6]), ("y", ["N", None, None, None]), {"pads": pads, "v": np.float32(0.5), "W": w(2, cin, 3, 3)})
     assert "Pad" in ops(pads_into_windows(load(m)))
+
+
+@pytest.mark.parametrize("act", ["Relu", "Clip"])
+def test_zero_pad_joins_a_max_pool_of_a_tensor_never_negative(act):
+    """PyTorch's ``max_pool1d(F.pad(relu(x), (1, 0)), 2)``: the zeros and the pool's own padding
+    give the same maximum of values that are never negative."""
+    ins = ["x", "lo", "hi"] if act == "Clip" else ["x"]
+    nodes = [h.make_node(act, ins, ["r"]), _pad(13, None),
+             h.make_node("MaxPool", ["p"], ["y"], kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 0, 0])]
+    m = model(nodes, ("x", ["N", 2, 6, 6]), ("y", ["N", 2, 3, 6]),
+              {"pads": np.array([0, 0, 1, 0, 0, 0, 0, 1], np.int64), "lo": np.float32(0), "hi": np.float32(6)})
+    g = pads_into_windows(load(m))
+    assert ops(g) == [act, "MaxPool"] and g.nodes[1].attrs["pads"] == (1, 1, 0, 1)
+    assert_same_function(m, g)
 
 
 def test_pad_of_nothing_goes():

@@ -4,7 +4,11 @@ explicit ``pads`` (:func:`ceil_pools`).
 
 ``Conv(Pad(x, p))`` is ``Conv(x)`` with ``p`` added to its ``pads``, and so is an
 ``AveragePool`` that counts padded positions (``count_include_pad=1``; with ``ceil_mode`` only a
-Pad of nothing at the end), when the Pad is of constant mode with value 0, adds nothing on the
+Pad of nothing at the end), and a ``MaxPool`` of a tensor that is never negative (made by a
+``Relu``, a ``Clip`` from 0 or above, a ``Sigmoid``, ``HardSigmoid`` or ``Softplus``: its own
+padding, which no maximum takes, and a zero then give the same maximum where a window holds a
+value of the tensor; the padding on each side stays below the kernel), when the Pad is of constant
+mode with value 0, adds nothing on the
 batch and channel axes and removes nothing, and the window op sets its padding explicitly (no
 ``auto_pad``). Exporters of channels-last frameworks write Keras' ``ZeroPadding2D`` and
 TensorFlow's explicit padding this way. A Pad that pads nothing (PyTorch's ``avg_pool2d`` at
@@ -45,17 +49,44 @@ def _pad_amounts(e: Edit, pad: Node) -> np.ndarray | None:
     return amounts
 
 
-def _takes_pads(node: Node, amounts: np.ndarray) -> bool:
-    """``node`` takes a zero Pad of ``amounts`` as its own ``pads``: a Conv, or an AveragePool that
-    counts padding; with ``ceil_mode`` only a Pad of nothing at the end (a last window may start
-    in a Pad's end padding but not in the pool's own)."""
+#: ops whose result is never negative
+_NON_NEGATIVE = frozenset({"Relu", "Sigmoid", "HardSigmoid", "Softplus"})
+
+
+def _non_negative(e: Edit, name: str) -> bool:
+    """``name`` is made by an op whose result is never negative (a Clip with a lower bound of 0
+    or more among them)."""
+    p = e.producer(name)
+    if p is None or p.domain != DEFAULT:
+        return False
+    if p.op_type == "Clip":
+        lo = p.attr("min") if p.since_version < 11 else \
+            (np.asarray(e.inits[p.inputs[1]]).reshape(-1)[0] if len(p.inputs) > 1 and p.inputs[1] and
+             e.is_const(p.inputs[1]) else None)
+        return lo is not None and float(lo) >= 0
+    return p.op_type in _NON_NEGATIVE
+
+
+def _takes_pads(e: Edit, node: Node, amounts: np.ndarray, x: str) -> bool:
+    """``node`` takes a zero Pad of ``amounts`` of ``x`` as its own ``pads``: a Conv, an
+    AveragePool that counts padding, a MaxPool of a never negative ``x`` whose padding stays
+    below the kernel; the pools with ``ceil_mode`` only a Pad of nothing at the end (a last window
+    may start in a Pad's end padding but not in the pool's own)."""
     if node.domain != DEFAULT or node.attr("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
         return False
     if node.op_type == "Conv":
         return True
     rank = amounts.size // 2
-    return node.op_type == "AveragePool" and bool(int(node.attr("count_include_pad", 0))) and \
-        (not int(node.attr("ceil_mode", 0)) or not np.any(amounts[rank:]))
+    if int(node.attr("ceil_mode", 0)) and np.any(amounts[rank:]):
+        return False
+    if node.op_type == "AveragePool":
+        return bool(int(node.attr("count_include_pad", 0)))
+    if node.op_type != "MaxPool" or not _non_negative(e, x) or (len(node.outputs) > 1 and node.outputs[1]):
+        return False
+    kernel = np.asarray(node.attr("kernel_shape", ()), np.int64)
+    own = np.asarray(node.attr("pads", (0,) * 2 * kernel.size), np.int64)
+    extra = np.concatenate([amounts[2:rank], amounts[rank + 2:]])
+    return kernel.size == rank - 2 and bool(np.all(own + extra < np.concatenate([kernel, kernel])))
 
 
 def pads_into_windows(graph: Graph) -> Graph:
@@ -71,7 +102,7 @@ def pads_into_windows(graph: Graph) -> Graph:
             changed = True
             continue
         if amounts is None or not readers or pad.outputs[0] in e.outputs or \
-                not all(_takes_pads(r, amounts) and r.inputs[0] == pad.outputs[0] for r in readers):
+                not all(_takes_pads(e, r, amounts, pad.inputs[0]) and r.inputs[0] == pad.outputs[0] for r in readers):
             continue
         rank = amounts.size // 2
         extra = np.concatenate([amounts[2:rank], amounts[rank + 2:]])
