@@ -404,5 +404,5 @@ def test_reduce_mean_over_space_is_a_global_average_pool(keepdims):
 def test_reduce_mean_over_channels_is_refused_in_one_line():
     x = np.random.default_rng(3).random((16, 4, 6, 6), dtype=np.float32)
     m = _reduce_mean_net(1, axes=(1,))
-    with pytest.raises(UnsupportedError, match=r"node 'mean' \(ReduceMean\): .*only the mean over the spatial axes"):
+    with pytest.raises(UnsupportedError, match=r"node 'mean' \(ReduceMean\): .*only the reduction over the spatial axes"):
         to_integer_graph(load(quantize(m, {"x": x})))

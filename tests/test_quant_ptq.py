@@ -269,12 +269,22 @@ def test_unsupported_layer_names_the_node(op):
         quantize(model, {"x": np.ones((4, 8), np.float32)})
 
 
-def test_batchnorm_of_the_model_input_is_rejected():
-    bn = {k: np.ones(8, np.float32) for k in ("s", "b", "m", "v")}
+def test_batchnorm_of_the_model_input_alone_is_a_diagonal_dense_layer():
+    """A normalization of the model input that no layer after it can take in is a layer of its own
+    (onnx2hw.canon.affine: a Gemm with the weight diag(k)); the quantized model computes it within
+    two output steps of the float one."""
+    rng = np.random.default_rng(3)
+    bn = {"s": rng.uniform(0.5, 2, 8), "b": rng.standard_normal(8), "m": rng.standard_normal(8),
+          "v": rng.uniform(0.5, 2, 8)}
     model = _tiny_model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn0")],
                         bn, ["N", 8], ["N", 8])
-    with pytest.raises(UnsupportedError, match="'bn0'"):
-        quantize(model, {"x": np.ones((4, 8), np.float32)})
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    q = quantize(model, {"x": x})
+    assert "Gemm" in [n.op_type for n in q.graph.node]
+    want = run_spec(model, {"x": x})[0]
+    got = run_spec(q, {"x": x})[0]
+    step = float(np.ptp(want)) / 255
+    assert np.abs(got - want).max() <= 2 * step
 
 
 def test_constant_add_after_an_activation_folds_into_the_next_layer():
