@@ -3,17 +3,15 @@ unless ``noop_with_empty_axes=1``); the reduction of an empty axis is the type's
 ONNX reference's rule)."""
 import numpy as np
 
-from ._util import as_array
-from .reduce_mean import reduced_axes
+from .reduce_mean import reduce
 
 __all__ = ["run"]
 
 
-def run(node, x, axes=None):
-    x = as_array(x)
-    axes = reduced_axes(node, x, axes)
-    if axes is None:
-        return x
-    keepdims = bool(node.attr("keepdims", 1))
+def _max(x, axes, keepdims):
     low = False if x.dtype.kind == "b" else np.iinfo(x.dtype).min if x.dtype.kind in "iu" else -np.inf
-    return as_array(np.max(x, axis=axes, keepdims=keepdims, initial=low)).astype(x.dtype)
+    return np.max(x, axis=axes, keepdims=keepdims, initial=low)
+
+
+def run(node, x, axes=None):
+    return reduce(node, x, axes, _max)

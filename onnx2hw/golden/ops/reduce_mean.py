@@ -8,10 +8,10 @@ import numpy as np
 
 from ._util import SUM_DTYPE, as_array, int_list, norm_axes
 
-__all__ = ["run", "reduced_axes"]
+__all__ = ["run", "reduce"]
 
 
-def reduced_axes(node, x, axes, since: int = 18) -> tuple[int, ...] | None:
+def _reduced_axes(node, x, axes, since: int = 18) -> tuple[int, ...] | None:
     """The axes a Reduce* ``node`` reduces (the attribute before opset ``since``, then the
     input); ``None`` for ``noop_with_empty_axes=1`` without axes (the input unchanged)."""
     if node.since_version < since:
@@ -24,12 +24,20 @@ def reduced_axes(node, x, axes, since: int = 18) -> tuple[int, ...] | None:
     return norm_axes(node, axes, x.ndim)
 
 
-def run(node, x, axes=None):
+def reduce(node, x, axes, fn):
+    """A Reduce* ``node`` of ``x``: ``fn(x, axes, keepdims)`` over its axes, cast to ``x``'s type
+    (``x`` itself for ``noop_with_empty_axes`` without axes)."""
     x = as_array(x)
-    axes = reduced_axes(node, x, axes)
+    axes = _reduced_axes(node, x, axes)
     if axes is None:
         return x
-    keepdims = bool(node.attr("keepdims", 1))
+    return as_array(fn(x, axes, bool(node.attr("keepdims", 1)))).astype(x.dtype)
+
+
+def _mean(x, axes, keepdims):
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.mean(x.astype(SUM_DTYPE, copy=False), axis=axes, keepdims=keepdims)
-    return as_array(out).astype(x.dtype)
+        return np.mean(x.astype(SUM_DTYPE, copy=False), axis=axes, keepdims=keepdims)
+
+
+def run(node, x, axes=None):
+    return reduce(node, x, axes, _mean)
