@@ -274,9 +274,8 @@ def _emit_counts(b: Builder, v: Acc, t: Target) -> QT:
         raise node_error(v.node, "an average pool whose divisor varies with the position must be quantized",
                          UnsupportedError)
     counts = v.params["counts"]
-    pairs, biases = [], set()
+    pairs, biases, lsb = [], set(), exact_lsb(v)
     for d in sorted({r * k for r in counts[0] for k in counts[1]}):
-        lsb = exact_lsb(v)
         bias, act = b.requant(replace(v, scale=v.scale / d, scale_exact=None if lsb is None else lsb / d), t)
         pairs.append((d, act))
         biases.add(tuple(int(x) for x in bias))
